@@ -1,0 +1,1 @@
+"""Prefect flows: retrieve, generate and evaluate as cached tasks over question shards."""

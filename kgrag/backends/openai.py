@@ -1,0 +1,66 @@
+"""``openai``: any OpenAI-compatible chat-completions server (vLLM's, llama-cpp-python's, ...)."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from kgrag.llm import LLMReply, LLMRequest
+from kgrag.registry import BACKENDS
+
+
+class OpenAIParams(BaseModel):
+    """Params of the ``openai`` backend."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="server URL up to /v1")
+    model: str = Field("default", description="model name sent to the server")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the key (may be unset)")
+    concurrency: int = Field(8, ge=1, description="requests of a batch sent at once")
+
+
+@BACKENDS.register("openai", params=OpenAIParams)
+class OpenAIBackend:
+    """HTTP client; a batch is sent as concurrent requests."""
+
+    def __init__(self, params: OpenAIParams, *, timeout_s: float = 120.0) -> None:
+        self.params = params
+        self.model_id = f"openai:{params.model}@{params.base_url}"
+        key = os.environ.get(params.api_key_env, "none")
+        self._client = httpx.Client(
+            base_url=params.base_url.rstrip("/"), timeout=timeout_s, headers={"Authorization": f"Bearer {key}"}
+        )
+
+    def _one(self, req: LLMRequest) -> LLMReply:
+        t0 = time.perf_counter()
+        body = {
+            "model": self.params.model, "messages": req.as_messages(), "temperature": req.temperature,
+            "top_p": req.top_p, "max_tokens": req.max_tokens, "seed": req.seed,
+        }
+        if req.stop:
+            body["stop"] = list(req.stop)
+        try:
+            r = self._client.post("/chat/completions", json=body)
+            r.raise_for_status()
+            data = r.json()
+            usage = data.get("usage") or {}
+            return LLMReply(
+                text=data["choices"][0]["message"]["content"] or "",
+                tokens_in=int(usage.get("prompt_tokens", 0)),
+                tokens_out=int(usage.get("completion_tokens", 0)),
+                latency_ms=(time.perf_counter() - t0) * 1000,
+            )
+        except Exception as e:  # HTTP errors, timeouts, malformed bodies: recorded and retried by the client
+            return LLMReply(error=f"{type(e).__name__}: {e}"[:500], latency_ms=(time.perf_counter() - t0) * 1000)
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMReply]:
+        """Send the batch concurrently; replies keep request order."""
+        if len(requests) <= 1:
+            return [self._one(r) for r in requests]
+        with ThreadPoolExecutor(max_workers=min(self.params.concurrency, len(requests))) as pool:
+            return list(pool.map(self._one, requests))

@@ -1,0 +1,29 @@
+"""Process environment defaults: telemetry off, model hubs offline, Prefect state inside the repo."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULTS = {
+    "DO_NOT_TRACK": "1",
+    "DVC_NO_ANALYTICS": "1",
+    "GX_ANALYTICS_ENABLED": "false",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+}
+
+
+def setup(root: str | Path = ".") -> None:
+    """Set the defaults (existing variables win); Prefect's home and results go under ``.kgrag_cache``."""
+    for k, v in DEFAULTS.items():
+        os.environ.setdefault(k, v)
+    cache = (Path(root) / ".kgrag_cache").resolve()
+    os.environ.setdefault("PREFECT_HOME", str(cache / "prefect_home"))
+    os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(cache / "prefect_results"))

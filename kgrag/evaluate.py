@@ -1,0 +1,114 @@
+"""Metrics: per-question scores and their aggregates, each named by its rule.
+
+- ``hit_at_1``: the first predicted answer equals a gold answer after normalization.
+- ``hit_any``: some gold answer occurs in the raw prediction text (the RoG / G-Retriever "Hit" rule).
+- ``em``: the set of predicted answers equals the set of gold answers (normalized).
+- ``precision`` / ``recall`` / ``f1``: over the normalized answer sets.
+- ``retrieval_recall``: share of gold answer entities among the retrieved subgraph's nodes.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Iterable, Sequence
+
+import numpy as np
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize(s: str) -> str:
+    """Lower-case, drop punctuation and articles, fold white space (SQuAD normalization)."""
+    s = s.lower().translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", s).split())
+
+
+def answer_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
+    """Hit@1, Hit, EM, precision, recall, F1 of one question."""
+    gold_n = {normalize(g) for g in gold if normalize(g)}
+    pred_n = [normalize(p) for p in predicted if normalize(p)]
+    pred_set = set(pred_n)
+    text_n = normalize(prediction)
+    tp = len(pred_set & gold_n)
+    precision = tp / len(pred_set) if pred_set else 0.0
+    recall = tp / len(gold_n) if gold_n else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "hit_at_1": float(bool(pred_n) and pred_n[0] in gold_n),
+        "hit_any": float(any(g and re.search(r"(?<!\w)" + re.escape(g) + r"(?!\w)", text_n) for g in gold_n)),
+        "em": float(bool(pred_set) and pred_set == gold_n),
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+    }
+
+
+def retrieval_recall(*, answer_ids: Iterable[int], node_ids: Iterable[int]) -> float | None:
+    """Share of gold answer entities present in the retrieved nodes; None without answer ids."""
+    gold = set(answer_ids)
+    if not gold:
+        return None
+    return len(gold & set(node_ids)) / len(gold)
+
+
+def summarize(values: Sequence[float | None]) -> float | None:
+    """Mean of the non-null values (None when there are none)."""
+    v = [x for x in values if x is not None]
+    return float(np.mean(v)) if v else None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """q-th percentile of the values (None when empty)."""
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def evaluate_rows(
+    *, questions: Sequence[dict], retrieved: Sequence[dict], generations: Sequence[dict]
+) -> tuple[list[dict], dict]:
+    """Join questions, retrieval and generation rows; score each question and aggregate.
+
+    Failed generations score 0 and are counted in ``failed``; retrieval recall ignores questions
+    without answer entities.
+    """
+    from kgrag import schema as S
+
+    ret = {r[S.QUESTION_ID]: r for r in retrieved}
+    gen = {g[S.QUESTION_ID]: g for g in generations}
+    rows = []
+    for q in questions:
+        qid = q[S.QUESTION_ID]
+        r = ret.get(qid, {})
+        g = gen.get(qid, {})
+        scores = answer_scores(prediction=g.get(S.PREDICTION) or "", predicted=g.get(S.PREDICTED_ANSWERS) or [],
+                               gold=q[S.ANSWERS] or [])
+        rows.append(
+            {
+                S.QUESTION_ID: qid, "question": q[S.TEXT], S.QTYPE: q.get(S.QTYPE) or "", S.HOPS: q.get(S.HOPS),
+                "gold": list(q[S.ANSWERS] or []), S.PREDICTION: g.get(S.PREDICTION) or "",
+                S.PREDICTED_ANSWERS: list(g.get(S.PREDICTED_ANSWERS) or []),
+                "retrieved_triples": r.get(S.CONTEXT_TRIPLES, ""),
+                "context_triples": len(r.get(S.TRIPLE_HEADS) or []),
+                "retrieval_recall": retrieval_recall(answer_ids=[i for i in (q[S.ANSWER_IDS] or []) if i is not None],
+                                                     node_ids=r.get(S.NODE_IDS) or []),
+                **scores,
+                S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
+                S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.FAILED: bool(g.get(S.FAILED, not g)),
+                S.ERROR: g.get(S.ERROR), S.RETRIEVE_MS: r.get(S.RETRIEVE_MS), S.GENERATE_MS: g.get(S.GENERATE_MS),
+            }
+        )
+    n = len(rows)
+    col = lambda k: [x[k] for x in rows]  # noqa: E731
+    metrics = {
+        "questions": n,
+        "failed": sum(col(S.FAILED)),
+        **{k: summarize(col(k)) for k in ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "retrieval_recall")},
+        "context_triples_mean": summarize(col("context_triples")),
+        "context_tokens_mean": summarize(col(S.TOKENS_IN)),
+        "tokens_out_mean": summarize(col(S.TOKENS_OUT)),
+        "llm_calls_per_question": summarize(col(S.LLM_CALLS)),
+        "retrieve_ms_median": percentile([x for x in col(S.RETRIEVE_MS) if x is not None], 50),
+        "generate_ms_median": percentile([x for x in col(S.GENERATE_MS) if x is not None], 50),
+    }
+    return rows, metrics

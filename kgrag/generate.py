@@ -1,0 +1,99 @@
+"""Answer generation: prompt from question + textualized subgraph, LLM call, answer parsing."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from typing import Sequence
+
+from kgrag import schema as S
+from kgrag.llm import LLMClient, LLMRequest
+from kgrag.registry import TEXTUALIZERS
+
+SYSTEM = (
+    "You answer questions about movies using the knowledge graph facts you are given. "
+    "Reply with the answer names only, separated by ' | '. No explanation."
+)
+
+
+def clean_question(text: str) -> str:
+    """The question without MetaQA's [topic] brackets."""
+    return re.sub(r"\[([^\]]+)\]", r"\1", text).strip()
+
+
+def build_request(
+    *, question: str, context: str, temperature: float, top_p: float, max_tokens: int, seed: int
+) -> LLMRequest:
+    """Chat request for one question and its context text."""
+    user = f"Question: {clean_question(question)}\nAnswer:"
+    if context:
+        user = f"Knowledge graph facts (head, relation, tail):\n{context}\n\n{user}"
+    return LLMRequest(
+        messages=(("system", SYSTEM), ("user", user)),
+        temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed,
+    )
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+
+
+def parse_answers(text: str, separator: str = "|") -> list[str]:
+    """Answer names from an LLM reply: split on the separator and newlines, bullets and quotes removed."""
+    text = text.strip()
+    if text.lower().startswith("answer:"):
+        text = text[7:]
+    parts: list[str] = []
+    for line in text.splitlines():
+        for p in line.split(separator):
+            p = _BULLET.sub("", p).strip().strip("\"'`").rstrip(".").strip()
+            if p and p not in parts:
+                parts.append(p)
+    return parts
+
+
+def context_text(named_triples: Sequence[tuple[str, str, str]], *, form: str, max_triples: int) -> str:
+    """Textualize the first ``max_triples`` triples (retrieval order = best first) with textualizer ``form``."""
+    return TEXTUALIZERS.get(form).impl(list(named_triples)[:max_triples])
+
+
+def generate_rows(
+    *,
+    question_ids: Sequence[str],
+    questions: Sequence[str],
+    contexts: Sequence[str],
+    client: LLMClient,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    seed: int,
+    separator: str,
+) -> list[dict]:
+    """One generation row per question (see ``schema.GENERATIONS``); failed calls are rows with ``failed``."""
+    reqs = [
+        build_request(question=q, context=c, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+        for q, c in zip(questions, contexts)
+    ]
+    t0 = time.perf_counter()
+    records = client.generate(reqs)
+    per_q_ms = (time.perf_counter() - t0) * 1000 / max(len(reqs), 1)
+    rows = []
+    for qid, req, rec in zip(question_ids, reqs, records):
+        text = rec.reply.text if not rec.failed else ""
+        rows.append(
+            {
+                S.QUESTION_ID: qid,
+                S.PROMPT_HASH: hashlib.sha256(str(req.messages).encode()).hexdigest()[:16],
+                S.PREDICTION: text,
+                S.PREDICTED_ANSWERS: parse_answers(text, separator),
+                S.LLM_CALLS: rec.attempts,
+                S.CACHED: int(rec.cached),
+                S.TOKENS_IN: rec.reply.tokens_in,
+                S.TOKENS_OUT: rec.reply.tokens_out,
+                S.GENERATE_MS: rec.reply.latency_ms if not rec.cached else per_q_ms,
+                S.FAILED: rec.failed,
+                S.ERROR: "; ".join(rec.errors) if rec.failed else None,
+                S.SEED: seed,
+            }
+        )
+    return rows

@@ -1,0 +1,175 @@
+"""LLM calls: request/reply types, the on-disk call cache and the retry / timeout policy.
+
+A backend only turns a batch of requests into replies. ``LLMClient`` wraps one with
+(1) a SQLite cache keyed by model, messages and sampling params, so a re-run repeats no call, and
+(2) retries with exponential backoff; a call still failing is returned with ``error`` set, never dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One chat completion request."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, content)
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 64
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    def as_messages(self) -> list[dict[str, str]]:
+        """OpenAI-style message dicts."""
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """What a backend returns for one request."""
+
+    text: str = ""
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: float = 0.0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One request as the client resolved it: the reply plus how it was obtained."""
+
+    key: str
+    reply: LLMReply
+    cached: bool
+    attempts: int
+    errors: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def failed(self) -> bool:
+        """True when no attempt succeeded."""
+        return self.reply.error is not None
+
+
+class LLMBackend(Protocol):
+    """Turns a batch of requests into replies (same order). Errors go into ``LLMReply.error``."""
+
+    model_id: str
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMReply]: ...
+
+
+def call_key(model_id: str, req: LLMRequest) -> str:
+    """Cache key: hash of model, messages and sampling params."""
+    blob = json.dumps({"model": model_id, **asdict(req)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class CallCache:
+    """SQLite table of successful calls; safe for concurrent processes (WAL)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._con() as con:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS llm_calls (call_key TEXT PRIMARY KEY, model TEXT, request TEXT,"
+                " response TEXT, tokens_in INTEGER, tokens_out INTEGER, latency_ms REAL, created REAL)"
+            )
+
+    def _con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA busy_timeout=60000")
+            self._local.con = con
+        return con
+
+    def get(self, key: str) -> LLMReply | None:
+        """The cached reply for ``key``, if any."""
+        row = self._con().execute(
+            "SELECT response, tokens_in, tokens_out, latency_ms FROM llm_calls WHERE call_key = ?", (key,)
+        ).fetchone()
+        return None if row is None else LLMReply(row[0], row[1], row[2], row[3])
+
+    def put(self, key: str, model: str, req: LLMRequest, reply: LLMReply) -> None:
+        """Store a successful reply."""
+        self._con().execute(
+            "INSERT OR REPLACE INTO llm_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, model, json.dumps(asdict(req)), reply.text, reply.tokens_in, reply.tokens_out,
+             reply.latency_ms, time.time()),
+        )
+
+    def __len__(self) -> int:
+        return int(self._con().execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0])
+
+
+class LLMClient:
+    """A backend behind the call cache and the retry policy."""
+
+    def __init__(
+        self, backend: LLMBackend, *, cache: CallCache | None, retries: int = 2, backoff_s: float = 0.5,
+        sleep=time.sleep,
+    ) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._sleep = sleep
+
+    @property
+    def model_id(self) -> str:
+        """The backend's model identifier."""
+        return self.backend.model_id
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[CallRecord]:
+        """Resolve every request: from the cache, else from the backend (batched), retrying failures."""
+        keys = [call_key(self.model_id, r) for r in requests]
+        out: list[CallRecord | None] = [None] * len(requests)
+        todo = []
+        for i, (k, r) in enumerate(zip(keys, requests)):
+            hit = self.cache.get(k) if self.cache else None
+            if hit is not None:
+                out[i] = CallRecord(k, hit, cached=True, attempts=0)
+            else:
+                todo.append(i)
+        errors: dict[int, list[str]] = {i: [] for i in todo}
+        attempt = 0
+        while todo:
+            attempt += 1
+            try:
+                replies = self.backend.generate([requests[i] for i in todo])
+            except Exception as e:  # a backend bug or outage: the whole batch failed this attempt
+                replies = [LLMReply(error=f"{type(e).__name__}: {e}") for _ in todo]
+            still = []
+            for i, rep in zip(todo, replies):
+                if rep.error is None:
+                    if self.cache:
+                        self.cache.put(keys[i], self.model_id, requests[i], rep)
+                    out[i] = CallRecord(keys[i], rep, cached=False, attempts=attempt, errors=tuple(errors[i]))
+                else:
+                    errors[i].append(rep.error)
+                    if attempt > self.retries:
+                        out[i] = CallRecord(keys[i], rep, cached=False, attempts=attempt, errors=tuple(errors[i]))
+                    else:
+                        still.append(i)
+            todo = still
+            if todo:
+                self._sleep(self.backoff_s * 2 ** (attempt - 1))
+        return [o for o in out if o is not None]
+
+
+def with_seed(req: LLMRequest, seed: int) -> LLMRequest:
+    """The same request with another sampling seed."""
+    return replace(req, seed=seed)

@@ -1,0 +1,238 @@
+"""Typed params: one pydantic model per ``params.yaml`` section, validated once, ``extra="forbid"``.
+
+Module choices (``retrieve.method``, ``generate.backend``) are checked against the registries, and a
+sub-section named after a module (``retrieve.pcst``) is validated by that module's own params model.
+Errors name the file, line and key, and list the valid choices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kgrag.registry import BACKENDS, LOADERS, RETRIEVERS, Registry, UnknownModuleError
+
+
+class Strict(BaseModel):
+    """Base of every params model: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModuleSection(BaseModel):
+    """A section that picks a module by name and may hold per-module sub-sections."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    _registry: ClassVar[Registry[Any]]
+    _selector: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _check_modules(self) -> "ModuleSection":
+        reg = self._registry
+        try:
+            reg.get(getattr(self, self._selector))
+        except UnknownModuleError as e:
+            raise ValueError(f"{self._selector}: {e}") from None
+        extra = self.model_extra or {}
+        for key, value in list(extra.items()):
+            if key not in reg:
+                fields = ", ".join(self.__class__.model_fields)
+                raise ValueError(
+                    f"unknown key {key!r}: neither a field ({fields}) nor a {reg.kind} module "
+                    f"({', '.join(reg.names())})"
+                )
+            try:
+                extra[key] = reg.get(key).params.model_validate(value or {})
+            except ValidationError as e:
+                first = e.errors()[0]
+                loc = ".".join(str(p) for p in (key, *first["loc"]))
+                raise ValueError(f"{loc}: {first['msg']}") from None
+        return self
+
+    @property
+    def name(self) -> str:
+        """The selected module's name."""
+        return str(getattr(self, self._selector))
+
+    def module_params(self, name: str | None = None) -> BaseModel:
+        """Validated params of module ``name`` (default: the selected one), defaults filled in."""
+        name = name or self.name
+        got = (self.model_extra or {}).get(name)
+        return got if got is not None else self._registry.get(name).params()
+
+
+class DataParams(Strict):
+    """Which KG dump and question set to ingest."""
+
+    dataset: str = Field("metaqa", description="loader name (`kgrag modules`)")
+    path: str = Field("../shared/data/metaqa", description="folder of the dataset files")
+    hops: int = Field(2, ge=1, le=3, description="MetaQA question hop count")
+    split: Literal["dev", "test"] = "test"
+    sample: int = Field(200, ge=0, description="questions sampled; 0 = all")
+    seed: int = Field(0, description="seed of the question sample")
+
+    @model_validator(mode="after")
+    def _loader_exists(self) -> "DataParams":
+        try:
+            LOADERS.get(self.dataset)
+        except UnknownModuleError as e:
+            raise ValueError(f"dataset: {e}") from None
+        return self
+
+
+class ValidateParams(Strict):
+    """Data-quality gate."""
+
+    max_bad_fraction: float = Field(0.01, ge=0.0, le=1.0, description="fail when a table's bad share passes this")
+
+
+class IndexParams(Strict):
+    """Embedding index."""
+
+    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or local path")
+    batch_size: int = Field(256, ge=1)
+    embed_triples: bool = Field(False, description="also embed every triple as 'head relation tail' text")
+
+
+class RetrieveParams(ModuleSection):
+    """Retrieval: ``method`` picks the module; its own sub-section holds its params."""
+
+    _registry = RETRIEVERS
+    _selector = "method"
+    method: str = "pcst"
+    hops: int = Field(2, ge=0, le=4, description="k of the topic entities' k-hop neighbourhood (edges undirected)")
+    max_neighbourhood_edges: int = Field(
+        200_000, ge=1, description="cap on neighbourhood edges (the closest hops are kept first)"
+    )
+    shard_size: int = Field(50, ge=1, description="questions per cached Prefect task")
+
+
+class GenerateParams(ModuleSection):
+    """Generation: ``backend`` picks the LLM backend; its sub-section holds its params."""
+
+    _registry = BACKENDS
+    _selector = "backend"
+    backend: str = "llamacpp"
+    context: Literal["triples", "csv", "none"] = Field(
+        "triples", description="textualized form put in the prompt: triples text, G-Retriever's CSV, or none"
+    )
+    max_context_triples: int = Field(60, ge=0, description="triples kept in the prompt (highest-scored first)")
+    temperature: float = Field(0.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(48, ge=1)
+    seed: int = Field(0, description="sampling seed passed to the backend")
+    retries: int = Field(2, ge=0, description="retries after a failed call")
+    backoff_s: float = Field(0.5, ge=0.0, description="first retry delay; doubles each retry")
+    timeout_s: float = Field(120.0, gt=0.0, description="per-call timeout")
+    shard_size: int = Field(25, ge=1, description="questions per cached Prefect task")
+
+
+class EvaluateParams(Strict):
+    """Evaluation."""
+
+    answer_separator: str = Field("|", description="separator the prompt asks the LLM to put between answers")
+
+
+class ReportParams(Strict):
+    """Report."""
+
+    examples: int = Field(5, ge=0, description="questions shown in full in report.md")
+
+
+class Params(Strict):
+    """The whole ``params.yaml``."""
+
+    data: DataParams = DataParams()
+    validate_: ValidateParams = Field(ValidateParams(), alias="validate")
+    index: IndexParams = IndexParams()
+    retrieve: RetrieveParams = RetrieveParams()
+    generate: GenerateParams = GenerateParams()
+    evaluate: EvaluateParams = EvaluateParams()
+    report: ReportParams = ReportParams()
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ParamsError(ValueError):
+    """Invalid params: the message names file, line and key."""
+
+
+def section_hash(model: BaseModel) -> str:
+    """Stable hash of a params model (part of cache keys)."""
+    blob = json.dumps(model.model_dump(mode="json", by_alias=True), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _lines(text: str) -> dict[tuple[str, ...], int]:
+    """Map each key path of a YAML document to its 1-based line."""
+    out: dict[tuple[str, ...], int] = {}
+
+    def walk(node: yaml.Node, path: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                p = (*path, str(k.value))
+                out[p] = k.start_mark.line + 1
+                walk(v, p)
+
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return out
+    if root is not None:
+        walk(root, ())
+    return out
+
+
+def set_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply ``a.b.c=value`` (value parsed as YAML) to a nested dict in place."""
+    if "=" not in assignment:
+        raise ParamsError(f"--set {assignment!r}: expected key=value")
+    key, value = assignment.split("=", 1)
+    parts = key.strip().split(".")
+    node = raw
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ParamsError(f"--set {assignment!r}: {p} is not a section")
+    node[parts[-1]] = yaml.safe_load(value)
+
+
+def parse(raw: dict[str, Any], *, source: str = "params.yaml", text: str = "") -> Params:
+    """Validate a raw params dict; errors name the source, line and key."""
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as e:
+        lines = _lines(text)
+        msgs = []
+        for err in e.errors():
+            loc = tuple(str(p) for p in err["loc"])
+            line = None
+            for n in range(len(loc), 0, -1):
+                if loc[:n] in lines:
+                    line = lines[loc[:n]]
+                    break
+            where = f"{source}:{line}" if line else source
+            key = ".".join(loc) or "(top level)"
+            msg = err["msg"].removeprefix("Value error, ")
+            msgs.append(f"{where}: {key}: {msg}")
+        raise ParamsError("invalid params\n  " + "\n  ".join(msgs)) from None
+
+
+def load(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Params:
+    """Read, override and validate ``params.yaml``."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ParamsError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: top level must be a mapping")
+    for o in overrides or []:
+        set_override(raw, o)
+    return parse(raw, source=str(path), text=text)

@@ -1,0 +1,112 @@
+"""The human-readable report: metrics table, per-question-type breakdown, examples and a figure."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+NAMES = {
+    "hit_at_1": "Hit@1 (first answer is gold)",
+    "hit_any": "Hit (a gold answer appears in the output)",
+    "em": "Exact match (answer set = gold set)",
+    "precision": "Answer precision",
+    "recall": "Answer recall",
+    "f1": "Answer F1",
+    "retrieval_recall": "Retrieval answer recall",
+    "context_triples_mean": "Context triples / question",
+    "context_tokens_mean": "Prompt tokens / question",
+    "tokens_out_mean": "Output tokens / question",
+    "llm_calls_per_question": "LLM calls / question",
+    "retrieve_ms_median": "Retrieval ms / question (median)",
+    "generate_ms_median": "Generation ms / question (median)",
+    "questions": "Questions",
+    "failed": "Failed questions",
+}
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:,.0f}"
+    return str(v)
+
+
+def figure_recall_vs_context(rows: Sequence[dict], path: str | Path) -> None:
+    """Scatter of retrieval answer recall against context size, coloured by Hit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.array([r["context_triples"] for r in rows], dtype=float)
+    y = np.array([np.nan if r["retrieval_recall"] is None else r["retrieval_recall"] for r in rows])
+    hit = np.array([r["hit_any"] for r in rows]) > 0
+    rng = np.random.default_rng(0)
+    jitter = rng.uniform(-0.015, 0.015, size=len(y))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    ax.scatter(x[~hit], y[~hit] + jitter[~hit], s=14, alpha=0.6, label="answer missed (Hit = 0)", color="#999999")
+    ax.scatter(x[hit], y[hit] + jitter[hit], s=14, alpha=0.8, label="answer hit (Hit = 1)", color="#d62728")
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlabel("retrieved triples (context size, log scale)")
+    ax.set_ylabel("retrieval answer recall")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("Does the retrieved subgraph hold the answer, and does the LLM find it?")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, validation: dict | None) -> str:
+    """Markdown of the report."""
+    setup = metrics.get("setup", {})
+    out = ["# kgrag report", ""]
+    out.append(
+        f"Dataset **{setup.get('dataset')}** {setup.get('hops')}-hop {setup.get('split')}, "
+        f"retrieval **{setup.get('retrieve')}**, generation **{setup.get('backend')}** "
+        f"(context: {setup.get('context')}), sample seed {setup.get('seed')}."
+    )
+    out += ["", "## Metrics", "", "| metric | value |", "|---|---|"]
+    for k, label in NAMES.items():
+        if k in metrics:
+            out.append(f"| {label} (`{k}`) | {_fmt(metrics[k])} |")
+    out += ["", "## Time per stage", "", "| stage | seconds |", "|---|---|"]
+    for s, v in (metrics.get("stage_seconds") or {}).items():
+        out.append(f"| {s} | {v:.1f} |")
+    by_type: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_type[r.get("qtype") or "(none)"].append(r)
+    out += ["", "## By question type", "", "| question type | n | Hit@1 | Hit | F1 | retrieval recall |",
+            "|---|---|---|---|---|---|"]
+    for t, rs in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
+        rr = [r["retrieval_recall"] for r in rs if r["retrieval_recall"] is not None]
+        out.append(
+            f"| {t} | {len(rs)} | {np.mean([r['hit_at_1'] for r in rs]):.3f} | {np.mean([r['hit_any'] for r in rs]):.3f} "
+            f"| {np.mean([r['f1'] for r in rs]):.3f} | {(np.mean(rr) if rr else float('nan')):.3f} |"
+        )
+    out += ["", "## Answer recall against context size", "", f"![recall vs context]({figure})", ""]
+    if validation:
+        out += ["## Data validation", "", "| table | rows | quarantined |", "|---|---|---|"]
+        for n, v in validation.get("tables", {}).items():
+            out.append(f"| {n} | {v['rows']} | {v['bad']} |")
+        out += ["", f"Lines quarantined at ingest: {validation.get('ingest_quarantined', 0)}.", ""]
+    if examples:
+        out += ["## Examples", ""]
+        for r in rows[:examples]:
+            ctx = (r.get("retrieved_triples") or "").splitlines()
+            out += [
+                f"**{r['question']}**  ",
+                f"gold: {' | '.join(r['gold'][:8])}{' …' if len(r['gold']) > 8 else ''}  ",
+                f"prediction: `{(r['prediction'] or '').strip()[:200]}`  ",
+                f"Hit@1 {r['hit_at_1']:.0f}, Hit {r['hit_any']:.0f}, F1 {r['f1']:.2f}, retrieval recall "
+                f"{_fmt(r['retrieval_recall'])}, {len(ctx)} triples"
+                + (f"; first: `{ctx[0][:120]}`" if ctx else ""),
+                "",
+            ]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,109 @@
+"""Column names and Arrow schemas of every table that crosses a stage boundary.
+
+Every module reads and writes columns through these constants, so a rename happens in one place.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+# entities / relations / triples
+ENTITY_ID = "entity_id"
+NAME = "name"
+RELATION_ID = "relation_id"
+HEAD = "head"
+RELATION = "relation"
+TAIL = "tail"
+
+# questions
+QUESTION_ID = "question_id"
+SPLIT = "split"
+HOPS = "hops"
+TEXT = "text"
+QTYPE = "qtype"
+TOPIC_IDS = "topic_ids"
+ANSWER_IDS = "answer_ids"
+ANSWERS = "answers"
+
+# retrieved
+MODULE = "module"
+TRIPLE_HEADS = "triple_heads"
+TRIPLE_RELATIONS = "triple_relations"
+TRIPLE_TAILS = "triple_tails"
+NODE_IDS = "node_ids"
+CONTEXT_TRIPLES = "context_triples"
+CONTEXT_CSV = "context_csv"
+NEIGHBOURHOOD_NODES = "neighbourhood_nodes"
+NEIGHBOURHOOD_EDGES = "neighbourhood_edges"
+RETRIEVE_MS = "retrieve_ms"
+TRACE = "trace"
+
+# generations
+PROMPT_HASH = "prompt_hash"
+PREDICTION = "prediction"
+PREDICTED_ANSWERS = "predicted_answers"
+LLM_CALLS = "llm_calls"
+TOKENS_IN = "tokens_in"
+TOKENS_OUT = "tokens_out"
+GENERATE_MS = "generate_ms"
+CACHED = "cached"
+FAILED = "failed"
+ERROR = "error"
+SEED = "seed"
+
+# quarantine
+TABLE = "table"
+ROW = "row"
+REASON = "reason"
+RECORD = "record"
+
+ENTITIES = pa.schema([(ENTITY_ID, pa.int64()), (NAME, pa.string())])
+RELATIONS = pa.schema([(RELATION_ID, pa.int64()), (NAME, pa.string())])
+TRIPLES = pa.schema([(HEAD, pa.int64()), (RELATION, pa.int64()), (TAIL, pa.int64())])
+QUESTIONS = pa.schema(
+    [
+        (QUESTION_ID, pa.string()),
+        (SPLIT, pa.string()),
+        (HOPS, pa.int32()),
+        (TEXT, pa.string()),
+        (QTYPE, pa.string()),
+        (TOPIC_IDS, pa.list_(pa.int64())),
+        (ANSWER_IDS, pa.list_(pa.int64())),
+        (ANSWERS, pa.list_(pa.string())),
+    ]
+)
+RETRIEVED = pa.schema(
+    [
+        (QUESTION_ID, pa.string()),
+        (MODULE, pa.string()),
+        (TRIPLE_HEADS, pa.list_(pa.int64())),
+        (TRIPLE_RELATIONS, pa.list_(pa.int64())),
+        (TRIPLE_TAILS, pa.list_(pa.int64())),
+        (NODE_IDS, pa.list_(pa.int64())),
+        (CONTEXT_TRIPLES, pa.string()),
+        (CONTEXT_CSV, pa.string()),
+        (NEIGHBOURHOOD_NODES, pa.int64()),
+        (NEIGHBOURHOOD_EDGES, pa.int64()),
+        (RETRIEVE_MS, pa.float64()),
+        (TRACE, pa.string()),
+    ]
+)
+GENERATIONS = pa.schema(
+    [
+        (QUESTION_ID, pa.string()),
+        (PROMPT_HASH, pa.string()),
+        (PREDICTION, pa.string()),
+        (PREDICTED_ANSWERS, pa.list_(pa.string())),
+        (LLM_CALLS, pa.int64()),
+        (CACHED, pa.int64()),
+        (TOKENS_IN, pa.int64()),
+        (TOKENS_OUT, pa.int64()),
+        (GENERATE_MS, pa.float64()),
+        (FAILED, pa.bool_()),
+        (ERROR, pa.string()),
+        (SEED, pa.int64()),
+    ]
+)
+QUARANTINE = pa.schema(
+    [(TABLE, pa.string()), (ROW, pa.int64()), (REASON, pa.string()), (RECORD, pa.string())]
+)

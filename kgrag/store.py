@@ -1,0 +1,216 @@
+"""The KG on disk (a DuckDB file of the four tables) and the in-memory view retrieval works on.
+
+``KGStore`` is the one way modules touch the graph: neighbourhoods, names, degrees. It reads the triples
+from DuckDB once and keeps a compressed adjacency (CSR, edges taken undirected) so that a k-hop
+neighbourhood costs time proportional to its size, not to the KG's.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from kgrag import schema as S
+from kgrag.types import KGTables, Question
+
+TABLES = ("entities", "relations", "triples", "questions")
+
+
+def write_duckdb(path: str | Path, tables: dict[str, pa.Table]) -> None:
+    """Write the tables into a fresh DuckDB file (replacing any old one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for p in (path, path.with_suffix(path.suffix + ".wal")):
+        p.unlink(missing_ok=True)
+    con = duckdb.connect(str(path))
+    try:
+        for name, table in tables.items():
+            con.register("_src", table)
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _src')
+            con.unregister("_src")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def read_tables(path: str | Path, names: tuple[str, ...] = TABLES) -> dict[str, pa.Table]:
+    """Read tables back from a DuckDB file (read-only)."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table() for n in names}
+    finally:
+        con.close()
+
+
+def file_hash(path: str | Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes (input part of cache keys)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            h.update(b)
+    return h.hexdigest()[:16]
+
+
+def questions_from_table(table: pa.Table) -> list[Question]:
+    """Rows of a questions table as ``Question`` objects (null ids dropped)."""
+    out = []
+    for r in table.to_pylist():
+        out.append(
+            Question(
+                question_id=r[S.QUESTION_ID],
+                text=r[S.TEXT],
+                topic_ids=tuple(i for i in (r[S.TOPIC_IDS] or []) if i is not None),
+                answer_ids=tuple(i for i in (r[S.ANSWER_IDS] or []) if i is not None),
+                answers=tuple(r[S.ANSWERS] or []),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """Nodes and edge indices (into the store's triple arrays) of a k-hop neighbourhood, closest first."""
+
+    nodes: np.ndarray
+    edges: np.ndarray
+    truncated: bool
+
+
+class KGStore:
+    """Read-only view of a global KG held in a DuckDB file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        con = duckdb.connect(self.path, read_only=True)
+        try:
+            t = con.execute(f"SELECT {S.HEAD}, {S.RELATION}, {S.TAIL} FROM triples").fetchnumpy()
+            ent = con.execute(f"SELECT {S.ENTITY_ID}, {S.NAME} FROM entities ORDER BY {S.ENTITY_ID}").fetchnumpy()
+            rel = con.execute(f"SELECT {S.RELATION_ID}, {S.NAME} FROM relations ORDER BY {S.RELATION_ID}").fetchnumpy()
+        finally:
+            con.close()
+        self.heads = np.asarray(t[S.HEAD], dtype=np.int64)
+        self.relations = np.asarray(t[S.RELATION], dtype=np.int64)
+        self.tails = np.asarray(t[S.TAIL], dtype=np.int64)
+        ent_ids = np.asarray(ent[S.ENTITY_ID], dtype=np.int64)
+        self.num_entities = int(ent_ids.max()) + 1 if len(ent_ids) else 0
+        self.entity_names = np.empty(self.num_entities, dtype=object)
+        self.entity_names[ent_ids] = list(ent[S.NAME])
+        rel_ids = np.asarray(rel[S.RELATION_ID], dtype=np.int64)
+        self.relation_names = np.empty(int(rel_ids.max()) + 1 if len(rel_ids) else 0, dtype=object)
+        self.relation_names[rel_ids] = list(rel[S.NAME])
+        self._build_csr()
+
+    def _build_csr(self) -> None:
+        m = len(self.heads)
+        ends = np.concatenate([self.heads, self.tails])
+        other = np.concatenate([self.tails, self.heads])
+        edge = np.concatenate([np.arange(m), np.arange(m)])
+        order = np.argsort(ends, kind="stable")
+        self._nbr = other[order]
+        self._edge = edge[order]
+        self._indptr = np.zeros(self.num_entities + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ends, minlength=self.num_entities), out=self._indptr[1:])
+
+    @property
+    def num_triples(self) -> int:
+        """Number of triples."""
+        return int(len(self.heads))
+
+    def degree(self, ids: np.ndarray) -> np.ndarray:
+        """Undirected degree of each id."""
+        ids = np.asarray(ids, dtype=np.int64)
+        return self._indptr[ids + 1] - self._indptr[ids]
+
+    def _incident(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        starts = self._indptr[nodes]
+        lens = self._indptr[nodes + 1] - starts
+        total = int(lens.sum())
+        if total == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z
+        offs = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(total)
+        return self._nbr[offs], self._edge[offs]
+
+    def neighbourhood(self, seeds: np.ndarray | list[int], hops: int, max_edges: int) -> Neighbourhood:
+        """Nodes within ``hops`` (undirected) of ``seeds`` and the edges walked to reach them.
+
+        The edges are those incident to a node at distance < ``hops``, so every edge lies on a walk of
+        length ≤ ``hops`` from a seed. Past ``max_edges`` the farthest hop is cut and ``truncated`` set.
+        """
+        seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+        seeds = seeds[(seeds >= 0) & (seeds < self.num_entities)]
+        nodes = [seeds]
+        edges: list[np.ndarray] = []
+        n_edges = 0
+        seen = seeds
+        frontier = seeds
+        truncated = False
+        for _ in range(hops):
+            if len(frontier) == 0:
+                break
+            nbr, eid = self._incident(frontier)
+            eid = np.unique(eid)
+            if edges:
+                eid = eid[~np.isin(eid, np.concatenate(edges), assume_unique=True)]
+            if n_edges + len(eid) > max_edges:
+                eid = eid[: max_edges - n_edges]
+                truncated = True
+                ends = np.unique(np.concatenate([self.heads[eid], self.tails[eid]]))
+                new = np.setdiff1d(ends, seen, assume_unique=True)
+                edges.append(eid)
+                nodes.append(new)
+                break
+            edges.append(eid)
+            n_edges += len(eid)
+            new = np.setdiff1d(np.unique(nbr), seen, assume_unique=True)
+            nodes.append(new)
+            seen = np.union1d(seen, new)
+            frontier = new
+        all_edges = np.concatenate(edges) if edges else np.zeros(0, dtype=np.int64)
+        return Neighbourhood(np.concatenate(nodes), all_edges, truncated)
+
+    def names(self, ids: np.ndarray) -> list[str]:
+        """Entity names of ``ids``."""
+        return [str(x) for x in self.entity_names[np.asarray(ids, dtype=np.int64)]]
+
+    def named_triples(self, heads, relations, tails) -> list[tuple[str, str, str]]:
+        """(head name, relation name, tail name) for id arrays."""
+        return list(
+            zip(
+                self.names(heads),
+                [str(x) for x in self.relation_names[np.asarray(relations, dtype=np.int64)]],
+                self.names(tails),
+            )
+        )
+
+    def find_entities(self, text: str) -> list[int]:
+        """Entities for a free-text question: ``[bracketed]`` names, else the longest names found in it."""
+        import re
+
+        lookup = self._name_index()
+        bracketed = re.findall(r"\[([^\]]+)\]", text)
+        if bracketed:
+            return [lookup[b] for b in bracketed if b in lookup]
+        low = text.lower()
+        hits = []
+        for name, i in lookup.items():
+            if len(name) >= 3 and re.search(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)", low):
+                hits.append((len(name), i))
+        hits.sort(reverse=True)
+        return [i for _, i in hits[:1]]
+
+    @functools.cache
+    def _name_index(self) -> dict[str, int]:
+        return {str(n): i for i, n in enumerate(self.entity_names) if n is not None}
+
+
+@functools.lru_cache(maxsize=4)
+def open_store(path: str) -> KGStore:
+    """A process-wide cached ``KGStore`` for a DuckDB file."""
+    return KGStore(path)

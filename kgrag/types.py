@@ -1,0 +1,53 @@
+"""Plain data types passed between modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class KGTables:
+    """What a loader produces: the four tables plus rows it could not parse."""
+
+    entities: pa.Table
+    relations: pa.Table
+    triples: pa.Table
+    questions: pa.Table
+    quarantine: pa.Table
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question as retrieval and generation see it."""
+
+    question_id: str
+    text: str
+    topic_ids: tuple[int, ...]
+    answer_ids: tuple[int, ...] = ()
+    answers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """A retrieved subgraph: triples (id arrays, best first), its nodes and a trace of how it was found."""
+
+    heads: np.ndarray
+    relations: np.ndarray
+    tails: np.ndarray
+    node_ids: np.ndarray
+    neighbourhood_nodes: int = 0
+    neighbourhood_edges: int = 0
+    trace: dict[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def empty(**trace: Any) -> "Subgraph":
+        """A subgraph with nothing in it."""
+        z = np.zeros(0, dtype=np.int64)
+        return Subgraph(z, z, z, z, 0, 0, dict(trace))
+
+    def __len__(self) -> int:
+        return int(len(self.heads))

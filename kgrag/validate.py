@@ -1,0 +1,131 @@
+"""Data-quality checks (great-expectations) on ingested tables; failing rows are quarantined with a reason.
+
+great-expectations is imported inside ``validate_tables`` only: it takes seconds to import.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from kgrag import schema as S
+
+
+@dataclass(frozen=True)
+class Check:
+    """One expectation on one table: a GX expectation class name and its kwargs."""
+
+    table: str
+    expectation: str
+    kwargs: dict[str, Any]
+    reason: str
+    keep_first: bool = False  # for uniqueness: the first copy is valid, later ones are quarantined
+
+
+def _checks(entity_ids: list[int], relation_ids: list[int]) -> list[Check]:
+    E, R = entity_ids, relation_ids
+    return [
+        Check("entities", "ExpectColumnValuesToNotBeNull", {"column": S.ENTITY_ID}, "null entity_id"),
+        Check("entities", "ExpectColumnValuesToNotBeNull", {"column": S.NAME}, "null entity name"),
+        Check("entities", "ExpectColumnValuesToBeUnique", {"column": S.ENTITY_ID}, "duplicate entity_id", True),
+        Check("relations", "ExpectColumnValuesToNotBeNull", {"column": S.RELATION_ID}, "null relation_id"),
+        Check("relations", "ExpectColumnValuesToBeUnique", {"column": S.RELATION_ID}, "duplicate relation_id", True),
+        Check("triples", "ExpectColumnValuesToNotBeNull", {"column": S.HEAD}, "null head"),
+        Check("triples", "ExpectColumnValuesToNotBeNull", {"column": S.TAIL}, "null tail"),
+        Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.HEAD, "value_set": E}, "head is not an entity"),
+        Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.TAIL, "value_set": E}, "tail is not an entity"),
+        Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.RELATION, "value_set": R}, "relation is not a relation"),
+        Check("triples", "ExpectCompoundColumnsToBeUnique", {"column_list": [S.HEAD, S.RELATION, S.TAIL]},
+              "duplicate triple", True),
+        Check("questions", "ExpectColumnValuesToNotBeNull", {"column": S.QUESTION_ID}, "null question_id"),
+        Check("questions", "ExpectColumnValuesToBeUnique", {"column": S.QUESTION_ID}, "duplicate question_id", True),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_topics", "min_value": 1},
+              "no topic entity"),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_unknown_topics", "max_value": 0},
+              "topic entity not in the KG"),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers", "min_value": 1},
+              "no answers"),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_known_answers", "min_value": 1},
+              "no answer entity in the KG"),
+    ]
+
+
+def _question_frame(q: pa.Table, entity_set: set[int]) -> pd.DataFrame:
+    df = q.to_pandas()
+
+    def known(ids):
+        return sum(1 for i in (ids if ids is not None else []) if i is not None and i in entity_set)
+
+    df["_n_topics"] = df[S.TOPIC_IDS].map(lambda x: 0 if x is None else len(x))
+    df["_n_unknown_topics"] = df["_n_topics"] - df[S.TOPIC_IDS].map(known)
+    df["_n_answers"] = df[S.ANSWERS].map(lambda x: 0 if x is None else len(x))
+    df["_n_known_answers"] = df[S.ANSWER_IDS].map(known)
+    return df
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """Clean tables, quarantined rows and a per-table / per-check summary."""
+
+    tables: dict[str, pa.Table]
+    quarantine: pa.Table
+    summary: dict[str, Any]
+
+
+def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
+    """Run the checks with great-expectations; bad rows leave their table for the quarantine."""
+    import os
+
+    os.environ.setdefault("TQDM_DISABLE", "1")  # GX draws a progress bar per expectation
+    import great_expectations as gx
+
+    entity_ids = [int(x) for x in tables["entities"].column(S.ENTITY_ID).drop_null().to_pylist()]
+    relation_ids = [int(x) for x in tables["relations"].column(S.RELATION_ID).drop_null().to_pylist()]
+    frames = {n: t.to_pandas() for n, t in tables.items() if n != "questions"}
+    frames["questions"] = _question_frame(tables["questions"], set(entity_ids))
+
+    ctx = gx.get_context(mode="ephemeral")
+    source = ctx.data_sources.add_pandas("kgrag")
+    bad: dict[str, dict[int, list[str]]] = {n: {} for n in frames}
+    checks_out = []
+    for check in _checks(entity_ids, relation_ids):
+        df = frames[check.table]
+        batch = (
+            source.add_dataframe_asset(f"{check.table}-{len(checks_out)}")
+            .add_batch_definition_whole_dataframe("all")
+            .get_batch(batch_parameters={"dataframe": df})
+        )
+        exp = getattr(gx.expectations, check.expectation)(**check.kwargs)
+        res = batch.validate(exp, result_format={"result_format": "COMPLETE"})
+        idx = list((res.result or {}).get("unexpected_index_list") or [])
+        rows = [int(i) if not isinstance(i, dict) else int(next(iter(i.values()))) for i in idx]
+        if check.keep_first and rows:
+            cols = check.kwargs.get("column_list") or [check.kwargs["column"]]
+            dup = df.duplicated(subset=cols, keep="first")
+            rows = [r for r in rows if dup.iloc[r]]
+        for r in rows:
+            bad[check.table].setdefault(r, []).append(check.reason)
+        checks_out.append(
+            {"table": check.table, "expectation": check.expectation, "success": bool(res.success),
+             "reason": check.reason, "bad_rows": len(rows)}
+        )
+
+    qrows: list[dict[str, Any]] = []
+    clean: dict[str, pa.Table] = {}
+    summary: dict[str, Any] = {"tables": {}, "checks": checks_out}
+    for name, df in frames.items():
+        bad_idx = sorted(bad[name])
+        for r in bad_idx:
+            rec = {k: v for k, v in tables[name].slice(r, 1).to_pylist()[0].items()}
+            qrows.append({S.TABLE: name, S.ROW: r, S.REASON: "; ".join(bad[name][r]),
+                          S.RECORD: json.dumps(rec, default=str)[:2000]})
+        mask = pa.array([i not in bad[name] for i in range(len(df))])
+        clean[name] = tables[name].filter(mask)
+        summary["tables"][name] = {"rows": len(df), "bad": len(bad_idx),
+                                   "bad_fraction": (len(bad_idx) / len(df)) if len(df) else 0.0}
+    quarantine = pa.Table.from_pylist(qrows, schema=S.QUARANTINE)
+    return ValidationResult(clean, quarantine, summary)

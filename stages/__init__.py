@@ -1,0 +1,1 @@
+"""DVC stage entry points: read params, do I/O, call kgrag. Run as ``python -m stages.<name>``."""

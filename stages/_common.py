@@ -1,0 +1,39 @@
+"""Shared glue of the stage entry points."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from kgrag.env import setup
+from kgrag.io import write_json
+from kgrag.params import Params, ParamsError, load
+
+
+def params_from_argv(description: str, argv: list[str] | None = None) -> Params:
+    """Parse ``--params`` / ``--set`` and validate the whole params file (exit 2 on invalid params)."""
+    setup()
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param")
+    args = ap.parse_args(argv)
+    try:
+        return load(args.params, args.set)
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+@contextmanager
+def timed(stage: str, folder: str | Path, extra: dict | None = None):
+    """Time the block and write ``<folder>/timing.json`` (seconds) when it succeeds."""
+    t0 = time.perf_counter()
+    info: dict = dict(extra or {})
+    yield info
+    info["stage"] = stage
+    info["seconds"] = round(time.perf_counter() - t0, 3)
+    write_json(Path(folder) / "timing.json", info)
+    print(f"[{stage}] done in {info['seconds']:.1f}s", file=sys.stderr)

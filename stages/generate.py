@@ -1,0 +1,31 @@
+"""Stage generate: the selected LLM backend answers every question from its retrieved context."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from stages._common import params_from_argv, timed
+from kgrag import io, schema as S
+from kgrag.store import read_tables
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the stage."""
+    params = params_from_argv(__doc__, argv)
+    p = params.generate
+    from flows.generate import generate_flow
+
+    db = io.VALIDATED / "kg.duckdb"
+    with timed("generate", io.GENERATE) as info:
+        questions = read_tables(db, ("questions",))["questions"].to_pylist()
+        retrieved = io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()
+        rows = generate_flow(question_rows=questions, retrieved_rows=retrieved, db_path=str(db), params=p,
+                             separator=params.evaluate.answer_separator,
+                             cache_path=str(io.CACHE / "llm_calls.sqlite"))
+        io.write_parquet(io.GENERATE / "generations.parquet", pa.Table.from_pylist(rows, schema=S.GENERATIONS))
+        info.update(backend=p.backend, questions=len(rows), failed=sum(r[S.FAILED] for r in rows),
+                    cached=sum(r[S.CACHED] for r in rows), seed=p.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Stage validate: great-expectations checks; bad rows → data/quarantine/validate.parquet, clean KG → DuckDB."""
+
+from __future__ import annotations
+
+import sys
+
+from stages._common import params_from_argv, timed
+from kgrag import io
+from kgrag.store import read_tables, write_duckdb
+from kgrag.validate import validate_tables
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the stage; exit 1 when a table's bad share passes ``validate.max_bad_fraction``."""
+    p = params_from_argv(__doc__, argv).validate_
+    with timed("validate", io.VALIDATED) as info:
+        res = validate_tables(read_tables(io.INGEST / "kg.duckdb"))
+        io.write_parquet(io.QUARANTINE / "validate.parquet", res.quarantine)
+        write_duckdb(io.VALIDATED / "kg.duckdb", res.tables)
+        summary = {**res.summary, "ingest_quarantined": io.read_parquet(io.QUARANTINE / "ingest.parquet").num_rows,
+                   "max_bad_fraction": p.max_bad_fraction}
+        io.write_json(io.VALIDATED / "summary.json", summary)
+        info.update({n: v["bad"] for n, v in res.summary["tables"].items()})
+    over = {n: v for n, v in res.summary["tables"].items() if v["bad_fraction"] > p.max_bad_fraction}
+    for name, v in res.summary["tables"].items():
+        print(f"[validate] {name}: {v['rows']} rows, {v['bad']} quarantined", file=sys.stderr)
+    if over:
+        detail = ", ".join(f"{n}: {v['bad']}/{v['rows']} bad ({v['bad_fraction']:.1%})" for n, v in over.items())
+        print(f"error: validation failed, bad rows above validate.max_bad_fraction={p.max_bad_fraction}: {detail}; "
+              f"see {io.QUARANTINE / 'validate.parquet'}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
