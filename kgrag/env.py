@@ -27,3 +27,5 @@ def setup(root: str | Path = ".") -> None:
     cache = (Path(root) / ".kgrag_cache").resolve()
     os.environ.setdefault("PREFECT_HOME", str(cache / "prefect_home"))
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(cache / "prefect_results"))
+    for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH"):
+        Path(os.environ[var]).mkdir(parents=True, exist_ok=True)

@@ -139,7 +139,7 @@ class LLMClient:
         out: list[CallRecord | None] = [None] * len(requests)
         todo = []
         for i, (k, r) in enumerate(zip(keys, requests)):
-            hit = self.cache.get(k) if self.cache else None
+            hit = self.cache.get(k) if self.cache is not None else None
             if hit is not None:
                 out[i] = CallRecord(k, hit, cached=True, attempts=0)
             else:
@@ -155,7 +155,7 @@ class LLMClient:
             still = []
             for i, rep in zip(todo, replies):
                 if rep.error is None:
-                    if self.cache:
+                    if self.cache is not None:
                         self.cache.put(keys[i], self.model_id, requests[i], rep)
                     out[i] = CallRecord(keys[i], rep, cached=False, attempts=attempt, errors=tuple(errors[i]))
                 else:

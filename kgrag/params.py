@@ -202,6 +202,18 @@ def set_override(raw: dict[str, Any], assignment: str) -> None:
     node[parts[-1]] = yaml.safe_load(value)
 
 
+def _valid_keys(loc: tuple[str, ...]) -> list[str]:
+    """Field names of the params model at ``loc`` (by alias), for error messages."""
+    model: Any = Params
+    for part in loc:
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        field = fields.get(part)
+        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+            return []
+        model = field.annotation
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
 def parse(raw: dict[str, Any], *, source: str = "params.yaml", text: str = "") -> Params:
     """Validate a raw params dict; errors name the source, line and key."""
     try:
@@ -211,6 +223,15 @@ def parse(raw: dict[str, Any], *, source: str = "params.yaml", text: str = "") -
         msgs = []
         for err in e.errors():
             loc = tuple(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            # Module sections report "sub.key: message": move the key path into the location.
+            head, sep, rest = msg.partition(": ")
+            if sep and head.replace("_", "").replace(".", "").isalnum() and " " not in head:
+                loc, msg = (*loc, *head.split(".")), rest
+            if err["type"] == "extra_forbidden":
+                valid = _valid_keys(loc[:-1])
+                if valid:
+                    msg += f"; valid keys here: {', '.join(valid)}"
             line = None
             for n in range(len(loc), 0, -1):
                 if loc[:n] in lines:
@@ -218,7 +239,6 @@ def parse(raw: dict[str, Any], *, source: str = "params.yaml", text: str = "") -
                     break
             where = f"{source}:{line}" if line else source
             key = ".".join(loc) or "(top level)"
-            msg = err["msg"].removeprefix("Value error, ")
             msgs.append(f"{where}: {key}: {msg}")
         raise ParamsError("invalid params\n  " + "\n  ".join(msgs)) from None
 

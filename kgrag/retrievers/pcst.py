@@ -116,8 +116,7 @@ def pcst_select(
     ).astype(np.int64)
     costs = np.concatenate([cost_e - e_prizes[real_idx], np.zeros(2 * nv)])
     prizes = np.concatenate([n_prizes, e_prizes[virt_idx] - cost_e])
-    clusters = 0 if root >= 0 else 1
-    vertices, sel = pcst_fast.pcst_fast(all_edges, prizes, costs, int(root), clusters, pruning, 0)
+    vertices, sel = pcst_fast.pcst_fast(all_edges, prizes, costs, int(root), 1, pruning, 0)
     vertices = np.asarray(vertices, dtype=np.int64)
     sel = np.asarray(sel, dtype=np.int64)
     chosen_real = real_idx[sel[sel < len(real_idx)]]

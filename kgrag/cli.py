@@ -1,0 +1,123 @@
+"""The ``kgrag`` command line: list modules, check params, ask the ingested KG a question."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from kgrag.env import setup
+
+
+def _modules(args: argparse.Namespace) -> int:
+    from kgrag.registry import ALL
+
+    if args.json:
+        print(json.dumps({kind: reg.names() for kind, reg in ALL.items()}, indent=2))
+    else:
+        for kind, reg in ALL.items():
+            for name in reg.names():
+                print(f"{kind} {name}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from kgrag.params import ParamsError, load
+
+    try:
+        p = load(args.params, args.set)
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.params}: ok (retrieve={p.retrieve.method}, backend={p.generate.backend})")
+    return 0
+
+
+def _ask(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from kgrag import io
+    from kgrag.embed import EmbeddingIndex
+    from kgrag.generate import build_request, parse_answers
+    from kgrag.llm import CallCache, LLMClient
+    from kgrag.params import ParamsError, load
+    from kgrag.registry import BACKENDS
+    from kgrag.runner import retrieve_one
+    from kgrag.store import KGStore
+    from kgrag.textualize import triples_text
+    from kgrag.types import Question
+
+    try:
+        p = load(args.params, args.set)
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    db = Path(io.VALIDATED / "kg.duckdb")
+    if not db.exists() or not (io.INDEX / "entities.parquet").exists():
+        print("error: no ingested KG and index; run `make repro` (or `dvc repro index`) first", file=sys.stderr)
+        return 1
+    kg = KGStore(db)
+    index = EmbeddingIndex.load(io.INDEX, p.index.model)
+    qvec = index.encode([args.question])[0]
+    topics = kg.find_entities(args.question)
+    how = "named in the question"
+    if not topics:
+        ids, _ = index.search_entities(qvec, 1)
+        topics, how = [int(i) for i in ids], "nearest entity name (embedding)"
+    print(f"topic entities ({how}): {', '.join(kg.names(np.array(topics)))}")
+    q = Question(question_id="ask", text=args.question, topic_ids=tuple(topics))
+    sub, ms = retrieve_one(question=q, query_vec=qvec, kg=kg, index=index, params=p.retrieve)
+    named = kg.named_triples(sub.heads, sub.relations, sub.tails)
+    print(f"\nretrieved {len(named)} triples with {p.retrieve.method} in {ms:.1f} ms:")
+    print(triples_text(named[: args.show]) + (f"\n... ({len(named) - args.show} more)" if len(named) > args.show else ""))
+    g = p.generate
+    from kgrag.registry import TEXTUALIZERS
+
+    ctx = TEXTUALIZERS.get(g.context).impl(named[: g.max_context_triples])
+    backend = BACKENDS.get(g.backend).impl(g.module_params(), timeout_s=g.timeout_s)
+    client = LLMClient(backend, cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=g.retries, backoff_s=g.backoff_s)
+    req = build_request(question=args.question, context=ctx, temperature=g.temperature, top_p=g.top_p,
+                        max_tokens=g.max_tokens, seed=g.seed)
+    rec = client.generate([req])[0]
+    print("\nLLM calls:")
+    print(f"  {client.model_id}: attempts={rec.attempts} cached={rec.cached} tokens_in={rec.reply.tokens_in} "
+          f"tokens_out={rec.reply.tokens_out} latency_ms={rec.reply.latency_ms:.0f}"
+          + (f" error={rec.reply.error}" if rec.failed else ""))
+    if rec.failed:
+        print("\nanswer: (the LLM call failed)")
+        return 1
+    print(f"\nanswer: {rec.reply.text.strip()}")
+    print(f"parsed: {parse_answers(rec.reply.text, p.evaluate.answer_separator)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used to render --help)."""
+    ap = argparse.ArgumentParser(prog="kgrag", description="Knowledge-graph RAG pipelines (run them with `dvc repro`).")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("modules", help="list every registered module as `kind name`")
+    m.add_argument("--json", action="store_true", help="print {kind: [names]} as JSON")
+    m.set_defaults(fn=_modules)
+    c = sub.add_parser("check", help="validate params.yaml (with --set overrides) and exit")
+    a = sub.add_parser("ask", help="answer one question on the ingested KG with the current params")
+    a.add_argument("question", help='the question, e.g. "who directed the movies starred by [Al Pacino]"')
+    a.add_argument("--show", type=int, default=20, help="retrieved triples to print (default 20)")
+    for p in (c, a):
+        p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a param, e.g. --set retrieve.pcst.topk=5 (repeatable)")
+    c.set_defaults(fn=_check)
+    a.set_defaults(fn=_ask)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``kgrag`` console script."""
+    setup()
+    args = build_parser().parse_args(argv)
+    return int(args.fn(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""Prompt building, answer parsing and the metric rules, on hand-made cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgrag.evaluate import answer_scores, evaluate_rows, normalize, retrieval_recall
+from kgrag.generate import build_request, clean_question, context_text, parse_answers
+from kgrag import schema as S
+
+
+def test_parse_answers():
+    assert parse_answers("Michael Mann | Martin Scorsese") == ["Michael Mann", "Martin Scorsese"]
+    assert parse_answers("Answer: 1. Heat\n2. Collateral.\n- Heat") == ["Heat", "Collateral"]
+    assert parse_answers("") == []
+
+
+def test_request_and_context():
+    r = build_request(question="who directed [Heat]", context="(Heat, directed_by, Michael Mann)",
+                      temperature=0.0, top_p=1.0, max_tokens=8, seed=1)
+    assert "[Heat]" not in r.messages[-1][1] and "Heat" in r.messages[-1][1]
+    assert "(Heat, directed_by, Michael Mann)" in r.messages[-1][1]
+    assert clean_question("films by [A B]") == "films by A B"
+    t = [("a", "r", "b"), ("b", "r", "c")]
+    assert context_text(t, form="triples", max_triples=1) == "(a, r, b)"
+    csv = context_text(t, form="csv", max_triples=2)
+    assert csv.startswith("node_id,node_attr\n0,a\n1,b\n2,c") and "src,edge_attr,dst\n0,r,1\n1,r,2" in csv
+
+
+def test_scores():
+    s = answer_scores(prediction="The Heat | Collateral", predicted=["The Heat", "Collateral"], gold=["Heat"])
+    assert s["hit_at_1"] == 1.0 and s["hit_any"] == 1.0 and s["em"] == 0.0
+    assert s["precision"] == 0.5 and s["recall"] == 1.0 and s["f1"] == pytest.approx(2 / 3)
+    s = answer_scores(prediction="I think Heat", predicted=["I think Heat"], gold=["Heat", "Ali"])
+    assert s["hit_at_1"] == 0.0 and s["hit_any"] == 1.0
+    s = answer_scores(prediction="Heath Ledger", predicted=["Heath Ledger"], gold=["Heat"])
+    assert s["hit_any"] == 0.0  # whole words only
+    assert answer_scores(prediction="", predicted=[], gold=["x"])["f1"] == 0.0
+    assert normalize("  The  Heat! ") == "heat"
+
+
+def test_retrieval_recall():
+    assert retrieval_recall(answer_ids=[1, 2], node_ids=[2, 3]) == 0.5
+    assert retrieval_recall(answer_ids=[], node_ids=[1]) is None
+
+
+def test_evaluate_rows_counts_failures():
+    qs = [{S.QUESTION_ID: "a", S.TEXT: "q", S.ANSWERS: ["x"], S.ANSWER_IDS: [1]},
+          {S.QUESTION_ID: "b", S.TEXT: "q", S.ANSWERS: ["y"], S.ANSWER_IDS: [2]}]
+    ret = [{S.QUESTION_ID: "a", S.NODE_IDS: [1], S.TRIPLE_HEADS: [1]},
+           {S.QUESTION_ID: "b", S.NODE_IDS: [], S.TRIPLE_HEADS: []}]
+    gen = [{S.QUESTION_ID: "a", S.PREDICTION: "x", S.PREDICTED_ANSWERS: ["x"], S.FAILED: False},
+           {S.QUESTION_ID: "b", S.PREDICTION: "", S.PREDICTED_ANSWERS: [], S.FAILED: True}]
+    rows, m = evaluate_rows(questions=qs, retrieved=ret, generations=gen)
+    assert m["questions"] == 2 and m["failed"] == 1
+    assert m["hit_at_1"] == 0.5 and m["retrieval_recall"] == 0.5

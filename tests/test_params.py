@@ -1,0 +1,58 @@
+"""Typed params: the committed params.yaml validates; typos and unknown modules fail with file, line, key."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgrag.params import ParamsError, load, parse
+from tests.conftest import ROOT
+
+
+def test_committed_params_validate():
+    p = load(ROOT / "params.yaml")
+    assert p.retrieve.method == "pcst"
+    assert p.generate.backend == "llamacpp"
+    assert p.retrieve.module_params().topk == 3
+    assert p.data.sample == 200
+
+
+def test_unknown_key_names_file_line_and_key(tmp_path):
+    f = tmp_path / "params.yaml"
+    f.write_text("data:\n  sample: 5\nretrieve:\n  method: pcst\n  pcst:\n    topkk: 3\n")
+    with pytest.raises(ParamsError) as e:
+        load(f)
+    msg = str(e.value)
+    assert f"{f}:5" in msg or f"{f}:6" in msg
+    assert "retrieve.pcst.topkk" in msg
+
+
+def test_unknown_module_lists_choices():
+    with pytest.raises(ParamsError) as e:
+        parse({"retrieve": {"method": "pcts"}})
+    assert "unknown retriever module 'pcts'" in str(e.value)
+    assert "pcst" in str(e.value) and "none" in str(e.value)
+
+
+def test_unknown_section_lists_valid_keys():
+    with pytest.raises(ParamsError) as e:
+        parse({"retreive": {}})
+    assert "valid keys here" in str(e.value) and "retrieve" in str(e.value)
+
+
+def test_wrong_type_fails():
+    with pytest.raises(ParamsError) as e:
+        parse({"generate": {"temperature": "hot"}})
+    assert "generate.temperature" in str(e.value)
+
+
+def test_module_subsection_for_unselected_module_is_validated_too():
+    with pytest.raises(ParamsError):
+        parse({"generate": {"backend": "llamacpp", "openai": {"base_urll": "x"}}})
+
+
+def test_overrides_apply_and_validate():
+    p = load(ROOT / "params.yaml", ["retrieve.pcst.topk=7", "generate.max_tokens=5"])
+    assert p.retrieve.module_params().topk == 7
+    assert p.generate.max_tokens == 5
+    with pytest.raises(ParamsError):
+        load(ROOT / "params.yaml", ["retrieve.pcst.topk=-1"])

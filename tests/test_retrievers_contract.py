@@ -1,0 +1,87 @@
+"""Contract tests over every registered retriever: schema, determinism, empty and disconnected graphs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kgrag.embed import EmbeddingIndex, encode
+from kgrag.params import RetrieveParams
+from kgrag.registry import RETRIEVERS
+from kgrag.runner import retrieve_one, retrieve_rows
+from kgrag import schema as S
+from kgrag.types import Question
+
+MODEL = "all-MiniLM-L6-v2"
+
+
+@pytest.fixture(scope="module")
+def index_factory():
+    cache = {}
+
+    def make(kg):
+        key = id(kg)
+        if key not in cache:
+            cache[key] = EmbeddingIndex(
+                model=MODEL,
+                entity_vectors=encode(kg.names(np.arange(kg.num_entities)), model=MODEL),
+                relation_vectors=encode([str(r).replace("_", " ") for r in kg.relation_names], model=MODEL),
+            )
+        return cache[key]
+
+    return make
+
+
+def _q(kg, text, topic_name=None, answers=()):
+    topic = kg.find_entities(f"[{topic_name}]") if topic_name else []
+    ans = tuple(kg.find_entities(f"[{a}]")[0] for a in answers)
+    return Question(question_id="q", text=text, topic_ids=tuple(topic), answer_ids=ans, answers=tuple(answers))
+
+
+@pytest.mark.parametrize("method", RETRIEVERS.names())
+def test_schema_and_determinism(method, movies, index_factory):
+    index = index_factory(movies)
+    params = RetrieveParams(method=method)
+    q = _q(movies, "who directed the movies starred by [Al Pacino]", "Al Pacino", ["Michael Mann", "Martin Scorsese"])
+    rows1 = retrieve_rows(questions=[q], kg=movies, index=index, params=params)
+    rows2 = retrieve_rows(questions=[q], kg=movies, index=index, params=params)
+    assert set(rows1[0]) == set(S.RETRIEVED.names)
+    strip = lambda r: {k: v for k, v in r.items() if k != S.RETRIEVE_MS}  # noqa: E731
+    assert strip(rows1[0]) == strip(rows2[0])
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=movies, index=index, params=params)
+    assert len(sub.heads) == len(sub.relations) == len(sub.tails)
+    # every retrieved triple is a KG triple, and its ends are among the retrieved nodes
+    kg_triples = set(zip(movies.heads.tolist(), movies.relations.tolist(), movies.tails.tolist()))
+    assert set(zip(sub.heads.tolist(), sub.relations.tolist(), sub.tails.tolist())) <= kg_triples
+    assert set(sub.heads.tolist()) | set(sub.tails.tolist()) <= set(sub.node_ids.tolist())
+
+
+@pytest.mark.parametrize("method", RETRIEVERS.names())
+@pytest.mark.parametrize("topic", [None, "Island A", "1986"])
+def test_absent_isolated_or_disconnected_topic(method, topic, movies, index_factory):
+    index = index_factory(movies)
+    q = _q(movies, "what is related", topic)
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=movies, index=index,
+                          params=RetrieveParams(method=method))
+    names = set(movies.names(sub.node_ids))
+    if topic is None:
+        assert len(sub) == 0 and len(sub.node_ids) == 0
+    elif topic == "Island A":  # its component has two nodes: nothing from the rest may leak in
+        assert names <= {"Island A", "Island B"}
+
+
+def test_pcst_finds_the_answers_on_the_tiny_kg(movies, index_factory):
+    index = index_factory(movies)
+    q = _q(movies, "who directed the movies starred by [Al Pacino]", "Al Pacino", ["Michael Mann", "Martin Scorsese"])
+    params = RetrieveParams(method="pcst", pcst={"topk": 3, "topk_e": 3, "cost_e": 0.5})
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=movies, index=index, params=params)
+    assert "Al Pacino" in movies.names(sub.node_ids)  # rooted at the topic
+    assert len(sub) > 0
+
+
+def test_none_retrieves_nothing(movies, index_factory):
+    index = index_factory(movies)
+    q = _q(movies, "who starred in [Heat]", "Heat")
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=movies, index=index,
+                          params=RetrieveParams(method="none"))
+    assert len(sub) == 0
