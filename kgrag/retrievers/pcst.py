@@ -24,6 +24,12 @@ class PCSTParams(BaseModel):
         True, description="root the tree at the topic entity (kgrag); false = unrooted, as G-Retriever"
     )
     pruning: Literal["gw", "strong", "none", "simple"] = Field("gw", description="pcst_fast pruning")
+    prune_leaves: bool = Field(
+        True,
+        description="drop zero-prize leaves before solving (same optimum, much faster on large "
+        "neighbourhoods; the GW heuristic may return another tree of about equal value); "
+        "false = the instance exactly as G-Retriever builds it",
+    )
 
 
 def node_prizes(sim: np.ndarray, k: int) -> np.ndarray:
@@ -67,6 +73,31 @@ def edge_prizes(sim: np.ndarray, k: int, c: float) -> np.ndarray:
     return prizes
 
 
+def prune_zero_leaves(
+    *, n: int, edges: np.ndarray, n_prizes: np.ndarray, edge_cost: np.ndarray, keep: int
+) -> np.ndarray:
+    """Mask of edges left after repeatedly removing zero-prize leaves hanging on a positive-cost edge.
+
+    Such a leaf can never pay for its edge, so Goemans-Williamson growth only merges it to prune it
+    again: removing it first leaves the PCST solution unchanged and shrinks MetaQA 3-hop instances
+    (mostly leaves on the last hop) several-fold. ``keep`` (the root) is never removed.
+    """
+    alive = np.ones(len(edges), dtype=bool)
+    removable_edge = edge_cost > 0
+    zero = n_prizes <= 0
+    if 0 <= keep < n:
+        zero = zero.copy()
+        zero[keep] = False
+    while True:
+        e = edges[alive]
+        deg = np.bincount(e.ravel(), minlength=n)
+        leaf = zero & (deg == 1)
+        drop = alive & removable_edge & (leaf[edges[:, 0]] | leaf[edges[:, 1]])
+        if not drop.any():
+            return alive
+        alive &= ~drop
+
+
 def pcst_select(
     *,
     edges: np.ndarray,
@@ -76,6 +107,7 @@ def pcst_select(
     c: float,
     root: int,
     pruning: str,
+    prune_leaves: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Solve PCST with edge prizes; edges whose prize beats their cost become virtual nodes.
 
@@ -85,6 +117,7 @@ def pcst_select(
     n_prizes, e_prizes : node and edge prizes.
     cost_e : edge cost C_e; lowered to ``max(e_prizes) * (1 - c/2)`` when above it.
     root : local root node, or -1 for unrooted (one cluster).
+    prune_leaves : remove zero-prize leaves first (see ``prune_zero_leaves``).
 
     Returns
     -------
@@ -103,8 +136,14 @@ def pcst_select(
     if len(e_prizes) and e_prizes.max() > 0:
         cost_e = min(cost_e, float(e_prizes.max()) * (1 - c / 2))
     real = e_prizes <= cost_e
+    # Edges kept after leaf pruning; a virtual (prize > cost) edge has cost 0 and is never pruned.
+    alive = np.ones(m, dtype=bool)
+    if prune_leaves:
+        alive = prune_zero_leaves(n=n, edges=edges, n_prizes=n_prizes,
+                                  edge_cost=np.where(real, cost_e - e_prizes, 0.0), keep=root)
+    real &= alive
     real_idx = np.nonzero(real)[0]
-    virt_idx = np.nonzero(~real)[0]
+    virt_idx = np.nonzero(~real & alive)[0]
     nv = len(virt_idx)
     virt_nodes = n + np.arange(nv)
     all_edges = np.concatenate(
@@ -143,14 +182,16 @@ def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, m
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
     local = np.stack([np.searchsorted(nodes, h), np.searchsorted(nodes, t)], axis=1)
     n_sim = index.entity_vectors[nodes] @ query_vec
-    e_vecs = index.triple_vectors[eidx] if index.triple_vectors is not None else index.relation_vectors[r]
-    e_sim = e_vecs @ query_vec
+    if index.triple_vectors is not None:
+        e_sim = index.triple_vectors[eidx] @ query_vec
+    else:  # an edge's text is its relation: score the few relations once, then look up
+        e_sim = (index.relation_vectors @ query_vec)[r]
     n_pr = node_prizes(n_sim, params.topk)
     e_pr = edge_prizes(e_sim, params.topk_e, params.tie_decay)
     root = int(np.searchsorted(nodes, topics[0])) if params.root_topic else -1
     sel_nodes, sel_edges = pcst_select(
         edges=local, n_prizes=n_pr, e_prizes=e_pr, cost_e=params.cost_e, c=params.tie_decay,
-        root=root, pruning=params.pruning,
+        root=root, pruning=params.pruning, prune_leaves=params.prune_leaves,
     )
     # Best first: edge prize, then similarity, then closeness (neighbourhood order).
     order = np.lexsort((sel_edges, -e_sim[sel_edges], -e_pr[sel_edges]))

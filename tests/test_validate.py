@@ -1,0 +1,54 @@
+"""great-expectations validation on real tables: bad rows are quarantined with reasons, good rows go on."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from kgrag import schema as S
+from kgrag.validate import validate_tables
+from tests.conftest import MOVIES, tiny_tables
+
+
+def test_clean_tables_pass():
+    t = tiny_tables(MOVIES, [{S.QUESTION_ID: "q1", S.SPLIT: "test", S.HOPS: 1, S.TEXT: "who starred in [Heat]",
+                              S.QTYPE: "", S.TOPIC_IDS: [3], S.ANSWER_IDS: [0], S.ANSWERS: ["Al Pacino"]}])
+    res = validate_tables(t)
+    assert res.quarantine.num_rows == 0
+    assert all(c["success"] for c in res.summary["checks"])
+    assert res.tables["triples"].num_rows == len(MOVIES)
+
+
+def test_bad_rows_go_to_quarantine_with_reasons():
+    t = tiny_tables(MOVIES)
+    tri = t["triples"]
+    bad_triples = pa.concat_tables([
+        tri,
+        tri.slice(0, 1),  # duplicate of row 0
+        pa.table({S.HEAD: [999], S.RELATION: [0], S.TAIL: [1]}, schema=S.TRIPLES),  # unknown head
+        pa.table({S.HEAD: [0], S.RELATION: [77], S.TAIL: [1]}, schema=S.TRIPLES),  # unknown relation
+    ])
+    t["triples"] = bad_triples
+    t["questions"] = pa.Table.from_pylist([
+        {S.QUESTION_ID: "ok", S.SPLIT: "test", S.HOPS: 1, S.TEXT: "t", S.QTYPE: "", S.TOPIC_IDS: [1],
+         S.ANSWER_IDS: [2], S.ANSWERS: ["x"]},
+        {S.QUESTION_ID: "no-topic", S.SPLIT: "test", S.HOPS: 1, S.TEXT: "t", S.QTYPE: "", S.TOPIC_IDS: [None],
+         S.ANSWER_IDS: [2], S.ANSWERS: ["x"]},
+        {S.QUESTION_ID: "no-answer", S.SPLIT: "test", S.HOPS: 1, S.TEXT: "t", S.QTYPE: "", S.TOPIC_IDS: [1],
+         S.ANSWER_IDS: [], S.ANSWERS: []},
+        {S.QUESTION_ID: "ok", S.SPLIT: "test", S.HOPS: 1, S.TEXT: "t", S.QTYPE: "", S.TOPIC_IDS: [1],
+         S.ANSWER_IDS: [2], S.ANSWERS: ["x"]},
+    ], schema=S.QUESTIONS)
+    res = validate_tables(t)
+    q = res.quarantine.to_pylist()
+    reasons = {(r[S.TABLE], r[S.ROW]): r[S.REASON] for r in q}
+    n = len(MOVIES)
+    assert reasons[("triples", n)] == "duplicate triple"
+    assert "head is not an entity" in reasons[("triples", n + 1)]
+    assert "relation is not a relation" in reasons[("triples", n + 2)]
+    assert ("triples", 0) not in reasons  # the first copy of a duplicate stays
+    assert "topic entity not in the KG" in reasons[("questions", 1)]
+    assert "no answers" in reasons[("questions", 2)]
+    assert reasons[("questions", 3)] == "duplicate question_id"
+    assert res.tables["triples"].num_rows == n
+    assert res.tables["questions"].column(S.QUESTION_ID).to_pylist() == ["ok"]
+    assert res.summary["tables"]["triples"]["bad"] == 3
