@@ -12,8 +12,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-# llama-cpp-python is an sdist: let its build use both cores.
-export CMAKE_BUILD_PARALLEL_LEVEL := 2
+# llama-cpp-python is an sdist, built once into .wheels/ (git-ignored) for a portable x86-64 target
+# (AVX2, no AVX512/AMX): a -march=native build crashed at the first decode on these VMs, and CI machines
+# may have other CPUs. Both cores build it (about 10 minutes).
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF
+LLAMA_WHEEL := .wheels/llama-$(LLAMA_VERSION).built
 
 .PHONY: install repro test test-fast bench clean help
 
@@ -22,11 +27,20 @@ help:
 	@echo "make test    set up if needed, then run the whole test suite"
 	@echo "make bench   run the benchmarks (writes reports/bench/*.json)"
 
-$(STAMP):
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip wheel setuptools
+
+$(LLAMA_WHEEL): | $(VENV)/bin/python
+	mkdir -p .wheels
+	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(VENV)/bin/python -m pip wheel --quiet --no-deps \
+		--no-cache-dir llama-cpp-python==$(LLAMA_VERSION) -w .wheels
+	touch $@
+
+$(STAMP): $(LLAMA_WHEEL) | $(VENV)/bin/python
 	# torch first and pinned: the CPU wheel on disk (an unpinned torch pulls GBs of CUDA packages).
 	$(VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps .wheels/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(VENV)/bin/python -m pip install --quiet -e ".[dev,server]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
