@@ -47,7 +47,7 @@ def generate_shard(*, key: dict, question_ids: list[str], questions: list[str], 
     client = make_client(params, cache_path)
     return generate_rows(question_ids=question_ids, questions=questions, contexts=contexts, client=client,
                          temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
-                         seed=params.seed, separator=separator)
+                         seed=params.seed, separator=separator, few_shot=params.few_shot)
 
 
 @flow(name="generate", log_prints=False)

@@ -78,7 +78,7 @@ def _ask(args: argparse.Namespace) -> int:
     backend = BACKENDS.get(g.backend).impl(g.module_params(), timeout_s=g.timeout_s)
     client = LLMClient(backend, cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=g.retries, backoff_s=g.backoff_s)
     req = build_request(question=args.question, context=ctx, temperature=g.temperature, top_p=g.top_p,
-                        max_tokens=g.max_tokens, seed=g.seed)
+                        max_tokens=g.max_tokens, seed=g.seed, few_shot=g.few_shot)
     rec = client.generate([req])[0]
     print("\nLLM calls:")
     print(f"  {client.model_id}: attempts={rec.attempts} cached={rec.cached} tokens_in={rec.reply.tokens_in} "

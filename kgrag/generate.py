@@ -12,8 +12,16 @@ from kgrag.llm import LLMClient, LLMRequest
 from kgrag.registry import TEXTUALIZERS
 
 SYSTEM = (
-    "You answer questions about movies using the knowledge graph facts you are given. "
-    "Reply with the answer names only, separated by ' | '. No explanation."
+    "You answer questions using the knowledge graph facts you are given. "
+    "Reply with the answer names only, separated by ' | '. No sentences."
+)
+# One worked example shown before the question (``generate.few_shot``): it teaches small models the
+# answer format. Made-up facts in the (head, relation, tail) form the prompt uses.
+DEMO = (
+    "Knowledge graph facts (head, relation, tail):\n(Heat, directed_by, Michael Mann)\n"
+    "(Heat, starred_actors, Al Pacino)\n(The Irishman, starred_actors, Al Pacino)\n"
+    "(The Irishman, directed_by, Martin Scorsese)\n\nQuestion: who directed the movies starred by Al Pacino\nAnswer:",
+    "Michael Mann | Martin Scorsese",
 )
 
 
@@ -23,14 +31,16 @@ def clean_question(text: str) -> str:
 
 
 def build_request(
-    *, question: str, context: str, temperature: float, top_p: float, max_tokens: int, seed: int
+    *, question: str, context: str, temperature: float, top_p: float, max_tokens: int, seed: int,
+    few_shot: bool = True,
 ) -> LLMRequest:
-    """Chat request for one question and its context text."""
+    """Chat request for one question and its context text (after one worked example if ``few_shot``)."""
     user = f"Question: {clean_question(question)}\nAnswer:"
     if context:
         user = f"Knowledge graph facts (head, relation, tail):\n{context}\n\n{user}"
+    demo = (("user", DEMO[0]), ("assistant", DEMO[1])) if few_shot else ()
     return LLMRequest(
-        messages=(("system", SYSTEM), ("user", user)),
+        messages=(("system", SYSTEM), *demo, ("user", user)),
         temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed,
     )
 
@@ -68,10 +78,12 @@ def generate_rows(
     max_tokens: int,
     seed: int,
     separator: str,
+    few_shot: bool = True,
 ) -> list[dict]:
     """One generation row per question (see ``schema.GENERATIONS``); failed calls are rows with ``failed``."""
     reqs = [
-        build_request(question=q, context=c, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+        build_request(question=q, context=c, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed,
+                      few_shot=few_shot)
         for q, c in zip(questions, contexts)
     ]
     t0 = time.perf_counter()

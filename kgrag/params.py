@@ -122,6 +122,7 @@ class GenerateParams(ModuleSection):
         "triples", description="textualized form put in the prompt: triples text, G-Retriever's CSV, or none"
     )
     max_context_triples: int = Field(60, ge=0, description="triples kept in the prompt (highest-scored first)")
+    few_shot: bool = Field(True, description="show one worked example (answer format) before the question")
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(48, ge=1)
