@@ -23,7 +23,9 @@ SAMPLE = 12
 
 
 def _run(cmd: list[str], cwd: Path) -> str:
-    env = {**os.environ, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
+    # The project's own Prefect home and result store, not the test process's.
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+    env["PATH"] = f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"
     p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-4000:]}"

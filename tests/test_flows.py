@@ -1,0 +1,64 @@
+"""Prefect flows: shard tasks are cached by their explicit key, so a re-run (or a resumed run) skips them."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from kgrag import schema as S
+from kgrag.embed import encode, write_vectors
+from kgrag.params import RetrieveParams
+from kgrag.registry import RETRIEVERS
+from kgrag.store import KGStore
+from tests.conftest import MOVIES, tiny_tables
+
+MODEL = "all-MiniLM-L6-v2"
+
+
+@pytest.fixture
+def tiny_project(tmp_path, movies_db):
+    kg = KGStore(movies_db)
+    write_vectors(tmp_path / "index" / "entities.parquet", np.arange(kg.num_entities),
+                  encode(kg.names(np.arange(kg.num_entities)), model=MODEL))
+    write_vectors(tmp_path / "index" / "relations.parquet", np.arange(len(kg.relation_names)),
+                  encode([str(r) for r in kg.relation_names], model=MODEL))
+    topic = kg.find_entities("[Al Pacino]")
+    rows = [
+        {S.QUESTION_ID: f"q{i}", S.SPLIT: "test", S.HOPS: 2, S.TEXT: f"who directed films of [Al Pacino] {i}",
+         S.QTYPE: "", S.TOPIC_IDS: topic, S.ANSWER_IDS: [], S.ANSWERS: []}
+        for i in range(5)
+    ]
+    return {"db": str(movies_db), "index": str(tmp_path / "index"), "rows": rows}
+
+
+def test_retrieve_flow_caches_shards(tiny_project, monkeypatch):
+    from flows.retrieve import retrieve_flow
+
+    calls = []
+    entry = RETRIEVERS.get("pcst")
+
+    def counting(**kw):
+        calls.append(kw["question"].question_id)
+        return entry.impl(**kw)
+
+    monkeypatch.setitem(RETRIEVERS._entries, "pcst", dataclasses.replace(entry, impl=counting))
+    params = RetrieveParams(method="pcst", shard_size=2)
+    run_id = uuid.uuid4().hex  # a fresh input hash: no cache from earlier test sessions
+    kw = dict(question_rows=tiny_project["rows"], db_path=tiny_project["db"], db_hash=run_id,
+              index_dir=tiny_project["index"], index_hash="i", index_model=MODEL, params=params)
+    first = retrieve_flow(**kw)
+    assert len(calls) == 5 and [r[S.QUESTION_ID] for r in first] == [f"q{i}" for i in range(5)]
+    second = retrieve_flow(**kw)
+    assert len(calls) == 5, "a re-run must come from the task cache"
+    assert [r[S.TRIPLE_HEADS] for r in second] == [r[S.TRIPLE_HEADS] for r in first]
+    # one more question: only its new shard runs, the finished shards are reused
+    extra = dict(tiny_project["rows"][0], **{S.QUESTION_ID: "q5"})
+    retrieve_flow(**{**kw, "question_rows": tiny_project["rows"] + [extra]})
+    assert calls[5:] == ["q4", "q5"]
+    # a changed param is a new key: everything runs again
+    retrieve_flow(**{**kw, "params": RetrieveParams(method="pcst", shard_size=2, pcst={"topk": 4})})
+    assert len(calls) == 12
