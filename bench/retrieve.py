@@ -48,7 +48,7 @@ def machine() -> dict:
 def reference_retrieve(q, qvec, kg, index, params, hops, max_edges) -> tuple[set[int], float]:
     """Same neighbourhood and prizes, PCST instance built edge by edge (the reference)."""
     t0 = time.perf_counter()
-    nb = kg.neighbourhood(list(q.topic_ids), hops, max_edges)
+    nb = kg.neighbourhood(list(q.topic_ids), hops, max_edges, relation_priority=index.relation_vectors @ qvec)
     nodes = np.sort(nb.nodes)
     h, r, t = kg.heads[nb.edges], kg.relations[nb.edges], kg.tails[nb.edges]
     local = np.stack([np.searchsorted(nodes, h), np.searchsorted(nodes, t)], axis=1)

@@ -107,7 +107,8 @@ class RetrieveParams(ModuleSection):
     method: str = "pcst"
     hops: int = Field(2, ge=0, le=4, description="k of the topic entities' k-hop neighbourhood (edges undirected)")
     max_neighbourhood_edges: int = Field(
-        200_000, ge=1, description="cap on neighbourhood edges (the closest hops are kept first)"
+        5_000, ge=1,
+        description="cap on neighbourhood edges: closer hops first, the farthest hop cut by relation relevance",
     )
     shard_size: int = Field(50, ge=1, description="questions per cached Prefect task")
 

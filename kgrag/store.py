@@ -137,11 +137,15 @@ class KGStore:
         offs = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(total)
         return self._nbr[offs], self._edge[offs]
 
-    def neighbourhood(self, seeds: np.ndarray | list[int], hops: int, max_edges: int) -> Neighbourhood:
+    def neighbourhood(
+        self, seeds: np.ndarray | list[int], hops: int, max_edges: int, relation_priority: np.ndarray | None = None
+    ) -> Neighbourhood:
         """Nodes within ``hops`` (undirected) of ``seeds`` and the edges walked to reach them.
 
         The edges are those incident to a node at distance < ``hops``, so every edge lies on a walk of
-        length ≤ ``hops`` from a seed. Past ``max_edges`` the farthest hop is cut and ``truncated`` set.
+        length ≤ ``hops`` from a seed. Past ``max_edges`` the farthest hop is cut and ``truncated`` set:
+        its edges are kept by descending ``relation_priority[relation]`` when given (say, the relation's
+        similarity to the question), else in edge order.
         """
         seeds = np.unique(np.asarray(seeds, dtype=np.int64))
         seeds = seeds[(seeds >= 0) & (seeds < self.num_entities)]
@@ -159,6 +163,8 @@ class KGStore:
             if edges:
                 eid = eid[~np.isin(eid, np.concatenate(edges), assume_unique=True)]
             if n_edges + len(eid) > max_edges:
+                if relation_priority is not None:
+                    eid = eid[np.argsort(-relation_priority[self.relations[eid]], kind="stable")]
                 eid = eid[: max_edges - n_edges]
                 truncated = True
                 ends = np.unique(np.concatenate([self.heads[eid], self.tails[eid]]))

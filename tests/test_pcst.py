@@ -40,7 +40,8 @@ def test_vectorized_construction_agrees_with_loop_reference(seed, root):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_result_is_a_tree_inside_the_input(seed):
+@pytest.mark.parametrize("prune_leaves", [False, True])
+def test_result_is_a_tree_inside_the_input(seed, prune_leaves):
     rng = np.random.default_rng(100 + seed)
     n = 40
     # a connected random graph: a random tree plus extra edges
@@ -49,7 +50,8 @@ def test_result_is_a_tree_inside_the_input(seed):
     edges = np.array(tree + extra)
     n_pr = node_prizes(rng.random(n), 5)
     e_pr = edge_prizes(rng.random(len(edges)), 5, 0.01)
-    nodes, chosen = pcst_select(edges=edges, n_prizes=n_pr, e_prizes=e_pr, cost_e=0.5, c=0.01, root=0, pruning="gw")
+    nodes, chosen = pcst_select(edges=edges, n_prizes=n_pr, e_prizes=e_pr, cost_e=0.5, c=0.01, root=0, pruning="gw",
+                                prune_leaves=prune_leaves)
     sub = edges[chosen]
     assert set(sub.ravel().tolist()) <= set(nodes.tolist())
     assert 0 in nodes

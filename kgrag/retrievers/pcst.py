@@ -26,9 +26,9 @@ class PCSTParams(BaseModel):
     pruning: Literal["gw", "strong", "none", "simple"] = Field("gw", description="pcst_fast pruning")
     prune_leaves: bool = Field(
         True,
-        description="drop zero-prize leaves before solving (same optimum, much faster on large "
-        "neighbourhoods; the GW heuristic may return another tree of about equal value); "
-        "false = the instance exactly as G-Retriever builds it",
+        description="simplify the instance before solving: drop zero-prize leaves, fold paying leaf edges "
+        "into their parent (same optimum, much faster on large neighbourhoods; the GW heuristic may return "
+        "another tree of about equal value); false = the instance exactly as G-Retriever builds it",
     )
 
 
@@ -78,9 +78,7 @@ def prune_zero_leaves(
 ) -> np.ndarray:
     """Mask of edges left after repeatedly removing zero-prize leaves hanging on a positive-cost edge.
 
-    Such a leaf can never pay for its edge, so Goemans-Williamson growth only merges it to prune it
-    again: removing it first leaves the PCST solution unchanged and shrinks MetaQA 3-hop instances
-    (mostly leaves on the last hop) several-fold. ``keep`` (the root) is never removed.
+    Such a leaf can never pay for its edge, so it is in no optimal tree. ``keep`` (the root) stays.
     """
     alive = np.ones(len(edges), dtype=bool)
     removable_edge = edge_cost > 0
@@ -89,13 +87,35 @@ def prune_zero_leaves(
         zero = zero.copy()
         zero[keep] = False
     while True:
-        e = edges[alive]
-        deg = np.bincount(e.ravel(), minlength=n)
+        deg = np.bincount(edges[alive].ravel(), minlength=n)
         leaf = zero & (deg == 1)
         drop = alive & removable_edge & (leaf[edges[:, 0]] | leaf[edges[:, 1]])
         if not drop.any():
             return alive
         alive &= ~drop
+
+
+def fold_paying_leaves(
+    *, n: int, edges: np.ndarray, n_prizes: np.ndarray, gain: np.ndarray, alive: np.ndarray, keep: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fold each edge that pays for itself (``gain`` = prize - cost > 0) into its parent when its other end
+    is a zero-prize leaf: the parent takes the gain as node prize and the edge leaves the instance.
+
+    Once the parent is in the tree, such an edge is free profit, so every optimal tree through the parent
+    takes it. Returns the new node prizes and, per edge, the node it was folded into (-1 if not folded).
+    """
+    zero = n_prizes <= 0
+    if 0 <= keep < n:
+        zero = zero.copy()
+        zero[keep] = False
+    deg = np.bincount(edges[alive].ravel(), minlength=n)
+    leaf = zero & (deg == 1)
+    src, dst = edges[:, 0], edges[:, 1]
+    fold = alive & (gain > 0) & (leaf[src] | leaf[dst])
+    parent = np.where(leaf[dst], src, dst)
+    prizes = n_prizes.astype(np.float64, copy=True)
+    np.add.at(prizes, parent[fold], gain[fold])
+    return prizes, np.where(fold, parent, -1)
 
 
 def pcst_select(
@@ -117,7 +137,9 @@ def pcst_select(
     n_prizes, e_prizes : node and edge prizes.
     cost_e : edge cost C_e; lowered to ``max(e_prizes) * (1 - c/2)`` when above it.
     root : local root node, or -1 for unrooted (one cluster).
-    prune_leaves : remove zero-prize leaves first (see ``prune_zero_leaves``).
+    prune_leaves : simplify the instance first: drop zero-prize leaves on costly edges
+        (``prune_zero_leaves``), fold paying edges to zero-prize leaves into their parent
+        (``fold_paying_leaves``). Same optimum; GW may break ties differently.
 
     Returns
     -------
@@ -138,9 +160,13 @@ def pcst_select(
     real = e_prizes <= cost_e
     # Edges kept after leaf pruning; a virtual (prize > cost) edge has cost 0 and is never pruned.
     alive = np.ones(m, dtype=bool)
+    folded_into = np.full(m, -1)
     if prune_leaves:
         alive = prune_zero_leaves(n=n, edges=edges, n_prizes=n_prizes,
                                   edge_cost=np.where(real, cost_e - e_prizes, 0.0), keep=root)
+        n_prizes, folded_into = fold_paying_leaves(n=n, edges=edges, n_prizes=n_prizes,
+                                                   gain=np.where(real, 0.0, e_prizes - cost_e), alive=alive, keep=root)
+        alive &= folded_into < 0
     real &= alive
     real_idx = np.nonzero(real)[0]
     virt_idx = np.nonzero(~real & alive)[0]
@@ -160,8 +186,10 @@ def pcst_select(
     sel = np.asarray(sel, dtype=np.int64)
     chosen_real = real_idx[sel[sel < len(real_idx)]]
     chosen_virt = virt_idx[vertices[vertices >= n] - n]
-    chosen = np.unique(np.concatenate([chosen_real, chosen_virt]))
-    nodes = np.unique(np.concatenate([vertices[vertices < n], edges[chosen].ravel()]))
+    picked = vertices[vertices < n]
+    chosen_fold = np.nonzero((folded_into >= 0) & np.isin(folded_into, picked))[0]
+    chosen = np.unique(np.concatenate([chosen_real, chosen_virt, chosen_fold]))
+    nodes = np.unique(np.concatenate([picked, edges[chosen].ravel()]))
     return nodes, chosen
 
 
@@ -176,7 +204,8 @@ def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, m
     topics = [t for t in question.topic_ids if 0 <= t < kg.num_entities]
     if not topics:
         return Subgraph.empty(method="pcst", reason="no topic entity in the KG")
-    nb = kg.neighbourhood(topics, hops, max_edges)
+    rel_sim = index.relation_vectors @ query_vec
+    nb = kg.neighbourhood(topics, hops, max_edges, relation_priority=rel_sim)
     nodes = np.sort(nb.nodes)
     eidx = nb.edges
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
@@ -184,8 +213,8 @@ def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, m
     n_sim = index.entity_vectors[nodes] @ query_vec
     if index.triple_vectors is not None:
         e_sim = index.triple_vectors[eidx] @ query_vec
-    else:  # an edge's text is its relation: score the few relations once, then look up
-        e_sim = (index.relation_vectors @ query_vec)[r]
+    else:  # an edge's text is its relation: the few relations are scored once, then looked up
+        e_sim = rel_sim[r]
     n_pr = node_prizes(n_sim, params.topk)
     e_pr = edge_prizes(e_sim, params.topk_e, params.tie_decay)
     root = int(np.searchsorted(nodes, topics[0])) if params.root_topic else -1
