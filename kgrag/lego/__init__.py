@@ -1,0 +1,26 @@
+"""LEGO-GraphRAG retrieval modules: subgraph extraction → path filtering → path refinement, each swappable.
+
+Four sub-registries hold the stage implementations, one file each, all plain keyword-only functions that
+never mutate their inputs:
+
+* ``EXTRACTORS``: ``fn(*, graph, seeds, hops, params, ctx) -> Extracted``
+* ``FILTERS``: ``fn(*, graph, extracted, seeds, hops, params, ctx) -> list[Path]`` (best first)
+* ``REFINERS``: ``fn(*, paths, texts, params, ctx) -> np.ndarray`` (indices of the kept paths, best first)
+* ``SCORERS``: ``fn(*, query, docs, params, ctx) -> np.ndarray`` (one relevance score per doc, higher = better)
+
+The ``lego`` retriever (``kgrag/retrievers/lego.py``) chains them; ``kgrag/lego/presets.py`` holds the
+paper's Table 4 instances.
+
+References
+----------
+Cao et al., LEGO-GraphRAG: Modularizing Graph-based Retrieval-Augmented Generation for Design Space
+Exploration (2024), sections 3-4, Tables 2 and 4.
+"""
+
+from kgrag.lego.registries import EXTRACTORS, FILTERS, REFINERS, SCORERS  # noqa: F401
+
+# scorers first: filters and refiners name them in their params
+from kgrag.lego import score_bm25, score_llm, score_reranker, score_st  # noqa: E402,F401,I001
+from kgrag.lego import extract_ego, extract_ppr, extract_rwr  # noqa: E402,F401
+from kgrag.lego import filter_beam, filter_complete, filter_shortest  # noqa: E402,F401
+from kgrag.lego import refine_llm, refine_random, refine_scored  # noqa: E402,F401
