@@ -5,6 +5,9 @@
 - ``em``: the set of predicted answers equals the set of gold answers (normalized).
 - ``precision`` / ``recall`` / ``f1``: over the normalized answer sets.
 - ``retrieval_recall``: share of gold answer entities among the retrieved subgraph's nodes.
+
+``llm_calls_per_question`` counts backend attempts (0 for an answer served from the call cache);
+``llm_answers_from_cache`` counts those cached answers, so stage times can be read right.
 """
 
 from __future__ import annotations
@@ -94,7 +97,8 @@ def evaluate_rows(
                                                      node_ids=r.get(S.NODE_IDS) or []),
                 **scores,
                 S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
-                S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.FAILED: bool(g.get(S.FAILED, not g)),
+                S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.CACHED: int(g.get(S.CACHED, 0)),
+                S.FAILED: bool(g.get(S.FAILED, not g)),
                 S.ERROR: g.get(S.ERROR), S.RETRIEVE_MS: r.get(S.RETRIEVE_MS), S.GENERATE_MS: g.get(S.GENERATE_MS),
             }
         )
@@ -108,6 +112,7 @@ def evaluate_rows(
         "context_tokens_mean": summarize(col(S.TOKENS_IN)),
         "tokens_out_mean": summarize(col(S.TOKENS_OUT)),
         "llm_calls_per_question": summarize(col(S.LLM_CALLS)),
+        "llm_answers_from_cache": sum(col(S.CACHED)),
         "retrieve_ms_median": percentile([x for x in col(S.RETRIEVE_MS) if x is not None], 50),
         "generate_ms_median": percentile([x for x in col(S.GENERATE_MS) if x is not None], 50),
     }

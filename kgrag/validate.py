@@ -78,9 +78,6 @@ class ValidationResult:
 
 def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
     """Run the checks with great-expectations; bad rows leave their table for the quarantine."""
-    import os
-
-    os.environ.setdefault("TQDM_DISABLE", "1")  # GX draws a progress bar per expectation
     import great_expectations as gx
 
     entity_ids = [int(x) for x in tables["entities"].column(S.ENTITY_ID).drop_null().to_pylist()]
@@ -88,7 +85,10 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
     frames = {n: t.to_pandas() for n, t in tables.items() if n != "questions"}
     frames["questions"] = _question_frame(tables["questions"], set(entity_ids))
 
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
     ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = ctx.data_sources.add_pandas("kgrag")
     bad: dict[str, dict[int, list[str]]] = {n: {} for n in frames}
     checks_out = []

@@ -10,7 +10,7 @@ import pyarrow as pa
 from stages._common import params_from_argv, timed
 from kgrag import io
 from kgrag.evaluate import evaluate_rows
-from kgrag.store import read_tables
+from kgrag.duckdb_io import read_tables
 
 STAGES = ("ingest", "validated", "index", "retrieve", "generate")
 

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S
-from kgrag.store import read_tables
+from kgrag.duckdb_io import read_tables
 
 
 def main(argv: list[str] | None = None) -> None:

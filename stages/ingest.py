@@ -5,7 +5,7 @@ from __future__ import annotations
 from stages._common import params_from_argv, timed
 from kgrag import io
 from kgrag.registry import LOADERS
-from kgrag.store import write_duckdb
+from kgrag.duckdb_io import write_duckdb
 
 
 def main(argv: list[str] | None = None) -> None:

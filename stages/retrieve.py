@@ -7,7 +7,7 @@ import pyarrow as pa
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S
 from kgrag.evaluate import percentile
-from kgrag.store import file_hash, read_tables
+from kgrag.duckdb_io import file_hash, read_tables
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,7 @@ import sys
 
 from stages._common import params_from_argv, timed
 from kgrag import io
-from kgrag.store import read_tables, write_duckdb
+from kgrag.duckdb_io import read_tables, write_duckdb
 from kgrag.validate import validate_tables
 
 

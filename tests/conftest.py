@@ -10,7 +10,8 @@ import pytest
 
 from kgrag import schema as S
 from kgrag.env import setup
-from kgrag.store import KGStore, write_duckdb
+from kgrag.duckdb_io import write_duckdb
+from kgrag.store import KGStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KGRAG_SHARED", ROOT.parent / "shared"))

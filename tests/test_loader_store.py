@@ -8,7 +8,8 @@ import pytest
 
 from kgrag import schema as S
 from kgrag.loaders.metaqa import load_metaqa
-from kgrag.store import KGStore, read_tables, write_duckdb
+from kgrag.duckdb_io import read_tables, write_duckdb
+from kgrag.store import KGStore
 from tests.conftest import METAQA, MOVIES
 
 
