@@ -20,7 +20,11 @@ class PPRParams(BaseModel):
         description="probability that the walk continues (igraph's `damping`); the paper's "
         "'restart_prob = 0.8' is this damping, i.e. the walk restarts at the topic with probability 0.2",
     )
-    tol: float = Field(1e-9, gt=0.0, description="stop when the L1 change of one iteration falls below this")
+    tol: float = Field(
+        1e-6, gt=0.0,
+        description="stop when the L1 change of one iteration falls below this (about log(tol)/log(damping) "
+        "iterations: 62 at the defaults)",
+    )
     max_iter: int = Field(200, ge=1, description="power-iteration cap")
 
 
@@ -55,14 +59,12 @@ def local_ppr(*, graph: LocalGraph, seeds: np.ndarray, damping: float, tol: floa
     p0[seeds] = 1.0 / len(seeds)
     deg = graph.degree.astype(np.float64)
     inv = np.divide(1.0, deg, out=np.zeros(n), where=deg > 0)
-    rows = np.concatenate([graph.dst, graph.src])
-    cols = np.concatenate([graph.src, graph.dst])
-    # W[v, u] = (edges u–v) / deg(u); duplicates (multi-edges) are summed by the CSR constructor
-    w = sp.csr_matrix((inv[cols], (rows, cols)), shape=(n, n))
+    # A[v, u] = number of edges u–v, straight from the undirected adjacency lists; W = A · diag(1/deg)
+    a = sp.csr_matrix((np.ones(len(graph.nbr)), graph.nbr, graph.indptr), shape=(n, n))
     dangling = deg == 0
     p = p0.copy()
     for _ in range(max_iter):
-        nxt = damping * (w @ p) + (1.0 - damping) * p0
+        nxt = damping * (a @ (p * inv)) + (1.0 - damping) * p0
         if dangling.any():
             nxt += damping * p[dangling].sum() * p0
         delta = float(np.abs(nxt - p).sum())

@@ -6,6 +6,7 @@ global KG appear only when the retriever builds its ``Subgraph``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -18,7 +19,8 @@ def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarr
     ends = np.concatenate([src, dst])
     other = np.concatenate([dst, src])
     pos = np.concatenate([np.arange(m), np.arange(m)])
-    order = np.argsort(ends, kind="stable")
+    # a stable sort of 16-bit keys is a radix sort (linear): most neighbourhoods have < 65536 nodes
+    order = np.argsort(ends.astype(np.uint16) if n <= 1 << 16 else ends, kind="stable")
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(ends, minlength=n), out=indptr[1:])
     return indptr, other[order].astype(np.int64), pos[order].astype(np.int64)
@@ -34,9 +36,31 @@ class LocalGraph:
     dst: np.ndarray  # local tail of each edge
     relations: np.ndarray  # relation id of each edge
     degree: np.ndarray  # whole-KG undirected degree of each local node
-    indptr: np.ndarray
-    nbr: np.ndarray
-    eid: np.ndarray
+    edge_subset: np.ndarray | None = None  # edge positions the adjacency holds (None = all)
+
+    @functools.cached_property
+    def _adjacency(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indptr, neighbour, edge position), built on first use (PPR needs no adjacency lists)."""
+        if self.edge_subset is None:
+            return _csr(self.n, self.src, self.dst)
+        sub = self.edge_subset
+        indptr, nbr, eid = _csr(self.n, self.src[sub], self.dst[sub])
+        return indptr, nbr, sub[eid] if len(eid) else eid
+
+    @property
+    def indptr(self) -> np.ndarray:
+        """CSR row pointer of the undirected adjacency."""
+        return self._adjacency[0]
+
+    @property
+    def nbr(self) -> np.ndarray:
+        """CSR neighbours."""
+        return self._adjacency[1]
+
+    @property
+    def eid(self) -> np.ndarray:
+        """CSR edge positions (parallel to ``nbr``)."""
+        return self._adjacency[2]
 
     @staticmethod
     def build(*, kg: Any, nodes: np.ndarray, edges: np.ndarray) -> "LocalGraph":
@@ -45,9 +69,8 @@ class LocalGraph:
         edges = np.asarray(edges, dtype=np.int64)
         src = np.searchsorted(nodes, kg.heads[edges]).astype(np.int64)
         dst = np.searchsorted(nodes, kg.tails[edges]).astype(np.int64)
-        indptr, nbr, eid = _csr(len(nodes), src, dst)
         return LocalGraph(nodes, edges, src, dst, kg.relations[edges].astype(np.int64),
-                          kg.degree(nodes) if len(nodes) else np.zeros(0, dtype=np.int64), indptr, nbr, eid)
+                          kg.degree(nodes) if len(nodes) else np.zeros(0, dtype=np.int64))
 
     @property
     def n(self) -> int:
@@ -65,10 +88,8 @@ class LocalGraph:
 
     def restrict(self, edge_pos: np.ndarray) -> "LocalGraph":
         """Same nodes, only the edges at ``edge_pos`` (positions keep their meaning through ``edge_map``)."""
-        edge_pos = np.asarray(edge_pos, dtype=np.int64)
-        indptr, nbr, eid = _csr(self.n, self.src[edge_pos], self.dst[edge_pos])
         return LocalGraph(self.nodes, self.edges, self.src, self.dst, self.relations, self.degree,
-                          indptr, nbr, edge_pos[eid] if len(eid) else eid)
+                          np.asarray(edge_pos, dtype=np.int64))
 
     def induced(self, node_mask: np.ndarray) -> np.ndarray:
         """Positions of the edges with both ends in ``node_mask``."""
