@@ -57,7 +57,9 @@ test-fast: install
 	pytest -q -m "not e2e"
 
 bench: install
+	dvc repro index
 	python bench/retrieve.py
+	python bench/lego.py
 
 clean:
 	rm -rf data .kgrag_cache

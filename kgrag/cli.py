@@ -11,12 +11,13 @@ from kgrag.env import setup
 
 
 def _modules(args: argparse.Namespace) -> int:
-    from kgrag.registry import ALL
+    from kgrag.registry import all_registries
 
+    regs = all_registries()
     if args.json:
-        print(json.dumps({kind: reg.names() for kind, reg in ALL.items()}, indent=2))
+        print(json.dumps({kind: reg.names() for kind, reg in regs.items()}, indent=2))
     else:
-        for kind, reg in ALL.items():
+        for kind, reg in regs.items():
             for name in reg.names():
                 print(f"{kind} {name}")
     return 0

@@ -113,6 +113,12 @@ ALL: dict[str, Registry[Any]] = {
 _loaded = False
 
 
+def all_registries() -> dict[str, Registry[Any]]:
+    """Every registry by kind, with the built-in modules loaded."""
+    _ensure_loaded()
+    return dict(ALL)
+
+
 def _ensure_loaded() -> None:
     """Import the built-in module packages so that their registrations run."""
     global _loaded
@@ -123,3 +129,6 @@ def _ensure_loaded() -> None:
     import kgrag.loaders  # noqa: F401
     import kgrag.retrievers  # noqa: F401
     import kgrag.textualize  # noqa: F401
+    from kgrag.lego.registries import EXTRACTORS, FILTERS, REFINERS, SCORERS
+
+    ALL.update({r.kind: r for r in (EXTRACTORS, FILTERS, REFINERS, SCORERS)})

@@ -4,7 +4,7 @@ from typing import Any
 
 from kgrag.registry import Registry
 
-EXTRACTORS: Registry[Any] = Registry("lego extractor")
-FILTERS: Registry[Any] = Registry("lego filter")
-REFINERS: Registry[Any] = Registry("lego refiner")
-SCORERS: Registry[Any] = Registry("lego scorer")
+EXTRACTORS: Registry[Any] = Registry("lego_extractor")
+FILTERS: Registry[Any] = Registry("lego_filter")
+REFINERS: Registry[Any] = Registry("lego_refiner")
+SCORERS: Registry[Any] = Registry("lego_scorer")
