@@ -59,11 +59,7 @@ class LegoParams(BaseModel):
                                 description="path refiner (random, scored, llm) and its params")
     llm: LLMSettings = Field(default_factory=LLMSettings, description="LLM of the LLM-based stages")
     trace_nodes: bool = Field(True, description="record each stage's node ids in the trace (per-module metrics)")
-    trace_ms: bool = Field(
-        False,
-        description="record each stage's wall time in the trace; off by default because the contract tests "
-        "require identical rows (retrieve_ms aside) on re-runs",
-    )
+    trace_ms: bool = Field(True, description="record each stage's wall time (ms) in the trace (Table 6 timings)")
 
     @model_validator(mode="before")
     @classmethod
