@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
+
+import yaml
 
 import pyarrow as pa
 import pytest
@@ -16,6 +20,7 @@ from kgrag.store import KGStore
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KGRAG_SHARED", ROOT.parent / "shared"))
 METAQA = SHARED / "data" / "metaqa"
+E2E_SAMPLE = 12
 
 setup(ROOT)
 
@@ -66,3 +71,44 @@ def movies_db(tmp_path: Path) -> Path:
 def movies(movies_db: Path) -> KGStore:
     """The tiny movie KG as a store."""
     return KGStore(movies_db)
+
+
+def run(cmd: list[str], cwd: Path) -> str:
+    """Run a command in ``cwd`` with the venv on PATH; fail the test with its output tail if it fails."""
+    # The project's own Prefect home and result store, not the test process's.
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+    env["PATH"] = f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-4000:]}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def e2e_project(tmp_path_factory) -> Path:
+    """A copy of the repository with a small real MetaQA sample in its params (git repo, no outputs)."""
+    dst = tmp_path_factory.mktemp("e2e") / "proj"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        src = ROOT / f
+        if src.is_file() and not f.startswith(("reports/", "data/")):
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    params = yaml.safe_load((dst / "params.yaml").read_text())
+    params["data"]["sample"] = E2E_SAMPLE
+    params["data"]["path"] = str(METAQA)
+    params["generate"]["max_tokens"] = 24
+    params["generate"]["shard_size"] = 6
+    params["retrieve"]["shard_size"] = 6
+    (dst / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(["git", "init", "-q"], dst)
+    run(["git", "add", "-A"], dst)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def e2e_first_run(e2e_project: Path) -> str:
+    """`dvc repro` of the whole pipeline in the copy, once per test session."""
+    return run(["dvc", "repro"], e2e_project)

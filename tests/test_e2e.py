@@ -8,28 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import METAQA, ROOT
+from tests.conftest import E2E_SAMPLE as SAMPLE, run as _run
 
 pytestmark = pytest.mark.e2e
-SAMPLE = 12
-
-
-def _run(cmd: list[str], cwd: Path) -> str:
-    # The project's own Prefect home and result store, not the test process's.
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
-    env["PATH"] = f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"
-    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
-    out = p.stdout + p.stderr
-    assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{out[-4000:]}"
-    return out
 
 
 def _sha(path: Path) -> str:
@@ -37,31 +23,13 @@ def _sha(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    dst = tmp_path_factory.mktemp("e2e") / "proj"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for f in files:
-        src = ROOT / f
-        if src.is_file() and not f.startswith(("reports/", "data/")):
-            (dst / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / f)
-    params = yaml.safe_load((dst / "params.yaml").read_text())
-    params["data"]["sample"] = SAMPLE
-    params["data"]["path"] = str(METAQA)
-    params["generate"]["max_tokens"] = 24
-    params["generate"]["shard_size"] = 6
-    params["retrieve"]["shard_size"] = 6
-    (dst / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    _run(["git", "init", "-q"], dst)
-    _run(["git", "add", "-A"], dst)
-    _run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], dst)
-    return dst
+def project(e2e_project: Path) -> Path:
+    return e2e_project
 
 
 @pytest.fixture(scope="module")
-def first_run(project: Path) -> str:
-    return _run(["dvc", "repro"], project)
+def first_run(e2e_first_run: str) -> str:
+    return e2e_first_run
 
 
 def test_metrics_fields_and_ranges(project, first_run):

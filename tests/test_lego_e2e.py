@@ -17,17 +17,19 @@ MODEL = "all-MiniLM-L6-v2"
 
 
 @pytest.fixture(scope="module")
-def real():
-    missing = [str(p) for p in (KG, INDEX / "entities.parquet", INDEX / "relations.parquet", METAQA / "kb.txt")
-               if not Path(p).exists()]
-    if missing:
-        pytest.skip(f"real MetaQA KG/index not built ({', '.join(missing)} missing): run `dvc repro index`")
+def real(request):
+    kg_path, index_dir = KG, INDEX
+    if not all(Path(p).exists() for p in (KG, INDEX / "entities.parquet", INDEX / "relations.parquet")):
+        # A fresh clone (CI): build the real KG and index through the pipeline in a copy of the repo.
+        request.getfixturevalue("e2e_first_run")
+        project = request.getfixturevalue("e2e_project")
+        kg_path, index_dir = project / "data" / "validated" / "kg.duckdb", project / "data" / "index"
     from kgrag.embed import EmbeddingIndex
     from kgrag.loaders.metaqa import load_metaqa
     from kgrag.store import KGStore, questions_from_table
 
-    kg = KGStore(KG)
-    index = EmbeddingIndex.load(INDEX, MODEL)
+    kg = KGStore(kg_path)
+    index = EmbeddingIndex.load(index_dir, MODEL)
     qs = questions_from_table(load_metaqa(path=str(METAQA), hops=2, split="test", sample=5, seed=0).questions)
     return kg, index, qs
 
