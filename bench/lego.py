@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -21,23 +19,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import machine, write_result  # noqa: E402
+
 from kgrag.evaluate import retrieval_recall  # noqa: E402
 from kgrag.lego import EXTRACTORS  # noqa: E402
 from kgrag.lego.extract_ppr import top_nodes  # noqa: E402
 from kgrag.lego.types import Context, LocalGraph  # noqa: E402
 from kgrag.loaders.metaqa import load_metaqa  # noqa: E402
 from kgrag.store import KGStore, questions_from_table  # noqa: E402
-
-
-def machine() -> dict:
-    """Where the numbers were taken."""
-    cpu = ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform()}
 
 
 def main() -> None:
@@ -48,7 +37,7 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=100, help="questions per hop count (seeded sample)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kg", default="data/validated/kg.duckdb")
-    ap.add_argument("--metaqa", default="/work/shared/data/metaqa")
+    ap.add_argument("--metaqa", default="../shared/data/metaqa")
     ap.add_argument("--max-ent", type=int, default=2000, help="entities kept (the paper's max_ent)")
     ap.add_argument("--damping", type=float, default=0.8, help="igraph damping (the paper's restart_prob)")
     ap.add_argument("--max-edges", type=int, default=10**9, help="neighbourhood edge cap (default: none)")
@@ -101,9 +90,7 @@ def main() -> None:
             "top_set_overlap": float(np.mean(overlap)),
         }
         print(f"{hops}-hop: {json.dumps(result[str(hops)])}", file=sys.stderr)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, result)
 
 
 if __name__ == "__main__":

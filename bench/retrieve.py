@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -22,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import io, schema as S  # noqa: E402
 from kgrag.embed import EmbeddingIndex  # noqa: E402
@@ -32,17 +32,6 @@ from kgrag.retrievers.pcst import edge_prizes, node_prizes  # noqa: E402
 from kgrag.retrievers.pcst_reference import pcst_select_reference  # noqa: E402
 from kgrag.runner import retrieve_one  # noqa: E402
 from kgrag.store import KGStore, questions_from_table  # noqa: E402
-
-
-def machine() -> dict:
-    """Where the numbers were taken."""
-    cpu = ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform()}
 
 
 def reference_retrieve(q, qvec, kg, index, params, hops, max_edges) -> tuple[set[int], float]:
@@ -110,9 +99,7 @@ def main() -> None:
             "reference_agreement": float(np.mean(agree)),
         }
         print(f"{hops}-hop: {json.dumps(result[str(hops)])}", file=sys.stderr)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, result)
 
 
 if __name__ == "__main__":

@@ -23,13 +23,20 @@ def _modules(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace) -> int:
+def _params(args: argparse.Namespace):
+    """The validated params of ``--params`` with ``--set`` overrides, or None after printing the error."""
     from kgrag.params import ParamsError, load
 
     try:
-        p = load(args.params, args.set)
+        return load(args.params, args.set)
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
+        return None
+
+
+def _check(args: argparse.Namespace) -> int:
+    p = _params(args)
+    if p is None:
         return 2
     print(f"{args.params}: ok (retrieve={p.retrieve.method}, backend={p.generate.backend})")
     return 0
@@ -42,17 +49,14 @@ def _ask(args: argparse.Namespace) -> int:
     from kgrag.embed import EmbeddingIndex
     from kgrag.generate import build_request, parse_answers
     from kgrag.llm import CallCache, LLMClient
-    from kgrag.params import ParamsError, load
     from kgrag.registry import BACKENDS
     from kgrag.runner import retrieve_one
     from kgrag.store import KGStore
     from kgrag.textualize import triples_text
     from kgrag.types import Question
 
-    try:
-        p = load(args.params, args.set)
-    except ParamsError as e:
-        print(f"error: {e}", file=sys.stderr)
+    p = _params(args)
+    if p is None:
         return 2
     db = Path(io.VALIDATED / "kg.duckdb")
     if not db.exists() or not (io.INDEX / "entities.parquet").exists():
