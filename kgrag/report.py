@@ -55,7 +55,7 @@ def figure_recall_vs_context(rows: Sequence[dict], path: str | Path) -> None:
     ax.set_xlabel("retrieved triples (context size, log scale)")
     ax.set_ylabel("retrieval answer recall")
     ax.set_ylim(-0.05, 1.05)
-    ax.set_title("Does the retrieved subgraph hold the answer, and does the LLM find it?")
+    ax.set_title("Is the answer retrieved, and does the LLM find it?", fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
