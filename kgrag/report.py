@@ -80,6 +80,13 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
     out += ["", "## Time per stage", "", "| stage | seconds |", "|---|---|"]
     for s, v in (metrics.get("stage_seconds") or {}).items():
         out.append(f"| {s} | {v:.1f} |")
+    if metrics.get("retrieval_modules"):
+        out += ["", "## Retrieval modules (answer entities in each module's output)", "",
+                "| stage | module | precision | recall | F1 | hit ratio | nodes | ms / question |",
+                "|---|---|---|---|---|---|---|---|"]
+        for m in metrics["retrieval_modules"]:
+            out.append(f"| {m['stage']} | {m['module']} | {_fmt(m['precision'])} | {_fmt(m['recall'])} | "
+                       f"{_fmt(m['f1'])} | {_fmt(m['hit'])} | {_fmt(m['nodes_mean'])} | {_fmt(m['ms_mean'])} |")
     by_type: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_type[r.get("qtype") or "(none)"].append(r)

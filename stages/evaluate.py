@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from stages._common import params_from_argv, timed
 from kgrag import io
-from kgrag.evaluate import evaluate_rows
+from kgrag.evaluate import evaluate_rows, stage_metrics
 from kgrag.duckdb_io import read_tables
 
 STAGES = ("ingest", "validated", "index", "retrieve", "generate")
@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> None:
             if f.exists():
                 stage_s["validate" if s == "validated" else s] = io.read_json(f)["seconds"]
         metrics["stage_seconds"] = stage_s
+        modules = stage_metrics(questions=questions, retrieved=retrieved)
+        if modules:  # multi-stage retrievers (LEGO): per-module metrics and times
+            metrics["retrieval_modules"] = modules
         metrics["setup"] = {"dataset": params.data.dataset, "hops": params.data.hops, "split": params.data.split,
                             "retrieve": params.retrieve.method, "backend": params.generate.backend,
                             "context": params.generate.context, "seed": params.data.seed}

@@ -80,3 +80,20 @@ def test_ask_answers_from_the_graph(project, first_run):
     assert "retrieved" in out and "starred_actors" in out
     assert "LLM calls:" in out and "tokens_in=" in out
     assert "\nanswer: " in out
+
+
+def test_lego_presets_through_dvc_experiments(project, first_run):
+    """Three LEGO-GraphRAG presets as `dvc exp run -S` experiments: per-module metrics reach the report."""
+    for preset in ("lego-00", "lego-08", "lego-15"):
+        out = _run(["dvc", "exp", "run", "-S", "retrieve.method=lego", "-S", f"retrieve.lego.preset={preset}"],
+                   project)
+        assert "Running stage 'retrieve'" in out
+        m = json.loads((project / "reports" / "metrics.json").read_text())
+        assert m["setup"]["retrieve"] == "lego" and m["questions"] == SAMPLE and m["failed"] == 0
+        stages = [x["stage"] for x in m["retrieval_modules"]]
+        assert stages[0] == "neighbourhood" and stages[-2:] == ["filter", "refine"], stages
+        for x in m["retrieval_modules"]:
+            assert 0.0 <= x["recall"] <= 1.0 and x["ms_mean"] >= 0.0
+        assert "## Retrieval modules" in (project / "reports" / "report.md").read_text()
+    shown = _run(["dvc", "exp", "show", "--json"], project)
+    assert "lego-15" in shown and "retrieval_modules" in shown  # the workspace row holds the last experiment

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgrag.evaluate import answer_scores, evaluate_rows, normalize, retrieval_recall
+from kgrag.evaluate import answer_scores, evaluate_rows, normalize, retrieval_recall, stage_metrics
 from kgrag.generate import build_request, clean_question, context_text, parse_answers
 from kgrag import schema as S
 
@@ -54,3 +54,26 @@ def test_evaluate_rows_counts_failures():
     rows, m = evaluate_rows(questions=qs, retrieved=ret, generations=gen)
     assert m["questions"] == 2 and m["failed"] == 1
     assert m["hit_at_1"] == 0.5 and m["retrieval_recall"] == 0.5
+
+
+def test_stage_metrics_per_module():
+    import json
+
+    qs = [{S.QUESTION_ID: "a", S.ANSWER_IDS: [1, 2]}, {S.QUESTION_ID: "b", S.ANSWER_IDS: [3]},
+          {S.QUESTION_ID: "c", S.ANSWER_IDS: []}]
+    stages_a = [{"stage": "extract", "module": "ppr", "node_ids": [1, 2, 5, 6], "ms": 2.0},
+                {"stage": "refine", "module": "bm25", "node_ids": [1], "ms": 4.0}]
+    stages_b = [{"stage": "extract", "module": "ppr", "node_ids": [7], "ms": 4.0},
+                {"stage": "refine", "module": "bm25", "node_ids": [], "ms": 2.0}]
+    ret = [{S.QUESTION_ID: "a", S.TRACE: json.dumps({"stages": stages_a})},
+           {S.QUESTION_ID: "b", S.TRACE: json.dumps({"stages": stages_b})},
+           {S.QUESTION_ID: "c", S.TRACE: json.dumps({"stages": stages_a})},  # no answers: skipped
+           {S.QUESTION_ID: "d", S.TRACE: json.dumps({"method": "pcst"})}]
+    m = {x["stage"]: x for x in stage_metrics(questions=qs, retrieved=ret)}
+    assert [x["stage"] for x in stage_metrics(questions=qs, retrieved=ret)] == ["extract", "refine"]
+    ex, rf = m["extract"], m["refine"]
+    assert ex["questions"] == 2 and ex["module"] == "ppr"
+    assert ex["precision"] == pytest.approx((0.5 + 0.0) / 2) and ex["recall"] == pytest.approx(0.5)
+    assert ex["hit"] == 0.5 and ex["nodes_mean"] == 2.5 and ex["ms_mean"] == 3.0
+    assert rf["precision"] == pytest.approx(0.5) and rf["recall"] == pytest.approx(0.25)
+    assert rf["f1"] == pytest.approx((2 * 1 * 0.5 / 1.5) / 2)
