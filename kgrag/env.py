@@ -17,6 +17,8 @@ DEFAULTS = {
     "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
     "PREFECT_LOGGING_LEVEL": "WARNING",
     "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+    # A fresh Prefect home migrates its database on first start: slow on a busy 2-core machine.
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
 
 

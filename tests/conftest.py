@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -22,6 +23,11 @@ SHARED = Path(os.environ.get("KGRAG_SHARED", ROOT.parent / "shared"))
 METAQA = SHARED / "data" / "metaqa"
 E2E_SAMPLE = 12
 
+# Tests get their own Prefect home and result store, so a `dvc repro` running in the repo meanwhile
+# (which uses .kgrag_cache/) shares no Prefect database with them.
+_PREFECT = Path(tempfile.mkdtemp(prefix="kgrag-test-prefect-"))
+os.environ.setdefault("PREFECT_HOME", str(_PREFECT / "home"))
+os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(_PREFECT / "results"))
 setup(ROOT)
 
 
