@@ -47,7 +47,7 @@ def _ask(args: argparse.Namespace) -> int:
 
     from kgrag import io
     from kgrag.embed import EmbeddingIndex
-    from kgrag.generate import build_request, parse_answers
+    from kgrag.generate import build_request, context_text, parse_answers
     from kgrag.llm import CallCache, LLMClient
     from kgrag.registry import BACKENDS
     from kgrag.runner import retrieve_one
@@ -77,9 +77,7 @@ def _ask(args: argparse.Namespace) -> int:
     print(f"\nretrieved {len(named)} triples with {p.retrieve.method} in {ms:.1f} ms:")
     print(triples_text(named[: args.show]) + (f"\n... ({len(named) - args.show} more)" if len(named) > args.show else ""))
     g = p.generate
-    from kgrag.registry import TEXTUALIZERS
-
-    ctx = TEXTUALIZERS.get(g.context).impl(named[: g.max_context_triples])
+    ctx = context_text(named, form=g.context, max_triples=g.max_context_triples)
     backend = BACKENDS.get(g.backend).impl(g.module_params(), timeout_s=g.timeout_s)
     client = LLMClient(backend, cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=g.retries, backoff_s=g.backoff_s)
     req = build_request(question=args.question, context=ctx, temperature=g.temperature, top_p=g.top_p,

@@ -11,6 +11,7 @@ import numpy as np
 from kgrag import schema as S
 from kgrag.embed import EmbeddingIndex
 from kgrag.evaluate import retrieval_recall
+from kgrag.generate import context_text
 from kgrag.params import GenerateParams, RetrieveParams
 from kgrag.registry import RETRIEVERS, TEXTUALIZERS
 from kgrag.store import KGStore
@@ -70,5 +71,5 @@ def contexts_for(rows: Sequence[dict], *, kg: KGStore, params: GenerateParams) -
             np.asarray(r[S.TRIPLE_RELATIONS], dtype=np.int64),
             np.asarray(r[S.TRIPLE_TAILS], dtype=np.int64),
         )
-        out.append(TEXTUALIZERS.get(params.context).impl(named[: params.max_context_triples]))
+        out.append(context_text(named, form=params.context, max_triples=params.max_context_triples))
     return out
