@@ -25,6 +25,11 @@ def model_path(name: str) -> str:
     if Path(name).exists():
         return str(name)
     pkg = PACKAGED.get(name)
+    if pkg is None and ("/" in name or os.sep in name):
+        raise FileNotFoundError(
+            f"model folder {name!r} does not exist (relative to {Path.cwd()}); the fine-tuned scorer "
+            "data/finetune/st_model is written by `dvc repro finetune`"
+        )
     if pkg is None:
         raise ValueError(
             f"embedding model {name!r} is neither a local path nor packaged; packaged: {', '.join(PACKAGED)}"

@@ -99,6 +99,23 @@ class IndexParams(Strict):
     embed_triples: bool = Field(False, description="also embed every triple as 'head relation tail' text")
 
 
+class FinetuneParams(Strict):
+    """Fine-tuned sentence-transformer for the LEGO ``st`` scorer (presets lego-05, lego-12, lego-18)."""
+
+    base_model: str = Field("all-MiniLM-L6-v2", description="model fine-tuned (packaged name or local folder)")
+    split: Literal["dev", "test"] = Field("dev", description="question split the training pairs come from")
+    questions: int = Field(500, ge=1, description="questions sampled from that split")
+    per_question: int = Field(2, ge=1, description="path triplets and edge triplets per question")
+    val_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="questions held out for the pair accuracy")
+    max_neighbourhood_edges: int = Field(5_000, ge=1, description="neighbourhood cap while mining paths")
+    margin: float = Field(0.2, gt=0.0, description="γ of the margin loss")
+    epochs: int = Field(1, ge=0, description="passes over the training triplets (0 = save the base model)")
+    batch_size: int = Field(32, ge=1)
+    lr: float = Field(2e-5, gt=0.0, description="AdamW learning rate")
+    warmup: float = Field(0.1, ge=0.0, le=1.0, description="share of steps with linear warm-up")
+    seed: int = Field(0, description="seed of the question sample, negatives, shuffling and dropout")
+
+
 class RetrieveParams(ModuleSection):
     """Retrieval: ``method`` picks the module; its own sub-section holds its params."""
 
@@ -152,12 +169,22 @@ class Params(Strict):
     data: DataParams = DataParams()
     validate_: ValidateParams = Field(ValidateParams(), alias="validate")
     index: IndexParams = IndexParams()
+    finetune: FinetuneParams = FinetuneParams()
     retrieve: RetrieveParams = RetrieveParams()
     generate: GenerateParams = GenerateParams()
     evaluate: EvaluateParams = EvaluateParams()
     report: ReportParams = ReportParams()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _finetune_split_held_out(self) -> "Params":
+        if self.finetune.split == self.data.split:
+            raise ValueError(
+                f"finetune.split: {self.finetune.split!r} is also data.split, the evaluated split; "
+                "the fine-tuned scorer would train on the questions it is scored on (choose the other split)"
+            )
+        return self
 
 
 class ParamsError(ValueError):

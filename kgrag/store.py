@@ -157,6 +157,11 @@ class KGStore:
             )
         )
 
+    def ids_of(self, names: list[str]) -> tuple[int, ...]:
+        """Entity ids of exact ``names`` (names not in the KG dropped)."""
+        lookup = self._name_index()
+        return tuple(lookup[n] for n in names if n in lookup)
+
     def find_entities(self, text: str) -> list[int]:
         """Entities for a free-text question: ``[bracketed]`` names, else the longest names found in it."""
         import re

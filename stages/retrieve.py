@@ -14,12 +14,15 @@ def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
     p = params.retrieve
+    from flows.cache import folder_hash
     from flows.retrieve import retrieve_flow
 
     db = io.VALIDATED / "kg.duckdb"
     with timed("retrieve", io.RETRIEVE) as info:
         questions = read_tables(db, ("questions",))["questions"].to_pylist()
-        index_hash = "-".join(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet"))
+        # the fine-tuned scorer model is an input too (presets lego-05/12/18 read it)
+        index_hash = "-".join([*(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")),
+                               folder_hash(io.ST_MODEL)])
         rows = retrieve_flow(question_rows=questions, db_path=str(db), db_hash=file_hash(db),
                              index_dir=str(io.INDEX), index_hash=index_hash, index_model=params.index.model,
                              params=p)

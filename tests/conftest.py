@@ -107,6 +107,7 @@ def e2e_project(tmp_path_factory) -> Path:
     params["generate"]["max_tokens"] = 24
     params["generate"]["shard_size"] = 6
     params["retrieve"]["shard_size"] = 6
+    params["finetune"]["questions"] = 40
     (dst / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(["git", "init", "-q"], dst)
     run(["git", "add", "-A"], dst)

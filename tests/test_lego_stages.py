@@ -380,8 +380,22 @@ def test_llm_scorer_batches_and_parses(kg, index):
 
 # ---------------------------------------------------------------- the lego retriever on the tiny KG
 
+@pytest.fixture(scope="module")
+def finetuned_home(tmp_path_factory):
+    """A project folder holding data/finetune/st_model (a copy of the packaged MiniLM stands in for it)."""
+    import shutil
+
+    from kgrag.embed import model_path
+    from kgrag.io import ST_MODEL
+
+    home = tmp_path_factory.mktemp("proj")
+    shutil.copytree(model_path(MODEL), home / ST_MODEL)
+    return home
+
+
 @pytest.mark.parametrize("preset", list(PRESETS))
-def test_every_preset_runs_on_the_tiny_kg(preset, kg, index, monkeypatch):
+def test_every_preset_runs_on_the_tiny_kg(preset, kg, index, monkeypatch, finetuned_home):
+    monkeypatch.chdir(finetuned_home)  # presets 5, 12, 18 read the fine-tuned ST from the project folder
     params = RetrieveParams(method="lego", lego={"preset": preset, "trace_ms": True})
     lp = params.module_params()
     key = json.dumps(lp.llm.model_dump(mode="json"), sort_keys=True)

@@ -1,8 +1,11 @@
 """The paper's Table 4 instances as stage choices (hyperparameters of Table 7).
 
 Each preset maps the stages ``extract``, ``prune`` (semantic scorer after extraction, or None), ``filter``
-and ``refine`` to ``{name, params}``. Instances built on a *fine-tuned* model (GSR, RoG, KELP, fine-tuned
-ST/LLM) use the plain model here: kgrag has no fine-tuning stage yet, so they equal their vanilla twin.
+and ``refine`` to ``{name, params}``. The *fine-tuned ST* instances (5: GSR, 12, 18: KELP) score with the
+model the ``finetune`` stage writes to ``data/finetune/st_model`` (MiniLM trained with the paper's margin
+loss on MetaQA dev paths). The *fine-tuned LLM* instances (7: RoG, 14, 20) run with whatever model the LLM
+backend serves (SmolLM2-135M-Instruct by default): kgrag does not fine-tune LLMs for retrieval, so they
+equal their vanilla-LLM twins (6, 13, 19) unless ``llm`` points at a fine-tuned model.
 
 References
 ----------
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kgrag.io import ST_MODEL
+
 PPR: dict[str, Any] = {"name": "ppr", "params": {"max_ent": 2000, "damping": 0.8}}
 RWR: dict[str, Any] = {"name": "rwr", "params": {"path_num": 64}}
 SHORTEST: dict[str, Any] = {"name": "shortest", "params": {}}
@@ -21,7 +26,12 @@ COMPLETE: dict[str, Any] = {"name": "complete", "params": {}}
 RANDOM: dict[str, Any] = {"name": "random", "params": {"top_k": 64, "seed": 0}}
 
 
+FINETUNED_ST = str(ST_MODEL)  # written by the finetune stage, relative to the project root
+
+
 def _scorer(name: str) -> dict[str, Any]:
+    if name == "st-ft":
+        return {"name": "st", "params": {"model": FINETUNED_ST}}
     return {"name": name, "params": {}}
 
 
@@ -53,7 +63,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "lego-02": _inst(prune=_prune("bm25")),
     "lego-03": _inst(prune=_prune("st")),
     "lego-04": _inst(prune=_prune("reranker")),
-    "lego-05": _inst(prune=_prune("st")),  # fine-tuned ST (GSR) → plain all-MiniLM-L6-v2
+    "lego-05": _inst(prune=_prune("st-ft")),  # fine-tuned ST (GSR)
     "lego-06": _inst(prune=_prune("llm")),
     "lego-07": _inst(prune=_prune("llm")),  # fine-tuned LLM (RoG) → the plain generation LLM
     # path-filtering group
@@ -61,14 +71,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "lego-09": _inst(filter=_beam("bm25")),
     "lego-10": _inst(filter=_beam("st")),
     "lego-11": _inst(filter=_beam("reranker")),
-    "lego-12": _inst(filter=_beam("st")),  # fine-tuned ST → plain all-MiniLM-L6-v2
+    "lego-12": _inst(filter=_beam("st-ft")),  # fine-tuned ST
     "lego-13": _inst(filter=_beam("llm")),
     "lego-14": _inst(filter=_beam("llm")),  # fine-tuned LLM → the plain generation LLM
     # path-refinement group
     "lego-15": _inst(refine=_scored("bm25")),
     "lego-16": _inst(refine=_scored("st")),
     "lego-17": _inst(refine=_scored("reranker")),
-    "lego-18": _inst(refine=_scored("st")),  # fine-tuned ST (KELP) → plain all-MiniLM-L6-v2
+    "lego-18": _inst(refine=_scored("st-ft")),  # fine-tuned ST (KELP)
     "lego-19": _inst(refine=_llm_refine()),
     "lego-20": _inst(refine=_llm_refine()),  # fine-tuned LLM → the plain generation LLM
 }

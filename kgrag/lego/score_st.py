@@ -1,12 +1,14 @@
-"""``st``: cosine similarity of sentence-transformer embeddings (the index's model, all-MiniLM-L6-v2)."""
+"""``st``: cosine similarity of sentence-transformer embeddings (the index's model, or a fine-tuned one)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag.embed import encode
 from kgrag.lego.registries import SCORERS
 from kgrag.lego.types import Context
 
@@ -16,16 +18,35 @@ class STParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     cache_size: int = Field(200_000, ge=0, description="doc embeddings kept in memory between calls (0 = none)")
+    model: str | None = Field(
+        None,
+        description="None = the index's model (question vector reused); else a packaged model name or a local "
+        "folder, e.g. data/finetune/st_model written by the finetune stage (the paper's Fine-tuned ST)",
+    )
 
 
 _CACHE: dict[tuple[str, str], np.ndarray] = {}
 
 
-def embed_docs(index, docs: Sequence[str], cache_size: int) -> np.ndarray:
-    """Unit embeddings of ``docs`` with the index's model; repeated texts are encoded once per process."""
-    key = getattr(index, "model", "")
+def _model_key(model: str) -> str:
+    p = Path(model)
+    return f"{p.resolve()}@{p.stat().st_mtime_ns}" if p.exists() else model
+
+
+def embed_docs(index, docs: Sequence[str], cache_size: int, model: str | None = None) -> np.ndarray:
+    """Unit embeddings of ``docs`` with ``model`` (None = the index's); repeated texts are encoded once per process.
+
+    A local model folder is keyed by its path and modification time, so a re-trained model is not served
+    stale vectors.
+    """
+    key = getattr(index, "model", "") if model is None else _model_key(model)
     todo = sorted({d for d in docs if (key, d) not in _CACHE})
-    vecs = index.encode(todo) if todo else None
+    if not todo:
+        vecs = None
+    elif model is None:
+        vecs = index.encode(todo)
+    else:
+        vecs = encode(todo, model=model)
     fresh = dict(zip(todo, vecs)) if vecs is not None else {}
     if cache_size:
         if len(_CACHE) + len(fresh) > cache_size:
@@ -35,9 +56,10 @@ def embed_docs(index, docs: Sequence[str], cache_size: int) -> np.ndarray:
     return np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
 
 
-@SCORERS.register("st", params=STParams, version="1")
+@SCORERS.register("st", params=STParams, version="2")
 def score_st(*, query: str, docs: Sequence[str], params: STParams, ctx: Context) -> np.ndarray:
-    """cos(embed(question), embed(doc)); the question vector is the retriever's ``query_vec``.
+    """cos(embed(question), embed(doc)); with the index's model the question vector is the retriever's
+    ``query_vec``, with another model (``params.model``) the question is embedded by that model.
 
     References
     ----------
@@ -46,4 +68,8 @@ def score_st(*, query: str, docs: Sequence[str], params: STParams, ctx: Context)
     """
     if not docs:
         return np.zeros(0)
-    return (embed_docs(ctx.index, docs, params.cache_size) @ np.asarray(ctx.query_vec, dtype=np.float32)).astype(np.float64)
+    if params.model is None:
+        q = np.asarray(ctx.query_vec, dtype=np.float32)
+    else:
+        q = encode([query], model=params.model)[0]
+    return (embed_docs(ctx.index, docs, params.cache_size, params.model) @ q).astype(np.float64)
