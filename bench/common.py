@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import platform
-
-
-def machine() -> dict:
-    """Where the numbers were taken."""
-    cpu = ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform()}
+from kgrag.versioning import machine  # noqa: F401 (re-exported for the bench scripts)
 
 
 def write_result(path: str, result: dict) -> None:

@@ -39,21 +39,34 @@ def make_client(params: GenerateParams, cache_path: str) -> LLMClient:
     return _CLIENTS[k]
 
 
+class IncompleteShard(Exception):
+    """A shard with failed LLM calls: its rows travel in the exception, so Prefect does not cache them
+    and the next run asks again for the failed questions (the successful calls come from the call cache)."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        super().__init__(f"{sum(r[S.FAILED] for r in rows)} of {len(rows)} questions failed")
+        self.rows = rows
+
+
 @task(cache_key_fn=shard_key, persist_result=True, name="generate_shard")
 def generate_shard(*, key: dict, question_ids: list[str], questions: list[str], contexts: list[str],
                    params_json: str, separator: str, cache_path: str) -> list[dict]:
-    """Generate answers for one shard of questions."""
+    """Generate answers for one shard of questions (raises ``IncompleteShard`` when a call failed)."""
     params = GenerateParams.model_validate_json(params_json)
     client = make_client(params, cache_path)
-    return generate_rows(question_ids=question_ids, questions=questions, contexts=contexts, client=client,
+    rows = generate_rows(question_ids=question_ids, questions=questions, contexts=contexts, client=client,
                          temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
                          seed=params.seed, separator=separator, few_shot=params.few_shot)
+    if any(r[S.FAILED] for r in rows):
+        raise IncompleteShard(rows)
+    return rows
 
 
 @flow(name="generate", log_prints=False)
 def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_path: str, params: GenerateParams,
                   separator: str, cache_path: str) -> list[dict]:
-    """Generate an answer for every question, shard by shard. Failed shards never stop the run."""
+    """Generate an answer for every question, shard by shard. Failed LLM calls never stop the run: they are
+    recorded per question, and their shard is not cached so that the next run retries them."""
     by_id = {r[S.QUESTION_ID]: r for r in retrieved_rows}
     kg = open_store(db_path)
     entry = BACKENDS.get(params.backend)
@@ -67,7 +80,14 @@ def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_p
         inputs = hashlib.sha256(("\x00".join(texts) + "\x01" + "\x00".join(ctx) + separator).encode()).hexdigest()[:16]
         key = shard_key_parts(task="generate", module_version=f"{entry.name}-{entry.version}", core=core,
                               params_hash=section_hash(params), inputs=inputs, ids=ids)
-        out.extend(generate_shard(key=key, question_ids=ids, questions=texts, contexts=ctx,
-                                  params_json=params.model_dump_json(), separator=separator, cache_path=cache_path))
+        state = generate_shard(key=key, question_ids=ids, questions=texts, contexts=ctx,
+                               params_json=params.model_dump_json(), separator=separator, cache_path=cache_path,
+                               return_state=True)
+        res = state.result(raise_on_failure=False)
+        if isinstance(res, IncompleteShard):
+            res = res.rows  # recorded as failed in the outputs; retried by the next run
+        elif isinstance(res, BaseException):
+            raise res
+        out.extend(res)
         progress("generate", len(out), len(question_rows))
     return out

@@ -95,6 +95,75 @@ def _ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lego_table(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
+    from kgrag import embed, evaluate, io, lego, retrievers, runner, store
+    from kgrag import schema as S
+    from kgrag.duckdb_io import file_hash, read_tables
+    from kgrag.embed import EmbeddingIndex
+    from kgrag.lego.presets import PRESETS
+    from kgrag.lego.table import instance_row, render, row_key, uses_llm
+    from kgrag.params import RetrieveParams
+    from kgrag.store import KGStore, questions_from_table
+    from kgrag.versioning import code_version, folder_hash, machine
+
+    p = _params(args)
+    if p is None:
+        return 2
+    names = list(PRESETS) if args.presets == "all" else [x.strip() for x in args.presets.split(",") if x.strip()]
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown:
+        print(f"error: unknown preset(s) {', '.join(unknown)}; valid: {', '.join(PRESETS)}", file=sys.stderr)
+        return 2
+    db = Path(io.VALIDATED / "kg.duckdb")
+    if not db.exists() or not (io.INDEX / "entities.parquet").exists():
+        print("error: no ingested KG and index; run `dvc repro index` (and `dvc repro finetune`) first",
+              file=sys.stderr)
+        return 1
+    kg = KGStore(db)
+    index = EmbeddingIndex.load(io.INDEX, p.index.model)
+    qrows = read_tables(db, ("questions",))["questions"].to_pylist()
+    code = "-".join([code_version(embed, evaluate, lego, retrievers, runner, store), file_hash(db),
+                     file_hash(io.INDEX / "entities.parquet"), folder_hash(io.ST_MODEL)])
+    out_json = Path(f"{args.out}.json")
+    done = {r["key"]: r for r in (json.loads(out_json.read_text())["rows"] if out_json.exists() else [])}
+    base = p.retrieve.model_dump(mode="json")
+    rows = []
+    for name in names:
+        n = args.llm_questions if uses_llm(name) else args.questions
+        sample = qrows[:n] if n else qrows
+        qs = questions_from_table(pa.Table.from_pylist(sample, schema=S.QUESTIONS))
+        # no LLM call cache: instances sharing prompts (6/7, 13/14, 19/20) must be timed on real calls
+        lego_params = {**(base.get("lego") or {}), "preset": name}
+        lego_params["llm"] = {**lego_params.get("llm", {}), "cache": None}
+        for stage in ("extract", "prune", "filter", "refine"):  # the preset decides the stages
+            lego_params.pop(stage, None)
+        params = RetrieveParams.model_validate({**base, "method": "lego", "lego": lego_params})
+        key = row_key(preset=name, params_json=params.model_dump_json(), question_ids=[q.question_id for q in qs],
+                      code=code)
+        if key in done:
+            rows.append(done[key])
+            print(f"[lego-table] {name}: unchanged, kept", file=sys.stderr)
+            continue
+        row = instance_row(preset=name, questions=qs, question_rows=sample, params=params,
+                           retrieve=lambda questions, params: runner.retrieve_rows(
+                               questions=questions, kg=kg, index=index, params=params))
+        row["key"] = key
+        rows.append(row)
+        print(f"[lego-table] {name}: recall {row['recall']}, median {row['ms_median']:.0f} ms/question "
+              f"({row['questions']} questions)", file=sys.stderr)
+        io.write_json(out_json, {"machine": machine(), "rows": rows + [r for r in done.values() if r not in rows]})
+    io.write_json(out_json, {"machine": machine(), "rows": rows})
+    note = (f"MetaQA {p.data.hops}-hop {p.data.split} questions of the experiment's sample (data.seed "
+            f"{p.data.seed}); {args.questions or 'all'} per instance, {args.llm_questions or 'all'} for instances "
+            f"that call the LLM ({p.retrieve.module_params('lego').llm.backend}). "
+            "`-ft`: the fine-tuned ST of the finetune stage. Made by `kgrag lego-table`.")
+    Path(f"{args.out}.md").write_text(render(rows, title="LEGO-GraphRAG instances", note=note))
+    print(f"wrote {out_json} and {args.out}.md")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to render --help)."""
     ap = argparse.ArgumentParser(prog="kgrag", description="Knowledge-graph RAG pipelines (run them with `dvc repro`).")
@@ -106,7 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("ask", help="answer one question on the ingested KG with the current params")
     a.add_argument("question", help='the question, e.g. "who directed the movies starred by [Al Pacino]"')
     a.add_argument("--show", type=int, default=20, help="retrieved triples to print (default 20)")
-    for p in (c, a):
+    t = sub.add_parser("lego-table", help="run LEGO-GraphRAG presets on the experiment's questions and write a "
+                       "per-instance, per-module table (reports/lego_instances.md/.json)")
+    t.add_argument("--presets", default="all", help="comma-separated preset names, or `all` (default)")
+    t.add_argument("--questions", type=int, default=50, help="questions per instance (0 = the whole sample)")
+    t.add_argument("--llm-questions", type=int, default=3,
+                   help="questions for instances that call the LLM (slow on CPU; 0 = the whole sample)")
+    t.add_argument("--out", default="reports/lego_instances", help="output path without extension")
+    t.set_defaults(fn=_lego_table)
+    for p in (c, a, t):
         p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a param, e.g. --set retrieve.pcst.topk=5 (repeatable)")

@@ -107,6 +107,10 @@ def evaluate_rows(
     metrics = {
         "questions": n,
         "failed": sum(col(S.FAILED)),
+        "answered": n - sum(col(S.FAILED)),
+        # the same scores over the questions whose LLM call succeeded (failures apart from wrong answers)
+        "hit_at_1_answered": summarize([x["hit_at_1"] for x in rows if not x[S.FAILED]]),
+        "f1_answered": summarize([x["f1"] for x in rows if not x[S.FAILED]]),
         **{k: summarize(col(k)) for k in ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "retrieval_recall")},
         "context_triples_mean": summarize(col("context_triples")),
         "context_tokens_mean": summarize(col(S.TOKENS_IN)),
@@ -123,7 +127,8 @@ def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict]) -> li
     """Per-module retrieval metrics of multi-stage retrievers (the ``stages`` of a retrieved row's trace).
 
     For each stage: precision, recall, F1 and hit ratio of the gold answer entities among the stage's
-    output nodes, mean output size and mean wall time, averaged over questions with answer entities.
+    output nodes, mean output size and mean and median wall time (the median is robust to one-time model
+    loads in the first question), averaged over questions with answer entities.
     Rows whose trace has no ``stages`` (single-shot retrievers) contribute nothing.
 
     References
@@ -161,6 +166,6 @@ def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict]) -> li
     return [
         {"stage": stage, "module": module, "questions": len(v["recall"]),
          **{k: summarize(v[k]) for k in ("precision", "recall", "f1", "hit")},
-         "nodes_mean": summarize(v["nodes"]), "ms_mean": summarize(v["ms"])}
+         "nodes_mean": summarize(v["nodes"]), "ms_mean": summarize(v["ms"]), "ms_median": percentile(v["ms"], 50)}
         for (_, stage, module), v in sorted(acc.items())
     ]

@@ -8,13 +8,14 @@ A backend only turns a batch of requests into replies. ``LLMClient`` wraps one w
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import sqlite3
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,22 @@ class CallRecord:
 
 
 class LLMBackend(Protocol):
-    """Turns a batch of requests into replies (same order). Errors go into ``LLMReply.error``."""
+    """Turns a batch of requests into replies (same order). Errors go into ``LLMReply.error``.
+
+    A backend may accept ``on_reply(position, reply)`` and call it, from the calling thread, as each reply
+    is ready: the client then caches every finished call at once, so a run killed mid-batch repeats none.
+    """
 
     model_id: str
 
     def generate(self, requests: Sequence[LLMRequest]) -> list[LLMReply]: ...
+
+
+def _accepts_on_reply(backend: Any) -> bool:
+    try:
+        return "on_reply" in inspect.signature(backend.generate).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def call_key(model_id: str, req: LLMRequest) -> str:
@@ -146,16 +158,26 @@ class LLMClient:
                 todo.append(i)
         errors: dict[int, list[str]] = {i: [] for i in todo}
         attempt = 0
+        streaming = self.cache is not None and _accepts_on_reply(self.backend)
         while todo:
             attempt += 1
+            saved: set[int] = set()
+
+            def on_reply(pos: int, rep: LLMReply, _todo=tuple(todo), _saved=saved) -> None:
+                if rep.error is None:  # cache a finished call now, not at the end of the batch
+                    i = _todo[pos]
+                    self.cache.put(keys[i], self.model_id, requests[i], rep)
+                    _saved.add(i)
+
             try:
-                replies = self.backend.generate([requests[i] for i in todo])
+                batch = [requests[i] for i in todo]
+                replies = self.backend.generate(batch, on_reply=on_reply) if streaming else self.backend.generate(batch)
             except Exception as e:  # a backend bug or outage: the whole batch failed this attempt
                 replies = [LLMReply(error=f"{type(e).__name__}: {e}") for _ in todo]
             still = []
             for i, rep in zip(todo, replies):
                 if rep.error is None:
-                    if self.cache is not None:
+                    if self.cache is not None and i not in saved:
                         self.cache.put(keys[i], self.model_id, requests[i], rep)
                     out[i] = CallRecord(keys[i], rep, cached=False, attempts=attempt, errors=tuple(errors[i]))
                 else:

@@ -97,3 +97,20 @@ def test_lego_presets_through_dvc_experiments(project, first_run):
         assert "## Retrieval modules" in (project / "reports" / "report.md").read_text()
     shown = _run(["dvc", "exp", "show", "--json"], project)
     assert "lego-18" in shown  # the workspace row holds the last experiment's params
+
+
+def test_finetune_stage_and_lego_table(project, first_run):
+    """The finetune stage ran in the pipeline and improved its held-out pairs; `kgrag lego-table` runs presets
+    (one on the fine-tuned ST) on the experiment's questions and writes both tables."""
+    ft = json.loads((project / "reports" / "finetune.json").read_text())
+    assert ft["train_triplets"] > 0 and ft["val_triplets"] > 0
+    assert ft["val_gap_after"] > ft["val_gap_before"]
+    assert (project / "data" / "finetune" / "st_model" / "modules.json").exists()
+    _run(["kgrag", "lego-table", "--presets", "lego-00,lego-05", "--questions", "4"], project)
+    table = json.loads((project / "reports" / "lego_instances.json").read_text())
+    assert [r["preset"] for r in table["rows"]] == ["lego-00", "lego-05"]
+    assert all(r["questions"] == 4 and 0.0 <= r["recall"] <= 1.0 for r in table["rows"])
+    md = (project / "reports" / "lego_instances.md").read_text()
+    assert "| lego-05 | ppr | st-ft | shortest | random | 4 |" in md
+    again = _run(["kgrag", "lego-table", "--presets", "lego-00,lego-05", "--questions", "4"], project)
+    assert again.count("unchanged, kept") == 2

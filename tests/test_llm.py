@@ -67,3 +67,36 @@ def test_backend_exception_becomes_failure():
 
     r = LLMClient(Broken(), cache=None, retries=1, sleep=lambda s: None).generate([req()])[0]
     assert r.failed and "ConnectionError" in r.reply.error and r.attempts == 2
+
+
+class DiesMidBatch:
+    """Streams replies through ``on_reply`` and dies (like a killed process) after ``n`` of them."""
+
+    model_id = "dies"
+
+    def __init__(self, n):
+        self.n, self.calls = n, 0
+
+    def generate(self, requests, on_reply=None):
+        for i, r in enumerate(requests):
+            if i == self.n:
+                raise KeyboardInterrupt("killed")
+            self.calls += 1
+            on_reply(i, LLMReply(text=f"ans-{r.messages[0][1]}"))
+        raise AssertionError("unreachable in this test")
+
+
+def test_finished_calls_of_a_batch_are_cached_before_the_batch_ends(tmp_path):
+    cache = CallCache(tmp_path / "c.sqlite")
+    reqs = [req(f"q{i}") for i in range(5)]
+    try:
+        LLMClient(DiesMidBatch(3), cache=cache).generate(reqs)
+    except KeyboardInterrupt:
+        pass
+    # a fresh client (the resumed run) finds the 3 finished calls and asks the backend only for the rest
+    b = Scripted(["late-3", "late-4"])
+    b.model_id = "dies"  # the same model
+    got = LLMClient(b, cache=CallCache(tmp_path / "c.sqlite")).generate(reqs)
+    assert b.calls == 2
+    assert [r.reply.text for r in got] == ["ans-q0", "ans-q1", "ans-q2", "late-3", "late-4"]
+    assert [r.cached for r in got] == [True, True, True, False, False]

@@ -6,7 +6,7 @@ import functools
 import importlib.util
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,10 +65,11 @@ class LlamaCppBackend:
         """Tokens of ``text`` under this model's tokenizer."""
         return len(self.llm.tokenize(text.encode(), add_bos=False))
 
-    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMReply]:
-        """Run each request in turn."""
+    def generate(self, requests: Sequence[LLMRequest], on_reply: Callable[[int, LLMReply], None] | None = None
+                 ) -> list[LLMReply]:
+        """Run each request in turn; ``on_reply(position, reply)`` as each finishes."""
         out = []
-        for req in requests:
+        for pos, req in enumerate(requests):
             t0 = time.perf_counter()
             try:
                 res = self.llm.create_chat_completion(
@@ -86,4 +87,6 @@ class LlamaCppBackend:
                 )
             except Exception as e:  # context overflow and the like: recorded, the run goes on
                 out.append(LLMReply(error=f"{type(e).__name__}: {e}", latency_ms=(time.perf_counter() - t0) * 1000))
+            if on_reply is not None:
+                on_reply(pos, out[-1])
         return out

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Callable, Sequence
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -58,9 +58,18 @@ class OpenAIBackend:
         except Exception as e:  # HTTP errors, timeouts, malformed bodies: recorded and retried by the client
             return LLMReply(error=f"{type(e).__name__}: {e}"[:500], latency_ms=(time.perf_counter() - t0) * 1000)
 
-    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMReply]:
-        """Send the batch concurrently; replies keep request order."""
-        if len(requests) <= 1:
-            return [self._one(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=min(self.params.concurrency, len(requests))) as pool:
-            return list(pool.map(self._one, requests))
+    def generate(self, requests: Sequence[LLMRequest], on_reply: Callable[[int, LLMReply], None] | None = None
+                 ) -> list[LLMReply]:
+        """Send the batch as up to ``concurrency`` concurrent requests; replies keep request order.
+
+        ``on_reply(position, reply)`` is called from this thread as each reply arrives.
+        """
+        out: list[LLMReply | None] = [None] * len(requests)
+        with ThreadPoolExecutor(max_workers=max(1, min(self.params.concurrency, len(requests)))) as pool:
+            futs = {pool.submit(self._one, r): i for i, r in enumerate(requests)}
+            for fut in as_completed(futs):
+                i = futs[fut]
+                out[i] = fut.result()
+                if on_reply is not None:
+                    on_reply(i, out[i])
+        return [r for r in out if r is not None]
