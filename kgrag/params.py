@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from kgrag.registry import BACKENDS, LOADERS, RETRIEVERS, Registry, UnknownModuleError
 
@@ -66,23 +66,76 @@ class ModuleSection(BaseModel):
         return got if got is not None else self._registry.get(name).params()
 
 
-class DataParams(Strict):
-    """Which KG dump and question set to ingest."""
+class DataParams(BaseModel):
+    """Which KG dump and question set to ingest: ``dataset`` picks the loader.
 
+    ``sample`` and ``seed`` apply to every loader. ``path``, ``hops`` and ``split`` are the ``metaqa``
+    loader's params (kept at the top of ``data`` as before). Every other loader's params sit in a
+    sub-section named after it (``data.triples: {path: kg.tsv, delimiter: "|"}``) and are validated by its
+    params model (``extra="forbid"``); sub-sections of unselected loaders are checked too (unknown keys,
+    types; required keys may be left out).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
     dataset: str = Field("metaqa", description="loader name (`kgrag modules`)")
-    path: str = Field("../shared/data/metaqa", description="folder of the dataset files")
-    hops: int = Field(2, ge=1, le=3, description="MetaQA question hop count")
-    split: Literal["dev", "test"] = "test"
+    path: str = Field("../shared/data/metaqa", description="metaqa: folder of the MetaQA files")
+    hops: int = Field(2, ge=1, le=3, description="metaqa: question hop count")
+    split: Literal["dev", "test"] = Field("test", description="metaqa: question split")
     sample: int = Field(200, ge=0, description="questions sampled; 0 = all")
     seed: int = Field(0, description="seed of the question sample")
 
+    _METAQA: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
+    _loader_params: BaseModel | None = PrivateAttr(None)
+
     @model_validator(mode="after")
-    def _loader_exists(self) -> "DataParams":
+    def _check_loaders(self) -> "DataParams":
         try:
             LOADERS.get(self.dataset)
         except UnknownModuleError as e:
             raise ValueError(f"dataset: {e}") from None
+        extra = self.model_extra or {}
+        for key, value in list(extra.items()):
+            if key not in LOADERS:
+                raise ValueError(
+                    f"unknown key {key!r}: neither a field ({', '.join(self.__class__.model_fields)}) "
+                    f"nor a loader module ({', '.join(LOADERS.names())})"
+                )
+            if key == "metaqa":
+                raise ValueError("metaqa: MetaQA's params are data.path, data.hops, data.split (no data.metaqa section)")
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"{key}: a loader's section must be a mapping, got {type(value).__name__}")
+            if key == self.dataset:
+                continue
+            try:
+                LOADERS.get(key).params.model_validate(value or {})
+            except ValidationError as e:  # required keys may be left out of an unselected loader's section
+                errs = [x for x in e.errors() if x["type"] != "missing"]
+                if errs:
+                    loc = ".".join(str(p) for p in (key, *errs[0]["loc"]))
+                    raise ValueError(f"{loc}: {errs[0]['msg']}") from None
+        self._loader_params = self._build_loader_params()
         return self
+
+    def _build_loader_params(self) -> BaseModel:
+        name = self.dataset
+        section = dict((self.model_extra or {}).get(name) or {})
+        if name == "metaqa":
+            section = {k: getattr(self, k) for k in self._METAQA}
+        try:
+            return LOADERS.get(name).params.model_validate(section)
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(p) for p in (name, *first["loc"]))
+            raise ValueError(f"{loc}: {first['msg']}") from None
+
+    def loader_params(self) -> BaseModel:
+        """The selected loader's validated params (metaqa: data.path/hops/split; others: their sub-section)."""
+        assert self._loader_params is not None
+        return self._loader_params
+
+    def loader_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of the selected loader's call: its params plus ``sample`` and ``seed``."""
+        return {**self.loader_params().model_dump(), "sample": self.sample, "seed": self.seed}
 
 
 class ValidateParams(Strict):

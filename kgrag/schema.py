@@ -14,6 +14,9 @@ RELATION_ID = "relation_id"
 HEAD = "head"
 RELATION = "relation"
 TAIL = "tail"
+# per-question graphs: the graph a triple belongs to (null = the global KG) and the graph a question is
+# asked over (null = the global KG)
+GRAPH_ID = "graph_id"
 
 # questions
 QUESTION_ID = "question_id"
@@ -70,8 +73,12 @@ QUESTIONS = pa.schema(
         (TOPIC_IDS, pa.list_(pa.int64())),
         (ANSWER_IDS, pa.list_(pa.int64())),
         (ANSWERS, pa.list_(pa.string())),
+        (GRAPH_ID, pa.string()),
     ]
 )
+# Triples of a KG with per-question graphs: TRIPLES plus the graph of each triple. Loaders whose tables have
+# no per-question graph write TRIPLES; readers of head/relation/tail work on both.
+GRAPH_TRIPLES = TRIPLES.append(pa.field(GRAPH_ID, pa.string()))
 RETRIEVED = pa.schema(
     [
         (QUESTION_ID, pa.string()),

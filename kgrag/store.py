@@ -30,6 +30,7 @@ def questions_from_table(table: pa.Table) -> list[Question]:
                 topic_ids=tuple(i for i in (r[S.TOPIC_IDS] or []) if i is not None),
                 answer_ids=tuple(i for i in (r[S.ANSWER_IDS] or []) if i is not None),
                 answers=tuple(r[S.ANSWERS] or []),
+                graph_id=r.get(S.GRAPH_ID),
             )
         )
     return out
@@ -177,6 +178,88 @@ class KGStore:
                 hits.append((len(name), i))
         hits.sort(reverse=True)
         return [i for _, i in hits[:1]]
+
+    # ---- per-question graphs (triples with a graph_id; see kgrag.schema.GRAPH_ID) -------------------
+
+    @functools.cached_property
+    def graph_ids(self) -> np.ndarray:
+        """Graph of each triple (object array aligned with ``heads``); None = the global KG.
+
+        All None when the triples table has no ``graph_id`` column (a KG without per-question graphs).
+        """
+        con = duckdb.connect(self.path, read_only=True)
+        try:
+            cols = {r[0] for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'triples'").fetchall()}
+            if S.GRAPH_ID not in cols:
+                return np.full(self.num_triples, None, dtype=object)
+            g = [r[0] for r in con.execute(f"SELECT {S.GRAPH_ID} FROM triples").fetchall()]
+        finally:
+            con.close()
+        out = np.empty(self.num_triples, dtype=object)
+        out[:] = g
+        return out
+
+    @functools.cached_property
+    def _graph_index(self) -> dict[str | None, np.ndarray]:
+        idx: dict[str | None, list[int]] = {}
+        for i, g in enumerate(self.graph_ids.tolist()):
+            idx.setdefault(g, []).append(i)
+        return {g: np.asarray(v, dtype=np.int64) for g, v in idx.items()}
+
+    @property
+    def has_graphs(self) -> bool:
+        """Whether any triple belongs to a per-question graph."""
+        return any(g is not None for g in self._graph_index)
+
+    def graph_edges(self, graph_id: str | None) -> np.ndarray:
+        """Edge indices (into ``heads`` / ``relations`` / ``tails``) of graph ``graph_id``, in table order.
+
+        ``None`` gives the global KG's edges (those without a graph); an unknown id gives no edge.
+        """
+        return self._graph_index.get(graph_id, np.zeros(0, dtype=np.int64))
+
+    def graph_nodes(self, graph_id: str | None) -> np.ndarray:
+        """Entity ids touched by graph ``graph_id``'s edges, sorted."""
+        e = self.graph_edges(graph_id)
+        return np.unique(np.concatenate([self.heads[e], self.tails[e]]))
+
+    def graph_neighbourhood(
+        self, seeds: np.ndarray | list[int], hops: int, max_edges: int, graph_id: str | None,
+        include_global: bool = False,
+    ) -> Neighbourhood:
+        """Like ``neighbourhood`` but walking only graph ``graph_id``'s edges (plus the global KG's when
+        ``include_global``): nodes within ``hops`` (undirected) of ``seeds``, closest hop first; past
+        ``max_edges`` the farthest hop is cut (edge order) and ``truncated`` set."""
+        allowed = self.graph_edges(graph_id)
+        if include_global and graph_id is not None:
+            allowed = np.sort(np.concatenate([allowed, self.graph_edges(None)]))
+        seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+        seeds = seeds[(seeds >= 0) & (seeds < self.num_entities)]
+        h, t = self.heads[allowed], self.tails[allowed]
+        seen = set(seeds.tolist())
+        nodes, edges, frontier, taken = [seeds], [], seen.copy(), np.zeros(len(allowed), dtype=bool)
+        n_edges, truncated = 0, False
+        for _ in range(hops):
+            if not frontier:
+                break
+            fr = np.fromiter(frontier, dtype=np.int64)
+            hit = (np.isin(h, fr) | np.isin(t, fr)) & ~taken
+            eid = np.flatnonzero(hit)
+            if n_edges + len(eid) > max_edges:
+                eid, truncated = eid[: max_edges - n_edges], True
+            taken[eid] = True
+            n_edges += len(eid)
+            edges.append(allowed[eid])
+            ends = np.unique(np.concatenate([h[eid], t[eid]]))
+            new = [int(x) for x in ends if int(x) not in seen]
+            seen.update(new)
+            nodes.append(np.asarray(new, dtype=np.int64))
+            frontier = set(new)
+            if truncated:
+                break
+        all_edges = np.concatenate(edges) if edges else np.zeros(0, dtype=np.int64)
+        return Neighbourhood(np.concatenate(nodes), all_edges, truncated)
 
     @functools.cache
     def _name_index(self) -> dict[str, int]:

@@ -11,13 +11,18 @@ import pyarrow as pa
 
 @dataclass(frozen=True)
 class KGTables:
-    """What a loader produces: the four tables plus rows it could not parse."""
+    """What a loader produces: the four tables plus rows it could not parse.
+
+    ``triples`` has the ``TRIPLES`` schema, or ``GRAPH_TRIPLES`` when some triples belong to a
+    per-question graph; ``stats`` holds counts worth logging (self-loops, duplicates, graphs).
+    """
 
     entities: pa.Table
     relations: pa.Table
     triples: pa.Table
     questions: pa.Table
     quarantine: pa.Table
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class Question:
     topic_ids: tuple[int, ...]
     answer_ids: tuple[int, ...] = ()
     answers: tuple[str, ...] = ()
+    graph_id: str | None = None  # the question's own graph (``KGStore.graph_edges``); None = the global KG
 
 
 @dataclass(frozen=True)

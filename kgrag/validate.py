@@ -26,8 +26,12 @@ class Check:
     keep_first: bool = False  # for uniqueness: the first copy is valid, later ones are quarantined
 
 
-def _checks(entity_ids: list[int], relation_ids: list[int]) -> list[Check]:
+GRAPH_KEY = "_graph"  # graph_id with null (the global KG) as "": a triple is unique within its graph
+
+
+def _checks(entity_ids: list[int], relation_ids: list[int], graphs: bool = False) -> list[Check]:
     E, R = entity_ids, relation_ids
+    triple_key = [S.HEAD, S.RELATION, S.TAIL] + ([GRAPH_KEY] if graphs else [])
     return [
         Check("entities", "ExpectColumnValuesToNotBeNull", {"column": S.ENTITY_ID}, "null entity_id"),
         Check("entities", "ExpectColumnValuesToNotBeNull", {"column": S.NAME}, "null entity name"),
@@ -39,7 +43,7 @@ def _checks(entity_ids: list[int], relation_ids: list[int]) -> list[Check]:
         Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.HEAD, "value_set": E}, "head is not an entity"),
         Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.TAIL, "value_set": E}, "tail is not an entity"),
         Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.RELATION, "value_set": R}, "relation is not a relation"),
-        Check("triples", "ExpectCompoundColumnsToBeUnique", {"column_list": [S.HEAD, S.RELATION, S.TAIL]},
+        Check("triples", "ExpectCompoundColumnsToBeUnique", {"column_list": triple_key},
               "duplicate triple", True),
         Check("questions", "ExpectColumnValuesToNotBeNull", {"column": S.QUESTION_ID}, "null question_id"),
         Check("questions", "ExpectColumnValuesToBeUnique", {"column": S.QUESTION_ID}, "duplicate question_id", True),
@@ -84,6 +88,9 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
     relation_ids = [int(x) for x in tables["relations"].column(S.RELATION_ID).drop_null().to_pylist()]
     frames = {n: t.to_pandas() for n, t in tables.items() if n != "questions"}
     frames["questions"] = _question_frame(tables["questions"], set(entity_ids))
+    graphs = S.GRAPH_ID in tables["triples"].column_names
+    if graphs:
+        frames["triples"][GRAPH_KEY] = frames["triples"][S.GRAPH_ID].fillna("")
 
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -92,7 +99,7 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
     source = ctx.data_sources.add_pandas("kgrag")
     bad: dict[str, dict[int, list[str]]] = {n: {} for n in frames}
     checks_out = []
-    for check in _checks(entity_ids, relation_ids):
+    for check in _checks(entity_ids, relation_ids, graphs):
         df = frames[check.table]
         batch = (
             source.add_dataframe_asset(f"{check.table}-{len(checks_out)}")

@@ -13,13 +13,14 @@ def main(argv: list[str] | None = None) -> None:
     p = params_from_argv(__doc__, argv).data
     with timed("ingest", io.INGEST) as info:
         loader = LOADERS.get(p.dataset).impl
-        kg = loader(path=p.path, hops=p.hops, split=p.split, sample=p.sample, seed=p.seed)
+        kg = loader(**p.loader_kwargs())  # the selected loader's validated params + sample + seed
         tables = {"entities": kg.entities, "relations": kg.relations, "triples": kg.triples, "questions": kg.questions}
         for name, t in tables.items():
             io.write_parquet(io.INGEST / f"{name}.parquet", t)
         io.write_parquet(io.QUARANTINE / "ingest.parquet", kg.quarantine)
         write_duckdb(io.INGEST / "kg.duckdb", tables)
-        info.update({n: t.num_rows for n, t in tables.items()}, quarantined=kg.quarantine.num_rows, seed=p.seed)
+        info.update({n: t.num_rows for n, t in tables.items()}, quarantined=kg.quarantine.num_rows, seed=p.seed,
+                    dataset=p.dataset, **kg.stats)
     print(f"[ingest] {info}")
 
 

@@ -56,3 +56,21 @@ def test_overrides_apply_and_validate():
     assert p.generate.max_tokens == 5
     with pytest.raises(ParamsError):
         load(ROOT / "params.yaml", ["retrieve.pcst.topk=-1"])
+
+
+def test_committed_data_section_selects_metaqa_with_its_params():
+    p = load(ROOT / "params.yaml")
+    assert p.data.dataset == "metaqa"
+    assert p.data.loader_kwargs() == {"path": "../shared/data/metaqa", "hops": 2, "split": "test", "sample": 200,
+                                      "seed": 0}
+
+
+def test_loader_section_and_unknown_loader():
+    p = load(ROOT / "params.yaml", ["data.dataset=triples", "data.triples.path=kb.txt", "data.triples.delimiter='|'"])
+    assert p.data.loader_params().delimiter == "|"
+    with pytest.raises(ParamsError) as e:
+        load(ROOT / "params.yaml", ["data.dataset=rdf"])
+    assert "unknown loader module 'rdf'" in str(e.value) and "ntriples" in str(e.value)
+    with pytest.raises(ParamsError) as e:
+        load(ROOT / "params.yaml", ["data.dataset=gretriever"])
+    assert "data.gretriever.path: Field required" in str(e.value)

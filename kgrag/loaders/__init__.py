@@ -1,3 +1,6 @@
-"""Loaders: source files → entities, relations, triples, questions (+ quarantine)."""
+"""Loaders: source files → entities, relations, triples, questions (+ quarantine).
 
-from kgrag.loaders import metaqa  # noqa: F401
+Shared helpers (line reading, quarantine, the KG builder, JSONL questions) are in ``common``.
+"""
+
+from kgrag.loaders import explagraphs, gretriever, jsonl, metaqa, ntriples, triples  # noqa: F401

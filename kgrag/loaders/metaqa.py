@@ -1,43 +1,44 @@
-"""MetaQA: ``kb.txt`` (``subject|relation|object``) and ``qa_{k}hop_{split}.txt`` question files."""
+"""MetaQA: ``kb.txt`` (``subject|relation|object``) and ``qa_{k}hop_{split}.txt`` question files.
+
+Unparseable lines go to quarantine with file, line and reason; a duplicate triple is quarantined as
+``"duplicate triple"`` (the first copy kept) and a self-loop is kept and counted (``kgrag.loaders.common``).
+"""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
-import numpy as np
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag import schema as S
+from kgrag.loaders.common import (  # noqa: F401 (quarantine_table re-exported)
+    KGBuilder,
+    LoaderInputError,
+    empty_questions,
+    quarantine_table,
+    read_lines,
+    read_nonempty,
+    sample_rows,
+)
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
 
 TOPIC = re.compile(r"\[([^\]]+)\]")
 
 
-def quarantine_table(rows: list[tuple[str, int, str, str]]) -> pa.Table:
-    """Quarantine rows (table or file, line/row, reason, raw record) as a table."""
-    cols = list(zip(*rows)) if rows else [[], [], [], []]
-    return pa.Table.from_arrays([pa.array(c, t.type) for c, t in zip(cols, S.QUARANTINE)], schema=S.QUARANTINE)
+class MetaQAParams(BaseModel):
+    """MetaQA loader params: written as ``data.path``, ``data.hops``, ``data.split`` in params.yaml."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str = Field("../shared/data/metaqa", description="folder with kb.txt and qa_{hops}hop_{split}.txt")
+    hops: int = Field(2, ge=1, le=3, description="MetaQA question hop count")
+    split: Literal["dev", "test"] = "test"
 
 
-def _read_lines(path: Path, bad: list[tuple[str, int, str, str]]) -> list[tuple[int, str]]:
-    out = []
-    with open(path, "rb") as f:
-        for no, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                bad.append((str(path), no, f"not UTF-8: {e.reason} at byte {e.start}", raw[:200].decode("utf-8", "replace")))
-                continue
-            if no == 1:
-                line = line.lstrip("\ufeff")
-            if line.strip():
-                out.append((no, line))
-    return out
-
-
-@LOADERS.register("metaqa")
+@LOADERS.register("metaqa", params=MetaQAParams)
 def load_metaqa(*, path: str, hops: int, split: str, sample: int, seed: int) -> KGTables:
     """Load MetaQA's KB and the sampled ``hops``-hop ``split`` questions; unparseable lines go to quarantine."""
     root = Path(path)
@@ -49,41 +50,23 @@ def load_metaqa(*, path: str, hops: int, split: str, sample: int, seed: int) -> 
             raise FileNotFoundError(f"{p}: MetaQA file missing (data.path={path!r})")
     bad: list[tuple[str, int, str, str]] = []
 
-    heads, rels, tails = [], [], []
-    for no, line in _read_lines(kb, bad):
+    kg = KGBuilder()
+    for no, line in read_nonempty(kb, bad, "MetaQA KB file"):
         parts = line.split("|")
         if len(parts) != 3 or not all(p.strip() for p in parts):
             bad.append((str(kb), no, f"expected 3 non-empty '|'-separated fields, got {len(parts)}", line[:200]))
             continue
-        heads.append(parts[0])
-        rels.append(parts[1])
-        tails.append(parts[2])
+        kg.add(parts[0], parts[1], parts[2], None, (str(kb), no), bad, line)
+    if not kg.rows:
+        raise LoaderInputError(f"{kb}: no valid triple (every line quarantined)")
+    ent_id = kg.entity_ids()
 
-    names = sorted(set(heads) | set(tails))
-    ent_id = {n: i for i, n in enumerate(names)}
-    rel_names = sorted(set(rels))
-    rel_id = {n: i for i, n in enumerate(rel_names)}
-    entities = pa.table({S.ENTITY_ID: pa.array(range(len(names)), pa.int64()), S.NAME: names}, schema=S.ENTITIES)
-    relations = pa.table(
-        {S.RELATION_ID: pa.array(range(len(rel_names)), pa.int64()), S.NAME: rel_names}, schema=S.RELATIONS
-    )
-    triples = pa.table(
-        {
-            S.HEAD: pa.array([ent_id[h] for h in heads], pa.int64()),
-            S.RELATION: pa.array([rel_id[r] for r in rels], pa.int64()),
-            S.TAIL: pa.array([ent_id[t] for t in tails], pa.int64()),
-        },
-        schema=S.TRIPLES,
-    )
-
-    qlines = _read_lines(qa, bad)
+    qlines = read_lines(qa, bad)
     qtypes: dict[int, str] = {}
     if qtype_file.exists():
-        qtypes = {no: line.strip() for no, line in _read_lines(qtype_file, [])}
-    if sample and sample < len(qlines):
-        pick = np.sort(np.random.default_rng(seed).choice(len(qlines), size=sample, replace=False))
-        qlines = [qlines[i] for i in pick]
-    rows: dict[str, list] = {f.name: [] for f in S.QUESTIONS}
+        qtypes = {no: line.strip() for no, line in read_lines(qtype_file, [])}
+    qlines = sample_rows(qlines, sample, seed)
+    rows = empty_questions()
     for no, line in qlines:
         if "\t" not in line:
             bad.append((str(qa), no, "expected 'question<TAB>answers'", line[:200]))
@@ -103,5 +86,6 @@ def load_metaqa(*, path: str, hops: int, split: str, sample: int, seed: int) -> 
         rows[S.TOPIC_IDS].append([ent_id.get(t) for t in topics])
         rows[S.ANSWER_IDS].append([ent_id.get(a) for a in answers])
         rows[S.ANSWERS].append(answers)
+        rows[S.GRAPH_ID].append(None)
     questions = pa.table(rows, schema=S.QUESTIONS)
-    return KGTables(entities, relations, triples, questions, quarantine_table(bad))
+    return kg.tables(questions, bad)

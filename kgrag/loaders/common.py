@@ -1,0 +1,329 @@
+"""Helpers every loader shares: line reading with quarantine, the KG builder, JSONL questions, sampling.
+
+Quarantine rows are ``(file, line, reason, record)``: the file path, its 1-based line number, why the line
+was rejected and (the first 200 characters of) the raw line. Valid lines go on; a file with no usable
+content at all is an error naming the file.
+
+Decisions shared by every loader (see ``KGBuilder``):
+
+- a triple seen twice (same head, relation, tail and graph) is quarantined with reason ``"duplicate
+  triple"``; the first copy is kept;
+- a self-loop (head == tail) is a valid edge: kept, and counted in ``KGTables.stats["self_loops"]``;
+- a line longer than ``MAX_LINE_BYTES`` (``MAX_JSONL_LINE_BYTES`` for JSONL questions, whose per-question
+  graphs may be large) is quarantined without being decoded.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from kgrag import schema as S
+from kgrag.types import KGTables
+
+Bad = list[tuple[str, int, str, str]]
+RECORD_CHARS = 200
+MAX_LINE_BYTES = 1 << 20
+MAX_JSONL_LINE_BYTES = 64 << 20
+
+
+class LoaderInputError(ValueError):
+    """An input file that cannot be used at all (missing, empty, no valid row); the message names it."""
+
+
+def quarantine_table(rows: Bad) -> pa.Table:
+    """Quarantine rows (table or file, line/row, reason, raw record) as a table."""
+    cols = list(zip(*rows)) if rows else [[], [], [], []]
+    return pa.Table.from_arrays([pa.array(c, t.type) for c, t in zip(cols, S.QUARANTINE)], schema=S.QUARANTINE)
+
+
+def open_binary(path: Path):
+    """The file's bytes; ``.gz`` files are decompressed."""
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def require_file(path: Path, what: str) -> Path:
+    """``path`` if it is an existing file, else a ``LoaderInputError`` naming it."""
+    if not path.is_file():
+        raise LoaderInputError(f"{path}: {what} missing (not a file)")
+    return path
+
+
+def read_lines(path: Path, bad: Bad, *, max_bytes: int = MAX_LINE_BYTES) -> list[tuple[int, str]]:
+    """Non-blank decoded lines of ``path`` with their 1-based numbers; bad lines go to ``bad``.
+
+    A UTF-8 byte-order mark on the first line is dropped; lines that are not UTF-8 or longer than
+    ``max_bytes`` are quarantined.
+    """
+    out = []
+    with open_binary(path) as f:
+        for no, raw in enumerate(f, 1):
+            if len(raw) > max_bytes:
+                bad.append((str(path), no, f"line of {len(raw)} bytes is longer than {max_bytes}",
+                            raw[:RECORD_CHARS].decode("utf-8", "replace")))
+                continue
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                bad.append((str(path), no, f"not UTF-8: {e.reason} at byte {e.start}",
+                            raw[:RECORD_CHARS].decode("utf-8", "replace")))
+                continue
+            if no == 1:
+                line = line.lstrip("\ufeff")
+            if line.strip():
+                out.append((no, line))
+    return out
+
+
+def read_nonempty(path: Path, bad: Bad, what: str, *, max_bytes: int = MAX_LINE_BYTES) -> list[tuple[int, str]]:
+    """``read_lines`` of a file that must exist and hold at least one non-blank line."""
+    lines = read_lines(require_file(path, what), bad, max_bytes=max_bytes)
+    if not lines:
+        raise LoaderInputError(f"{path}: {what} is empty (no non-blank UTF-8 line)")
+    return lines
+
+
+def csv_records(
+    lines: list[tuple[int, str]], delimiter: str, quotechar: str | None
+) -> Iterator[tuple[int, list[str] | None, str, str]]:
+    """``(first line number, fields, raw text, error)`` of each record; a quoted field may span lines.
+
+    ``fields`` is None (and ``error`` says why) for a record the CSV reader rejects.
+    """
+    consumed: list[tuple[int, str]] = []
+
+    def feed() -> Iterator[str]:
+        for no, text in lines:
+            consumed.append((no, text))
+            yield text
+
+    if quotechar:
+        reader: Iterable[list[str]] = csv.reader(feed(), delimiter=delimiter, quotechar=quotechar, strict=True)
+    else:
+        reader = csv.reader(feed(), delimiter=delimiter, quoting=csv.QUOTE_NONE)
+    it = iter(reader)
+    while True:
+        try:
+            fields = next(it)
+        except StopIteration:
+            return
+        except csv.Error as e:  # a malformed quoted record: skip its lines
+            no = consumed[0][0] if consumed else 0
+            raw = "\n".join(t for _, t in consumed)
+            consumed.clear()
+            yield no, None, raw, f"malformed CSV record: {e}"
+            continue
+        no = consumed[0][0]
+        raw = "\n".join(t for _, t in consumed)
+        consumed.clear()
+        yield no, fields, raw, ""
+
+
+def sample_rows(rows: list, sample: int, seed: int) -> list:
+    """``sample`` rows chosen with ``seed`` in file order (all when ``sample`` is 0 or large)."""
+    if sample and sample < len(rows):
+        pick = np.sort(np.random.default_rng(seed).choice(len(rows), size=sample, replace=False))
+        return [rows[i] for i in pick]
+    return rows
+
+
+class KGBuilder:
+    """Collects entities (by source key, with a display name) and triples; turns them into the tables.
+
+    Entity ids follow the sorted source keys and relation ids the sorted relation names, so the same
+    triples give the same ids whatever the file order (and the same ids as the MetaQA loader on kb.txt).
+    """
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}  # key -> display name
+        self._by_name: dict[str, str] = {}  # display name -> first key with that name
+        self.rows: list[tuple[str, str, str, str | None]] = []
+        self._seen: set[tuple[str, str, str, str | None]] = set()
+        self.self_loops = 0
+        self.duplicates = 0
+
+    def entity(self, key: str, name: str | None = None) -> str:
+        """Register entity ``key`` (display name ``name``, default the key); returns the key."""
+        if key not in self.names:
+            self.names[key] = name if name is not None else key
+            self._by_name.setdefault(self.names[key], key)
+        return key
+
+    def rename(self, key: str, name: str) -> None:
+        """Set the display name of a registered entity."""
+        self.names[key] = name
+        self._by_name.setdefault(name, key)
+
+    def add(self, head: str, relation: str, tail: str, graph_id: str | None, where: tuple[str, int],
+            bad: Bad, record: str) -> bool:
+        """Add a triple of entity keys; a duplicate goes to ``bad`` (with ``where`` = file, line)."""
+        key = (head, relation, tail, graph_id)
+        if key in self._seen:
+            self.duplicates += 1
+            bad.append((where[0], where[1], "duplicate triple", record[:RECORD_CHARS]))
+            return False
+        self._seen.add(key)
+        self.entity(head)
+        self.entity(tail)
+        if head == tail:
+            self.self_loops += 1
+        self.rows.append(key)
+        return True
+
+    def resolve(self, ref: Any) -> str | None:
+        """Key of the entity ``ref`` names: a source key (id) first, else a display name; None if absent."""
+        s = str(ref)
+        if s in self.names:
+            return s
+        return self._by_name.get(s)
+
+    def tables(self, questions: pa.Table, bad: Bad) -> KGTables:
+        """The loader's output tables (triples carry ``graph_id`` only when a triple has one)."""
+        keys = sorted(self.names)
+        ent_id = {k: i for i, k in enumerate(keys)}
+        rel_names = sorted({r for _, r, _, _ in self.rows})
+        rel_id = {n: i for i, n in enumerate(rel_names)}
+        entities = pa.table(
+            {S.ENTITY_ID: pa.array(range(len(keys)), pa.int64()), S.NAME: [self.names[k] for k in keys]},
+            schema=S.ENTITIES,
+        )
+        relations = pa.table(
+            {S.RELATION_ID: pa.array(range(len(rel_names)), pa.int64()), S.NAME: rel_names}, schema=S.RELATIONS
+        )
+        cols = {
+            S.HEAD: pa.array([ent_id[h] for h, _, _, _ in self.rows], pa.int64()),
+            S.RELATION: pa.array([rel_id[r] for _, r, _, _ in self.rows], pa.int64()),
+            S.TAIL: pa.array([ent_id[t] for _, _, t, _ in self.rows], pa.int64()),
+        }
+        if any(g is not None for *_, g in self.rows):
+            cols[S.GRAPH_ID] = pa.array([g for *_, g in self.rows], pa.string())
+            triples = pa.table(cols, schema=S.GRAPH_TRIPLES)
+        else:
+            triples = pa.table(cols, schema=S.TRIPLES)
+        stats = {"self_loops": self.self_loops, "duplicate_triples": self.duplicates,
+                 "graphs": len({g for *_, g in self.rows if g is not None})}
+        return KGTables(entities, relations, triples, questions, quarantine_table(bad), stats)
+
+    def entity_ids(self) -> dict[str, int]:
+        """Key → entity id as ``tables`` assigns them."""
+        return {k: i for i, k in enumerate(sorted(self.names))}
+
+
+def empty_questions() -> dict[str, list]:
+    """Column lists of a questions table, to append rows to."""
+    return {f.name: [] for f in S.QUESTIONS}
+
+
+def _names(value: Any) -> list | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
+def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sample: int, seed: int) -> list[dict]:
+    """Parse a questions JSONL file; per-question ``graph`` triples go into ``kg`` with the question's graph id.
+
+    One object per line: ``id``, ``question``, ``topic_entities`` and ``answers`` (lists, or one value, of
+    entity ids or names), optional ``graph`` (list of ``[head, relation, tail]``), optional ``hops`` and
+    ``qtype``. Lines that are not such an object are quarantined; so is a question with no answers, or
+    whose topic entity is neither in the KG nor in its own graph. Returns parsed questions (before entity
+    ids are assigned: call ``questions_table``).
+    """
+    lines = read_nonempty(path, bad, "questions JSONL file", max_bytes=MAX_JSONL_LINE_BYTES)
+    lines = sample_rows(lines, sample, seed)
+    out: list[dict] = []
+    seen_ids: set[str] = set()
+    f = str(path)
+    for no, line in lines:
+        rec = line[:RECORD_CHARS]
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            bad.append((f, no, f"not JSON: {e.msg} at column {e.colno}", rec))
+            continue
+        if not isinstance(obj, dict):
+            bad.append((f, no, f"expected a JSON object, got {type(obj).__name__}", rec))
+            continue
+        missing = [k for k in ("id", "question", "topic_entities", "answers") if k not in obj]
+        if missing:
+            bad.append((f, no, f"missing field(s): {', '.join(missing)}", rec))
+            continue
+        qid, text = obj["id"], obj["question"]
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or not str(qid).strip():
+            bad.append((f, no, "id must be a non-empty string or integer", rec))
+            continue
+        qid = str(qid)
+        if not isinstance(text, str) or not text.strip():
+            bad.append((f, no, "question must be a non-empty string", rec))
+            continue
+        if qid in seen_ids:
+            bad.append((f, no, f"duplicate question id {qid!r}", rec))
+            continue
+        topics, answers = _names(obj["topic_entities"]), _names(obj["answers"])
+        if topics is None or answers is None:
+            which = "topic_entities" if topics is None else "answers"
+            bad.append((f, no, f"{which} must be a list of entity names or ids", rec))
+            continue
+        if not answers:
+            bad.append((f, no, "no answers", rec))
+            continue
+        if not topics:
+            bad.append((f, no, "no topic entity", rec))
+            continue
+        graph = obj.get("graph")
+        triples: list[tuple[str, str, str]] = []
+        if graph is not None:
+            if not isinstance(graph, list):
+                bad.append((f, no, "graph must be a list of [head, relation, tail]", rec))
+                continue
+            broken = next((i for i, t in enumerate(graph) if not (
+                isinstance(t, list) and len(t) == 3 and all(isinstance(x, (str, int)) and not isinstance(x, bool)
+                                                            and str(x).strip() for x in t))), None)
+            if broken is not None:
+                bad.append((f, no, f"graph[{broken}]: expected [head, relation, tail] of non-empty strings", rec))
+                continue
+            triples = [(str(h), str(r), str(t)) for h, r, t in graph]
+        hops = obj.get("hops")
+        gid = qid if graph is not None else None
+        nodes = {x for h, _, t in triples for x in (h, t)}
+        absent = [t for t in topics if kg.resolve(t) is None and str(t) not in nodes]
+        if absent:
+            bad.append((f, no, f"topic entity {str(absent[0])!r} not in the KG", rec))
+            continue
+        seen_ids.add(qid)
+        for h, r, t in triples:
+            hk = kg.resolve(h) or kg.entity(h)
+            tk = kg.resolve(t) or kg.entity(t)
+            kg.add(hk, r, tk, gid, (f, no), bad, json.dumps([h, r, t]))
+        out.append({
+            S.QUESTION_ID: qid, S.SPLIT: split, S.HOPS: hops if isinstance(hops, int) and not isinstance(hops, bool) else None,
+            S.TEXT: text, S.QTYPE: str(obj.get("qtype") or ""), "_topics": [kg.resolve(t) for t in topics],
+            "_answers": [kg.resolve(a) for a in answers], "_answer_refs": [str(a) for a in answers], S.GRAPH_ID: gid,
+        })
+    return out
+
+
+def questions_table(parsed: list[dict], kg: KGBuilder) -> pa.Table:
+    """The questions table of ``read_questions_jsonl``'s output, ids as ``kg.tables`` assigns them.
+
+    An answer that is not an entity keeps its text in ``answers`` and a null id in ``answer_ids``.
+    """
+    ids = kg.entity_ids()
+    rows = empty_questions()
+    for q in parsed:
+        for k in (S.QUESTION_ID, S.SPLIT, S.HOPS, S.TEXT, S.QTYPE, S.GRAPH_ID):
+            rows[k].append(q[k])
+        rows[S.TOPIC_IDS].append([ids[k] for k in q["_topics"]])
+        rows[S.ANSWER_IDS].append([ids.get(k) if k is not None else None for k in q["_answers"]])
+        rows[S.ANSWERS].append([kg.names[k] if k is not None else ref for k, ref in zip(q["_answers"], q["_answer_refs"])])
+    return pa.table(rows, schema=S.QUESTIONS)
