@@ -152,6 +152,7 @@ def pcst_select(
     """
     n = len(n_prizes)
     m = len(edges)
+    n_prizes_in = n_prizes
     if m == 0:
         keep = np.nonzero(n_prizes > 0)[0][:1] if root < 0 else np.array([root])
         return keep.astype(np.int64), np.zeros(0, dtype=np.int64)
@@ -190,7 +191,40 @@ def pcst_select(
     chosen_fold = np.nonzero((folded_into >= 0) & np.isin(folded_into, picked))[0]
     chosen = np.unique(np.concatenate([chosen_real, chosen_virt, chosen_fold]))
     nodes = np.unique(np.concatenate([picked, edges[chosen].ravel()]))
-    return nodes, chosen
+    return one_tree(nodes=nodes, chosen=chosen, edges=edges, root=root, n_prizes=n_prizes_in)
+
+
+def one_tree(*, nodes: np.ndarray, chosen: np.ndarray, edges: np.ndarray, root: int, n_prizes: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The one tree of a PCST answer: the component holding ``root`` (unrooted: the one with the most node
+    prize), without edges outside it. ``pcst_fast`` with ``pruning="none"`` returns the whole GW forest,
+    including clusters the root never reached; every other pruning already returns one tree.
+    """
+    if len(nodes) <= 1:
+        return nodes, chosen
+    parent = {int(v): int(v) for v in nodes}
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for a, b in edges[chosen].tolist():
+        parent[find(a)] = find(b)
+    comp = np.asarray([find(int(v)) for v in nodes])
+    if len(set(comp.tolist())) == 1:
+        return nodes, chosen
+    if root >= 0 and root in parent:
+        keep = find(root)
+    else:
+        totals: dict[int, float] = {}
+        for v, c in zip(nodes.tolist(), comp.tolist()):
+            totals[c] = totals.get(c, 0.0) + float(n_prizes[v])
+        keep = max(sorted(totals), key=lambda c: totals[c])
+    nodes_kept = nodes[comp == keep]
+    inside = np.isin(edges[chosen, 0], nodes_kept) & np.isin(edges[chosen, 1], nodes_kept)
+    return nodes_kept, chosen[inside]
 
 
 @RETRIEVERS.register("pcst", params=PCSTParams, version="1")
