@@ -78,3 +78,19 @@ def test_ppr_on_the_whole_graph_sums_to_one_and_agrees_with_igraph(graph, data, 
     reset[seeds] = 1.0 / len(seeds)
     ref = np.asarray(ig.personalized_pagerank(damping=damping, reset=reset.tolist()))
     assert np.allclose(ours, ref, atol=1e-6), (ours, ref)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=simple_graphs(max_nodes=30), method=st.sampled_from(
+    ["louvain", "girvan_newman", "hierarchical", "spectral", "random"]), max_size=st.integers(1, 10),
+    seed=st.integers(0, 2**16))
+def test_communities_cover_the_subgraph_and_respect_the_maximum_size(graph, method, max_size, seed):
+    from kgrag.community import detect
+
+    n, edges = graph
+    cs = detect(n=n, edges=edges, method=method, max_size=max_size, seed=seed)
+    flat = np.concatenate(cs) if cs else np.zeros(0, dtype=np.int64)
+    assert sorted(flat.tolist()) == list(range(n))  # every node exactly once
+    assert all(1 <= len(c) <= max_size for c in cs)
+    again = detect(n=n, edges=edges, method=method, max_size=max_size, seed=seed)
+    assert [c.tolist() for c in again] == [c.tolist() for c in cs]  # deterministic under the seed
