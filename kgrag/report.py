@@ -104,6 +104,14 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
         for n, v in validation.get("tables", {}).items():
             out.append(f"| {n} | {v['rows']} | {v['bad']} |")
         out += ["", f"Lines quarantined at ingest: {validation.get('ingest_quarantined', 0)}.", ""]
+        reasons = validation.get("quarantine_reasons") or []
+        if reasons:
+            out += ["Quarantined rows by reason (`data/quarantine/*.parquet` hold each row with its file and line):",
+                    "", "| stage | reason | rows |", "|---|---|---|"]
+            out += [f"| {r['stage']} | {r['reason']} | {r['rows']} |" for r in reasons[:15]]
+            if len(reasons) > 15:
+                out.append(f"| | ({len(reasons) - 15} more reasons) | {sum(r['rows'] for r in reasons[15:])} |")
+            out.append("")
     if examples:
         out += ["## Examples", ""]
         for r in rows[:examples]:

@@ -136,3 +136,14 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
                                    "bad_fraction": (len(bad_idx) / len(df)) if len(df) else 0.0}
     quarantine = pa.Table.from_pylist(qrows, schema=S.QUARANTINE)
     return ValidationResult(clean, quarantine, summary)
+
+
+def reason_counts(quarantines: dict[str, pa.Table]) -> list[dict]:
+    """Quarantined rows per (stage, reason), most frequent first: what the validate summary and the report show."""
+    from collections import Counter
+
+    out = []
+    for stage, table in quarantines.items():
+        for reason, n in Counter(table.column(S.REASON).to_pylist()).items():
+            out.append({"stage": stage, "reason": reason, "rows": n})
+    return sorted(out, key=lambda r: (-r["rows"], r["stage"], r["reason"]))

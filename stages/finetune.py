@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> None:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
         lp = d.loader_params()
         note = ""
-        if "split" in type(lp).model_fields:
+        if getattr(type(lp), "SPLITS_ARE_DISJOINT", False):
             tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "split": p.split, "sample": p.questions,
                                                   "seed": p.seed})
             # ids of the loader's own numbering → the validated KG's, by name
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
                   for q in questions_from_table(tabs.questions)]
         else:  # nothing held out to train on: the base model is written as is, so the DAG still runs
             qs = []
-            note = f"not trained: the {d.dataset} loader has no question split apart from the evaluated one"
+            note = f"not trained: the {d.dataset} loader has no question file apart from the evaluated one"
             print(f"[finetune] {note}", file=sys.stderr)
         n_val = int(round(p.val_fraction * len(qs)))
         val_q, train_q = qs[:n_val], qs[n_val:]

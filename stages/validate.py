@@ -7,7 +7,7 @@ import sys
 from stages._common import params_from_argv, timed
 from kgrag import io
 from kgrag.duckdb_io import read_tables, write_duckdb
-from kgrag.validate import validate_tables
+from kgrag.validate import reason_counts, validate_tables
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -17,8 +17,9 @@ def main(argv: list[str] | None = None) -> None:
         res = validate_tables(read_tables(io.INGEST / "kg.duckdb"))
         io.write_parquet(io.QUARANTINE / "validate.parquet", res.quarantine)
         write_duckdb(io.VALIDATED / "kg.duckdb", res.tables)
-        summary = {**res.summary, "ingest_quarantined": io.read_parquet(io.QUARANTINE / "ingest.parquet").num_rows,
-                   "max_bad_fraction": p.max_bad_fraction}
+        ingest_q = io.read_parquet(io.QUARANTINE / "ingest.parquet")
+        summary = {**res.summary, "ingest_quarantined": ingest_q.num_rows, "max_bad_fraction": p.max_bad_fraction,
+                   "quarantine_reasons": reason_counts({"ingest": ingest_q, "validate": res.quarantine})}
         io.write_json(io.VALIDATED / "summary.json", summary)
         info.update({n: v["bad"] for n, v in res.summary["tables"].items()})
     over = {n: v for n, v in res.summary["tables"].items() if v["bad_fraction"] > p.max_bad_fraction}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,6 +33,8 @@ class MetaQAParams(BaseModel):
     """MetaQA loader params: written as ``data.path``, ``data.hops``, ``data.split`` in params.yaml."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # ``split`` selects a different question file over the same KG: the finetune stage may train on one
+    SPLITS_ARE_DISJOINT: ClassVar[bool] = True
     path: str = Field("../shared/data/metaqa", description="folder with kb.txt and qa_{hops}hop_{split}.txt")
     hops: int = Field(2, ge=1, le=3, description="MetaQA question hop count")
     split: Literal["dev", "test"] = "test"
