@@ -98,6 +98,8 @@ def evaluate_rows(
                 **scores,
                 S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
                 S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.CACHED: int(g.get(S.CACHED, 0)),
+                S.REQUESTS: g.get(S.REQUESTS, 0), S.DEPTH: g.get(S.DEPTH, 0),
+                S.UNPARSEABLE: g.get(S.UNPARSEABLE, 0), S.REASONER: g.get(S.REASONER),
                 S.FAILED: bool(g.get(S.FAILED, not g)),
                 S.ERROR: g.get(S.ERROR), S.RETRIEVE_MS: r.get(S.RETRIEVE_MS), S.GENERATE_MS: g.get(S.GENERATE_MS),
             }
@@ -116,6 +118,9 @@ def evaluate_rows(
         "context_tokens_mean": summarize(col(S.TOKENS_IN)),
         "tokens_out_mean": summarize(col(S.TOKENS_OUT)),
         "llm_calls_per_question": summarize(col(S.LLM_CALLS)),
+        "reasoner_calls_per_question": summarize(col(S.REQUESTS)),
+        "depth_mean": summarize(col(S.DEPTH)),
+        "unparseable_outputs": sum(col(S.UNPARSEABLE)),
         "llm_answers_from_cache": sum(col(S.CACHED)),
         "retrieve_ms_median": percentile([x for x in col(S.RETRIEVE_MS) if x is not None], 50),
         "generate_ms_median": percentile([x for x in col(S.GENERATE_MS) if x is not None], 50),

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from kgrag.reasoners.core import REASONERS
 from kgrag.registry import BACKENDS, LOADERS, RETRIEVERS, Registry, UnknownModuleError
 
 
@@ -204,6 +205,16 @@ class GenerateParams(ModuleSection):
     shard_size: int = Field(25, ge=1, description="questions per cached Prefect task")
 
 
+class ReasonParams(ModuleSection):
+    """Reasoning: ``method`` picks how answers are produced (``answer`` = one call over the retrieved context;
+    io / cot / cot-sc baselines; graph reasoners); its sub-section holds its params."""
+
+    _registry = REASONERS
+    _selector = "method"
+    method: str = "answer"
+    max_batch: int = Field(0, ge=0, description="prompts per backend batch; 0 = every active question of a shard")
+
+
 class EvaluateParams(Strict):
     """Evaluation."""
 
@@ -225,6 +236,7 @@ class Params(Strict):
     finetune: FinetuneParams = FinetuneParams()
     retrieve: RetrieveParams = RetrieveParams()
     generate: GenerateParams = GenerateParams()
+    reason: ReasonParams = ReasonParams()
     evaluate: EvaluateParams = EvaluateParams()
     report: ReportParams = ReportParams()
 

@@ -129,7 +129,9 @@ def _ensure_loaded() -> None:
     import kgrag.loaders  # noqa: F401
     import kgrag.retrievers  # noqa: F401
     import kgrag.textualize  # noqa: F401
+    import kgrag.reasoners  # noqa: F401
     from kgrag.community import DETECTORS
+    from kgrag.reasoners.core import REASONERS
     from kgrag.lego.registries import EXTRACTORS, FILTERS, REFINERS, SCORERS
 
-    ALL.update({r.kind: r for r in (EXTRACTORS, FILTERS, REFINERS, SCORERS, DETECTORS)})
+    ALL.update({r.kind: r for r in (EXTRACTORS, FILTERS, REFINERS, SCORERS, DETECTORS, REASONERS)})

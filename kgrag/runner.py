@@ -12,7 +12,8 @@ from kgrag import schema as S
 from kgrag.embed import EmbeddingIndex
 from kgrag.evaluate import retrieval_recall
 from kgrag.generate import context_text
-from kgrag.params import GenerateParams, RetrieveParams
+from kgrag.params import GenerateParams, ReasonParams, RetrieveParams
+from kgrag.reasoners import Sampling
 from kgrag.registry import RETRIEVERS, TEXTUALIZERS
 from kgrag.store import KGStore
 from kgrag.types import Question, Subgraph
@@ -73,3 +74,22 @@ def contexts_for(rows: Sequence[dict], *, kg: KGStore, params: GenerateParams) -
         )
         out.append(context_text(named, form=params.context, max_triples=params.max_context_triples))
     return out
+
+
+def reason_rows(
+    *, questions: Sequence[Question], contexts: Sequence[str], client, reason: ReasonParams, sampling: Sampling,
+    kg: KGStore | None = None, index: EmbeddingIndex | None = None,
+) -> list[dict]:
+    """Generations rows of a shard: the selected reasoner on every question, all advanced together (one
+    backend batch per step)."""
+    from kgrag.reasoners import REASONERS, ReasonInput, rows_of, run_batched
+
+    entry = REASONERS.get(reason.method)
+    params = reason.module_params()
+    jobs = [entry.impl(inp=ReasonInput(question=q, context=c, kg=kg, index=index, sampling=sampling), params=params)
+            for q, c in zip(questions, contexts)]
+    t0 = time.perf_counter()
+    results = run_batched(jobs=jobs, client=client, max_batch=reason.max_batch)
+    per_q_ms = (time.perf_counter() - t0) * 1000 / max(len(questions), 1)
+    return rows_of(question_ids=[q.question_id for q in questions], results=results, reasoner=reason.method,
+                   separator=sampling.separator, seed=sampling.seed, per_q_ms=per_q_ms)

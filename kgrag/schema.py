@@ -40,6 +40,10 @@ NEIGHBOURHOOD_NODES = "neighbourhood_nodes"
 NEIGHBOURHOOD_EDGES = "neighbourhood_edges"
 RETRIEVE_MS = "retrieve_ms"
 TRACE = "trace"
+REASONER = "reasoner"
+DEPTH = "depth"
+UNPARSEABLE = "unparseable"
+REQUESTS = "requests"
 
 # generations
 PROMPT_HASH = "prompt_hash"
@@ -109,6 +113,11 @@ GENERATIONS = pa.schema(
         (FAILED, pa.bool_()),
         (ERROR, pa.string()),
         (SEED, pa.int64()),
+        (REASONER, pa.string()),
+        (REQUESTS, pa.int64()),
+        (DEPTH, pa.int64()),
+        (UNPARSEABLE, pa.int64()),
+        (TRACE, pa.string()),
     ]
 )
 QUARANTINE = pa.schema(

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
         modules = stage_metrics(questions=questions, retrieved=retrieved)
         if modules:  # multi-stage retrievers (LEGO): per-module metrics and times
             metrics["retrieval_modules"] = modules
-        metrics["setup"] = {"dataset": params.data.dataset, "hops": params.data.hops, "split": params.data.split,
+        metrics["setup"] = {"reasoner": params.reason.method, "dataset": params.data.dataset, "hops": params.data.hops, "split": params.data.split,
                             "retrieve": params.retrieve.method, "backend": params.generate.backend,
                             "context": params.generate.context, "seed": params.data.seed}
         io.write_parquet(io.REPORTS / "predictions.parquet", pa.Table.from_pylist(rows))
