@@ -5,6 +5,10 @@
 - ``em``: the set of predicted answers equals the set of gold answers (normalized).
 - ``precision`` / ``recall`` / ``f1``: over the normalized answer sets.
 - ``retrieval_recall``: share of gold answer entities among the retrieved subgraph's nodes.
+- ``rouge_l``: Rouge-L F1 (longest common subsequence of normalized words) between the prediction text
+  and the gold answers joined by `` | `` (the grounding paper's rule-based metric, Lin 2004).
+- ``judge``: an LLM judge's yes / no to "does the model answer match the ground truth answer?" (the
+  grounding paper's GPT4Score, with any backend); an unparseable verdict counts as no and is counted.
 
 ``llm_calls_per_question`` counts backend attempts (0 for an answer served from the call cache);
 ``llm_answers_from_cache`` counts those cached answers, so stage times can be read right.
@@ -14,9 +18,12 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from kgrag.llm import LLMClient, LLMRequest
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -48,6 +55,85 @@ def answer_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[s
     }
 
 
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token lists (dynamic programming, O(len a · len b))."""
+    if not a or not b:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """Rouge-L F1 of two texts: LCS over their normalized words, P = LCS / |prediction|,
+    R = LCS / |reference|, F1 = 2PR / (P + R); 0 when either is empty.
+
+    References
+    ----------
+    Lin, ROUGE (2004), section 3.1 (with β = 1).
+    """
+    p, r = normalize(prediction).split(), normalize(reference).split()
+    lcs = lcs_length(p, r)
+    if lcs == 0:
+        return 0.0
+    prec, rec = lcs / len(p), lcs / len(r)
+    return 2 * prec * rec / (prec + rec)
+
+
+JUDGE_SYSTEM = ("You are a strict grader. You judge whether a model's answer to a question matches the ground "
+                "truth answer. Reply with Yes or No only.")
+
+
+def judge_request(*, question: str, gold: Sequence[str], prediction: str, max_tokens: int = 8,
+                  seed: int = 0) -> "LLMRequest":
+    """The yes / no judge prompt for one question (greedy decoding).
+
+    The grounding paper (Section 5, Appendix D) prompts GPT-4o "to assess if the model's output matches
+    ground truth answer" and shows answers as ``Ground Truth Answer: ... Model Answer: ...`` (Appendix G);
+    it does not print its exact prompt, so this one follows that description and format.
+    """
+    from kgrag.generate import clean_question
+    from kgrag.llm import LLMRequest
+
+    user = (f"Question: {clean_question(question)}\nGround Truth Answer: {' | '.join(gold)}\n"
+            f"Model Answer: {prediction.strip()}\n"
+            "Does the model answer match the ground truth answer? Answer Yes or No.")
+    return LLMRequest(messages=(("system", JUDGE_SYSTEM), ("user", user)), temperature=0.0, top_p=1.0,
+                      max_tokens=max_tokens, seed=seed)
+
+
+_VERDICT = re.compile(r"\b(yes|no|correct|incorrect|true|false|matches|does not match|doesn't match)\b", re.I)
+
+
+def parse_verdict(text: str) -> bool | None:
+    """A judge's verdict: the first yes / no (or correct / incorrect, true / false, matches / does not
+    match) in the reply; None when there is none."""
+    m = _VERDICT.search(text or "")
+    if m is None:
+        return None
+    return m.group(1).lower() in ("yes", "correct", "true", "matches")
+
+
+def judge_scores(*, client: "LLMClient", items: Sequence[tuple[str, Sequence[str], str]], max_tokens: int = 8,
+                 seed: int = 0) -> list[dict]:
+    """LLM-judge each ``(question, gold, prediction)`` in one batch through ``client`` (its call cache, its
+    retries). Per item: ``judge`` (1.0 yes, 0.0 no; an unparseable or failed verdict counts as no),
+    ``judge_parsed``, ``judge_reply``. An empty prediction is a no without a call."""
+    out: list[dict] = [{"judge": 0.0, "judge_parsed": True, "judge_reply": ""} for _ in items]
+    todo = [i for i, (_, _, p) in enumerate(items) if p and p.strip()]
+    reqs = [judge_request(question=items[i][0], gold=items[i][1], prediction=items[i][2], max_tokens=max_tokens,
+                          seed=seed) for i in todo]
+    for i, rec in zip(todo, client.generate(reqs) if reqs else []):
+        text = "" if rec.failed else rec.reply.text
+        verdict = parse_verdict(text)
+        out[i] = {"judge": float(bool(verdict)), "judge_parsed": verdict is not None, "judge_reply": text}
+    return out
+
+
 def retrieval_recall(*, answer_ids: Iterable[int], node_ids: Iterable[int]) -> float | None:
     """Share of gold answer entities present in the retrieved nodes; None without answer ids."""
     gold = set(answer_ids)
@@ -68,12 +154,14 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def evaluate_rows(
-    *, questions: Sequence[dict], retrieved: Sequence[dict], generations: Sequence[dict]
+    *, questions: Sequence[dict], retrieved: Sequence[dict], generations: Sequence[dict],
+    judge: "LLMClient | None" = None, judge_max_tokens: int = 8, judge_seed: int = 0,
 ) -> tuple[list[dict], dict]:
     """Join questions, retrieval and generation rows; score each question and aggregate.
 
     Failed generations score 0 and are counted in ``failed``; retrieval recall ignores questions
-    without answer entities.
+    without answer entities. With a ``judge`` client every prediction is also LLM-judged (``judge``,
+    ``judge_unparseable``); without one those metrics are absent.
     """
     from kgrag import schema as S
 
@@ -96,6 +184,7 @@ def evaluate_rows(
                 "retrieval_recall": retrieval_recall(answer_ids=[i for i in (q[S.ANSWER_IDS] or []) if i is not None],
                                                      node_ids=r.get(S.NODE_IDS) or []),
                 **scores,
+                "rouge_l": rouge_l(g.get(S.PREDICTION) or "", " | ".join(q[S.ANSWERS] or [])),
                 S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
                 S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.CACHED: int(g.get(S.CACHED, 0)),
                 S.REQUESTS: g.get(S.REQUESTS, 0), S.DEPTH: g.get(S.DEPTH, 0),
@@ -104,6 +193,11 @@ def evaluate_rows(
                 S.ERROR: g.get(S.ERROR), S.RETRIEVE_MS: r.get(S.RETRIEVE_MS), S.GENERATE_MS: g.get(S.GENERATE_MS),
             }
         )
+    if judge is not None:
+        verdicts = judge_scores(client=judge, items=[(x["question"], x["gold"], x[S.PREDICTION]) for x in rows],
+                                max_tokens=judge_max_tokens, seed=judge_seed)
+        for x, v in zip(rows, verdicts):
+            x.update(v)
     n = len(rows)
     col = lambda k: [x[k] for x in rows]  # noqa: E731
     metrics = {
@@ -113,10 +207,12 @@ def evaluate_rows(
         # the same scores over the questions whose LLM call succeeded (failures apart from wrong answers)
         "hit_at_1_answered": summarize([x["hit_at_1"] for x in rows if not x[S.FAILED]]),
         "f1_answered": summarize([x["f1"] for x in rows if not x[S.FAILED]]),
-        **{k: summarize(col(k)) for k in ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "retrieval_recall")},
+        **{k: summarize(col(k)) for k in ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "rouge_l",
+                                          "retrieval_recall")},
         "context_triples_mean": summarize(col("context_triples")),
         "context_tokens_mean": summarize(col(S.TOKENS_IN)),
         "tokens_out_mean": summarize(col(S.TOKENS_OUT)),
+        "tokens_per_question": summarize([x[S.TOKENS_IN] + x[S.TOKENS_OUT] for x in rows]),
         "llm_calls_per_question": summarize(col(S.LLM_CALLS)),
         "reasoner_calls_per_question": summarize(col(S.REQUESTS)),
         "depth_mean": summarize(col(S.DEPTH)),
@@ -125,6 +221,9 @@ def evaluate_rows(
         "retrieve_ms_median": percentile([x for x in col(S.RETRIEVE_MS) if x is not None], 50),
         "generate_ms_median": percentile([x for x in col(S.GENERATE_MS) if x is not None], 50),
     }
+    if judge is not None:
+        metrics["judge"] = summarize(col("judge"))
+        metrics["judge_unparseable"] = sum(not x["judge_parsed"] for x in rows)
     return rows, metrics
 
 

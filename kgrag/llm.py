@@ -28,6 +28,15 @@ class LLMRequest:
     max_tokens: int = 64
     seed: int = 0
     stop: tuple[str, ...] = ()
+    # Constrained decoding (optional): the output must be one of ``choices`` and / or match ``grammar``
+    # (GBNF). Left at their defaults they are not part of the cache key (``call_key``).
+    choices: tuple[str, ...] = ()
+    grammar: str | None = None
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the request carries an output constraint."""
+        return bool(self.choices) or self.grammar is not None
 
     def as_messages(self) -> list[dict[str, str]]:
         """OpenAI-style message dicts."""
@@ -80,9 +89,23 @@ def _accepts_on_reply(backend: Any) -> bool:
         return False
 
 
+# Fields added after the cache format was fixed: dropped from the key while at their default, so the key
+# of every request that does not use them is what it was before they existed (existing caches stay valid).
+_KEY_OPTIONAL = {"choices": (), "grammar": None}
+
+
+def request_fields(req: LLMRequest) -> dict[str, Any]:
+    """The request as a dict for keys and cache rows: optional fields left out while at their default."""
+    d = asdict(req)
+    for k, default in _KEY_OPTIONAL.items():
+        if k in d and d[k] == default:
+            del d[k]
+    return d
+
+
 def call_key(model_id: str, req: LLMRequest) -> str:
-    """Cache key: hash of model, messages and sampling params."""
-    blob = json.dumps({"model": model_id, **asdict(req)}, sort_keys=True)
+    """Cache key: hash of model, messages and sampling params (and the output constraint, when set)."""
+    blob = json.dumps({"model": model_id, **request_fields(req)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -119,7 +142,7 @@ class CallCache:
         """Store a successful reply."""
         self._con().execute(
             "INSERT OR REPLACE INTO llm_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, model, json.dumps(asdict(req)), reply.text, reply.tokens_in, reply.tokens_out,
+            (key, model, json.dumps(request_fields(req)), reply.text, reply.tokens_in, reply.tokens_out,
              reply.latency_ms, time.time()),
         )
 

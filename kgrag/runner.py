@@ -86,7 +86,8 @@ def reason_rows(
 
     entry = REASONERS.get(reason.method)
     params = reason.module_params()
-    jobs = [entry.impl(inp=ReasonInput(question=q, context=c, kg=kg, index=index, sampling=sampling), params=params)
+    jobs = [entry.impl(inp=ReasonInput(question=q, context=c, kg=kg, index=index, sampling=sampling,
+                                     constrain_answer=reason.constrain_answer), params=params)
             for q, c in zip(questions, contexts)]
     t0 = time.perf_counter()
     results = run_batched(jobs=jobs, client=client, max_batch=reason.max_batch)

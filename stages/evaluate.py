@@ -15,6 +15,15 @@ from kgrag.duckdb_io import read_tables
 STAGES = ("ingest", "validated", "index", "retrieve", "generate")
 
 
+def judge_client(jb):
+    """The LLM judge (``evaluate.judge_backend``) behind the shared LLM call cache and the retry policy."""
+    from kgrag.llm import CallCache, LLMClient
+    from kgrag.registry import BACKENDS
+
+    backend = BACKENDS.get(jb.backend).impl(jb.module_params(), timeout_s=jb.timeout_s)
+    return LLMClient(backend, cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=jb.retries)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
@@ -22,7 +31,10 @@ def main(argv: list[str] | None = None) -> None:
         questions = read_tables(io.VALIDATED / "kg.duckdb", ("questions",))["questions"].to_pylist()
         retrieved = io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()
         generations = io.read_parquet(io.GENERATE / "generations.parquet").to_pylist()
-        rows, metrics = evaluate_rows(questions=questions, retrieved=retrieved, generations=generations)
+        ev = params.evaluate
+        judge = judge_client(ev.judge_backend) if ev.judge else None  # off: no model is loaded
+        rows, metrics = evaluate_rows(questions=questions, retrieved=retrieved, generations=generations, judge=judge,
+                                      judge_max_tokens=ev.judge_backend.max_tokens, judge_seed=ev.judge_backend.seed)
         stage_s = {}
         for s in STAGES:
             f = io.DATA / s / "timing.json"
@@ -34,7 +46,9 @@ def main(argv: list[str] | None = None) -> None:
             metrics["retrieval_modules"] = modules
         metrics["setup"] = {"reasoner": params.reason.method, "dataset": params.data.dataset, "hops": params.data.hops, "split": params.data.split,
                             "retrieve": params.retrieve.method, "backend": params.generate.backend,
-                            "context": params.generate.context, "seed": params.data.seed}
+                            "context": params.generate.context, "seed": params.data.seed,
+                            "constrain_answer": params.reason.constrain_answer,
+                            "judge": judge.model_id if judge else None}
         io.write_parquet(io.REPORTS / "predictions.parquet", pa.Table.from_pylist(rows))
         io.write_json(io.REPORTS / "metrics.json", metrics)
         plots = io.REPORTS / "plots"
@@ -45,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
             for r in rows:
                 w.writerow([r["question_id"], r["context_triples"], r["retrieval_recall"], r["hit_any"]])
     print(f"[evaluate] hit_at_1={metrics['hit_at_1']} hit_any={metrics['hit_any']} f1={metrics['f1']} "
-          f"retrieval_recall={metrics['retrieval_recall']} failed={metrics['failed']}")
+          f"rouge_l={metrics['rouge_l']} retrieval_recall={metrics['retrieval_recall']} failed={metrics['failed']}"
+          + (f" judge={metrics['judge']} judge_unparseable={metrics['judge_unparseable']}" if judge else ""))
 
 
 if __name__ == "__main__":

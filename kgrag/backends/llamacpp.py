@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag.constrain import grammar_of
 from kgrag.llm import LLMReply, LLMRequest
 from kgrag.registry import BACKENDS
 
@@ -72,9 +73,15 @@ class LlamaCppBackend:
         for pos, req in enumerate(requests):
             t0 = time.perf_counter()
             try:
+                gbnf = grammar_of(req)  # choices / grammar constraint → llama.cpp's grammar sampler
+                extra = {}
+                if gbnf is not None:
+                    from llama_cpp import LlamaGrammar
+
+                    extra["grammar"] = LlamaGrammar.from_string(gbnf, verbose=False)
                 res = self.llm.create_chat_completion(
                     messages=req.as_messages(), temperature=req.temperature, top_p=req.top_p,
-                    max_tokens=req.max_tokens, seed=req.seed, stop=list(req.stop) or None,
+                    max_tokens=req.max_tokens, seed=req.seed, stop=list(req.stop) or None, **extra,
                 )
                 usage = res.get("usage", {})
                 out.append(

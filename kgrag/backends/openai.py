@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag.constrain import grammar_of
 from kgrag.llm import LLMReply, LLMRequest
 from kgrag.registry import BACKENDS
 
@@ -22,6 +23,11 @@ class OpenAIParams(BaseModel):
     model: str = Field("default", description="model name sent to the server")
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the key (may be unset)")
     concurrency: int = Field(8, ge=1, description="requests of a batch sent at once")
+    constraint: Literal["both", "llamacpp", "vllm"] = Field(
+        "both", description="how a constrained request's output constraint is sent: llama-cpp-python's server "
+        "`grammar` field (GBNF), vLLM's server `guided_choice` / `guided_grammar`, or both (each server ignores "
+        "the other's fields)",
+    )
 
 
 @BACKENDS.register("openai", params=OpenAIParams)
@@ -36,6 +42,26 @@ class OpenAIBackend:
             base_url=params.base_url.rstrip("/"), timeout=timeout_s, headers={"Authorization": f"Bearer {key}"}
         )
 
+    def constraint_fields(self, req: LLMRequest) -> dict[str, Any]:
+        """Request-body fields carrying ``req``'s output constraint (none when it has none).
+
+        llama-cpp-python's server (0.3.x, ``CreateChatCompletionRequest.grammar``) takes a GBNF string in
+        ``grammar``; vLLM's server takes ``guided_choice`` (a list of strings) or ``guided_grammar`` (an
+        EBNF / GBNF grammar) as extra body fields. Both servers ignore fields they do not know.
+        """
+        gbnf = grammar_of(req)
+        if gbnf is None:
+            return {}
+        out: dict[str, Any] = {}
+        if self.params.constraint in ("both", "llamacpp"):
+            out["grammar"] = gbnf
+        if self.params.constraint in ("both", "vllm"):
+            if req.grammar is None:
+                out["guided_choice"] = list(req.choices)
+            else:
+                out["guided_grammar"] = req.grammar
+        return out
+
     def _one(self, req: LLMRequest) -> LLMReply:
         t0 = time.perf_counter()
         body = {
@@ -44,6 +70,7 @@ class OpenAIBackend:
         }
         if req.stop:
             body["stop"] = list(req.stop)
+        body.update(self.constraint_fields(req))
         try:
             r = self._client.post("/chat/completions", json=body)
             r.raise_for_status()

@@ -6,7 +6,7 @@ vLLM wheels are CUDA builds; this backend is not exercised on CPU-only machines 
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +21,24 @@ class VLLMParams(BaseModel):
     model: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct", description="local model folder or name")
     gpu_memory_utilization: float = Field(0.8, gt=0.0, le=1.0)
     max_model_len: int = Field(4096, ge=256)
+
+
+def structured_kwargs(req: LLMRequest) -> dict[str, Any]:
+    """``SamplingParams`` keyword arguments enforcing ``req``'s output constraint (``{}`` when it has none):
+    ``structured_outputs=StructuredOutputsParams(...)`` on vLLM >= 0.10.2, else
+    ``guided_decoding=GuidedDecodingParams(...)``; ``choice`` for a choice list, ``grammar`` (GBNF) otherwise.
+    """
+    if not req.constrained:
+        return {}
+    spec: dict[str, Any] = {"grammar": req.grammar} if req.grammar is not None else {"choice": list(req.choices)}
+    try:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        return {"structured_outputs": StructuredOutputsParams(**spec)}
+    except ImportError:
+        from vllm.sampling_params import GuidedDecodingParams
+
+        return {"guided_decoding": GuidedDecodingParams(**spec)}
 
 
 @BACKENDS.register("vllm", params=VLLMParams)
@@ -43,7 +61,7 @@ class VLLMBackend:
 
         t0 = time.perf_counter()
         sps = [SamplingParams(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed,
-                              stop=list(r.stop) or None) for r in requests]
+                              stop=list(r.stop) or None, **structured_kwargs(r)) for r in requests]
         try:
             outs = self._llm.chat([r.as_messages() for r in requests], sps, use_tqdm=False)
         except Exception as e:

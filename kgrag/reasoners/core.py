@@ -42,6 +42,9 @@ class ReasonInput:
     kg: Any = None  # KGStore: reasoners that walk the graph themselves
     index: Any = None  # EmbeddingIndex: their embedding scorers
     sampling: Sampling = Sampling()
+    # ``reason.constrain_answer``: constrain the final answer to entity names of the retrieved context
+    # (``kgrag.constrain.context_entities``); reasoners that produce names may honour it
+    constrain_answer: bool = False
 
 
 @dataclass
