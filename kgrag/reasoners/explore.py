@@ -1,0 +1,284 @@
+"""``explore``: automatic graph exploration (Algorithm 1) under the CoT / ToT / GoT strategy.
+
+Each step (paper: "Grounding LLM Reasoning with Knowledge Graphs", section 4.2.2, Figure 10, Algorithm 1):
+
+1. *Thought*: the LLM writes the next thought from the question, the triples found so far and its earlier
+   thoughts — or ``Answer: ...`` when the facts suffice, which ends the chain.
+2. *Entity extraction*: an LLM prompt lists the entities the thought names (``name | name``); each is matched
+   to a KG entity by name (exact, ignoring case, ``KGStore.find_entities``), else by embedding (nearest name
+   with cosine ≥ ``entity_min_score``). The question's own entities (``[bracketed]`` / longest KG name) are
+   the first seen entities.
+3. *GraphExplore* for ``depth`` levels (BFS): every unvisited seen entity (at most ``max_entities`` per
+   level) is visited: its relations are pruned to ``max_relations`` (``prune: llm`` — the LLM picks letters
+   in braces, one call per entity, skipped when there are no more than ``max_relations``; ``prune:
+   embedding`` — cosine of the relation name to question + thought), then the neighbours over the kept
+   relations are pruned to ``max_neighbours`` the same way (LLM letters over the candidate triples, or cosine
+   of the neighbour's name); the kept triples join the context and their new ends become seen entities.
+   Every prompt of a sub-step — all branches, all entities — goes out in one yield (one batch).
+
+After ``max_steps`` without an ``Answer:`` thought, one chain-of-thought call answers from the triples found.
+Documented fallbacks (each counted in ``Reasoning.unparseable``): a pruning reply without a valid letter keeps
+the embedding ranking's best (the listed order without an index); an extraction reply with no matched entity
+adds none. Algorithm 1's ``End?`` check is the thought's ``Answer:`` line (no separate call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from kgrag.generate import clean_question, parse_answers
+from kgrag.llm import LLMRequest
+from kgrag.reasoners.baselines import cot_answer, cot_request
+from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, text_of
+from kgrag.reasoners.kgtools import edges_of, other_end, rel_name, relations_of, resolve_entity, triple_text
+from kgrag.reasoners.parsing import final_answer, letters, parse_choices
+from kgrag.reasoners.strategies import Gen, StrategyParams, gather, search
+
+
+class ExploreParams(StrategyParams):
+    """Params of ``explore`` (the strategy fields are shared with ``agent``)."""
+
+    max_steps: int = Field(3, ge=1, le=20, description="thought + exploration steps before the final answer call")
+    depth: int = Field(2, ge=1, le=5, description="BFS levels of GraphExplore per step (search_depth)")
+    max_relations: int = Field(3, ge=1, le=26, description="relations kept per visited entity")
+    max_neighbours: int = Field(5, ge=1, le=26, description="neighbour triples kept per visited entity")
+    max_entities: int = Field(4, ge=1, description="unvisited entities visited per level and state (closest first)")
+    prune: Literal["llm", "embedding"] = Field(
+        "llm", description="llm: the LLM picks relations / neighbours by letter; embedding: cosine to the "
+                           "question + thought")
+    entity_min_score: float = Field(0.6, ge=-1.0, le=1.0,
+                                    description="cosine needed to match an extracted name to an entity by embedding")
+    thought_max_tokens: int = Field(64, ge=8, description="tokens of one thought")
+    prune_max_tokens: int = Field(24, ge=4, description="tokens of an extraction or pruning reply")
+    max_context_triples: int = Field(40, ge=1, description="triples shown in the thought and answer prompts")
+
+
+SYSTEM = "You answer a question over a knowledge graph, one short thought at a time."
+PRUNE_SYSTEM = "You pick the knowledge graph items most useful for answering a question."
+EXTRACT_SYSTEM = "You list the entity names mentioned in a text."
+
+
+@dataclass(eq=False)
+class ExploreState:
+    """One chain: its thoughts, the triples found (edge ids, in order), seen entities and which were visited."""
+
+    thoughts: tuple[str, ...] = ()
+    edges: tuple[int, ...] = ()
+    seen: tuple[int, ...] = ()
+    visited: frozenset[int] = frozenset()
+    answer: str | None = None
+
+
+class ExploreDomain:
+    """The exploration's step for the strategy search."""
+
+    def __init__(self, inp: ReasonInput, params: ExploreParams) -> None:
+        self.inp, self.p, self.kg, self.index = inp, params, inp.kg, inp.index
+        self.unparseable = 0
+        self.log: list[dict] = []
+        self.step_no = 0
+
+    # ---- prompts --------------------------------------------------------------------------------------
+    def facts(self, state: ExploreState) -> str:
+        return "\n".join(triple_text(self.kg, state.edges[: self.p.max_context_triples])) if state.edges else ""
+
+    def thought_request(self, state: ExploreState, temperature: float, seed: int) -> LLMRequest:
+        s = self.inp.sampling
+        user = f"Question: {clean_question(self.inp.question.text)}"
+        if state.edges:
+            user += f"\n\nKnowledge graph facts (head, relation, tail):\n{self.facts(state)}"
+        if state.thoughts:
+            user += "\n\nThoughts so far:\n" + "\n".join(f"{i + 1}. {t}" for i, t in enumerate(state.thoughts))
+        user += ("\n\nWrite the next thought: one sentence naming what to look up next. If the facts already answer "
+                 "the question, write 'Answer: name | name' instead.")
+        return LLMRequest(messages=(("system", SYSTEM), ("user", user)), temperature=temperature, top_p=s.top_p,
+                          max_tokens=self.p.thought_max_tokens, seed=seed)
+
+    def extract_request(self, thought: str) -> LLMRequest:
+        user = (f"Text: {thought}\n\nList the people, movies, places and other named things in the text, "
+                "separated by ' | '. Names only.")
+        return LLMRequest(messages=(("system", EXTRACT_SYSTEM), ("user", user)), temperature=0.0,
+                          max_tokens=self.p.prune_max_tokens, seed=self.inp.sampling.seed)
+
+    def pick_request(self, what: str, thought: str, options: list[str], keep: int) -> LLMRequest:
+        opts = "\n".join(f"({c}) {o}" for c, o in zip(letters(len(options)), options))
+        user = (f"Question: {clean_question(self.inp.question.text)}\nThought: {thought}\n\n{what}:\n{opts}\n\n"
+                f"Pick up to {keep} of them most useful for answering the question. Reply with the letters in "
+                "braces, e.g. {A} {C}.")
+        return LLMRequest(messages=(("system", PRUNE_SYSTEM), ("user", user)), temperature=0.0,
+                          max_tokens=self.p.prune_max_tokens, seed=self.inp.sampling.seed)
+
+    # ---- graph helpers ----------------------------------------------------------------------------------
+    def qvec(self, thought: str) -> np.ndarray | None:
+        if self.index is None:
+            return None
+        return self.index.encode([f"{clean_question(self.inp.question.text)} {thought}".strip()])[0]
+
+    def rank_relations(self, rels: list[int], q: np.ndarray | None) -> list[int]:
+        if q is None or not len(self.index.relation_vectors):
+            return list(rels)
+        s = self.index.relation_vectors[np.asarray(rels, dtype=np.int64)] @ q
+        return [rels[i] for i in np.argsort(-s, kind="stable")]
+
+    def rank_edges(self, edges: list[int], node: int, q: np.ndarray | None) -> list[int]:
+        if q is None or not len(self.index.entity_vectors) or not edges:
+            return list(edges)
+        ends = np.asarray([other_end(self.kg, e, node) for e in edges], dtype=np.int64)
+        s = self.index.entity_vectors[ends] @ q
+        return [edges[i] for i in np.argsort(-s, kind="stable")]
+
+    def _pick(self, rec, ranked: list, keep: int) -> tuple[list, str | None]:
+        """Apply an LLM pick reply over the listed ``ranked`` options (fallback: the first ``keep``)."""
+        got = parse_choices(text_of(rec), min(len(ranked), 26), k=keep)
+        if got is None:
+            self.unparseable += 1
+            return ranked[:keep], None
+        return [ranked[i] for i in got], text_of(rec)
+
+    # ---- one step --------------------------------------------------------------------------------------------
+    def expand(self, states: list[ExploreState], k: int, temperature: float, seeds: list[list[int]]) -> Gen:
+        self.step_no += 1
+        p = self.p
+        recs = yield from gather([[self.thought_request(s, temperature, seeds[i][j]) for j in range(k)]
+                                  for i, s in enumerate(states)])
+        kids: list[tuple[int, int, ExploreState, dict]] = []  # (parent, branch, child, log)
+        for i, (s, rs) in enumerate(zip(states, recs)):
+            for j, r in enumerate(rs):
+                thought = text_of(r).strip()
+                ans = final_answer(thought)
+                log = {"step": self.step_no, "parent": i, "branch": j, "thought": thought}
+                child = ExploreState(thoughts=s.thoughts + (thought,), edges=s.edges, seen=s.seen, visited=s.visited,
+                                     answer=ans)
+                kids.append((i, j, child, log))
+        open_ = [c for c in kids if c[2].answer is None]
+        # entity extraction: one request per open child, all in one batch
+        ext = yield from gather([[self.extract_request(c[2].thoughts[-1])] for c in open_])
+        for (_, _, child, log), (rec,) in zip(open_, ext):
+            names = parse_answers(text_of(rec), "|")
+            matched = []
+            for n in names[:8]:
+                nid, how = resolve_entity(self.kg, self.index, n, min_score=p.entity_min_score)
+                if nid is not None:
+                    matched.append({"text": n, "entity": self.kg.names([nid])[0], "how": how})
+                    if nid not in child.seen:
+                        child.seen = child.seen + (nid,)
+            log["extraction"] = text_of(rec)
+            log["entities"] = matched
+            log["explored"] = []
+        qs = {id(c[2]): self.qvec(c[2].thoughts[-1]) for c in open_}
+        for level in range(p.depth):
+            visits = []  # (child, log, entity, relations)
+            for _, _, child, log in open_:
+                todo = [e for e in child.seen if e not in child.visited][: p.max_entities]
+                child.visited = child.visited | frozenset(todo)
+                for ent in todo:
+                    visits.append((child, log, ent, self.rank_relations(relations_of(self.kg, ent), qs[id(child)])))
+            if not visits:
+                break
+            # relation pruning
+            reqs, kept_rels = [], []
+            for child, _, ent, rels in visits:
+                opts = rels[:26]
+                if p.prune == "llm" and len(rels) > p.max_relations:
+                    reqs.append([self.pick_request(f"Relations of {self.kg.names([ent])[0]}", child.thoughts[-1],
+                                                   [rel_name(self.kg, r) for r in opts], p.max_relations)])
+                else:
+                    reqs.append([])
+                kept_rels.append(opts)
+            rrecs = yield from gather(reqs)
+            for n, rr in enumerate(rrecs):
+                kept_rels[n] = self._pick(rr[0], kept_rels[n], p.max_relations)[0] if rr else \
+                    kept_rels[n][: p.max_relations]
+            # neighbour pruning
+            reqs, cands = [], []
+            for (child, _, ent, _), rels in zip(visits, kept_rels):
+                have = set(child.edges)
+                es = [int(e) for r in rels for e in edges_of(self.kg, ent, r).tolist() if int(e) not in have]
+                es = self.rank_edges(es, ent, qs[id(child)])[:26]
+                if p.prune == "llm" and len(es) > p.max_neighbours:
+                    reqs.append([self.pick_request(f"Facts about {self.kg.names([ent])[0]}", child.thoughts[-1],
+                                                   triple_text(self.kg, es), p.max_neighbours)])
+                else:
+                    reqs.append([])
+                cands.append(es)
+            nrecs = yield from gather(reqs)
+            for (child, log, ent, _), rels, es, nr in zip(visits, kept_rels, cands, nrecs):
+                kept = self._pick(nr[0], es, p.max_neighbours)[0] if nr else es[: p.max_neighbours]
+                kept = [e for e in kept if e not in child.edges]
+                child.edges = child.edges + tuple(kept)
+                for e in kept:
+                    o = other_end(self.kg, e, ent)
+                    if o not in child.seen:
+                        child.seen = child.seen + (o,)
+                log["explored"].append({"level": level + 1, "entity": self.kg.names([ent])[0],
+                                        "relations": [rel_name(self.kg, r) for r in rels],
+                                        "triples": triple_text(self.kg, kept)})
+        for *_, log in kids:
+            self.log.append(log)
+        out: list[list[ExploreState]] = [[] for _ in states]
+        for i, _, child, _ in kids:
+            out[i].append(child)
+        return out
+
+    # ---- the rest of the Domain protocol ---------------------------------------------------------------------
+    def done(self, state: ExploreState) -> bool:
+        return state.answer is not None
+
+    def render(self, state: ExploreState) -> str:
+        out = [f"Thought: {t}" for t in state.thoughts]
+        if state.edges:
+            out.append("Facts:\n" + "\n".join(triple_text(self.kg, state.edges[-15:])))
+        return "\n".join(out) or "(no thoughts yet)"
+
+    def merge(self, a: ExploreState, b: ExploreState, thought: str) -> ExploreState:
+        self.log.append({"step": self.step_no, "parent": "merge", "thought": thought})
+        return ExploreState(thoughts=a.thoughts + (thought,),
+                            edges=a.edges + tuple(e for e in b.edges if e not in a.edges),
+                            seen=a.seen + tuple(e for e in b.seen if e not in a.seen),
+                            visited=a.visited | b.visited, answer=None)
+
+
+def _init(inp: ReasonInput) -> ExploreState:
+    kg = inp.kg
+    seeds = kg.find_entities(inp.question.text) if kg is not None else []
+    if not seeds and kg is not None:
+        seeds = [i for i in inp.question.topic_ids if 0 <= i < kg.num_entities]
+    return ExploreState(seen=tuple(int(s) for s in seeds))
+
+
+@REASONERS.register("explore", params=ExploreParams, version="1")
+def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
+    """Automatic graph exploration: thought → entities → relation and neighbour pruning → triples, repeated.
+
+    References
+    ----------
+    "Grounding LLM Reasoning with Knowledge Graphs" (2025), section 4.2.2 and Algorithm 1; Sun et al.,
+    Think-on-Graph (2024), for the search + prune pipeline.
+    """
+    dom = ExploreDomain(inp, params)
+    init = _init(inp)
+    res = yield from search(dom, question=inp.question.text, init=init, params=params, max_steps=params.max_steps,
+                            sampling=inp.sampling)
+    finished = [s for s in res.states if s.answer is not None]
+    best = finished[0] if finished else res.states[0]
+    kg = inp.kg
+    trace = {"reasoner": "explore", "strategy": params.strategy, "prune": params.prune,
+             "seed_entities": kg.names(list(init.seen)) if kg is not None else [],
+             "thoughts": list(best.thoughts), "triples": triple_text(kg, best.edges) if kg is not None else [],
+             "steps": dom.log, "search": res.trace}
+    unparseable = dom.unparseable + res.unparseable
+    if finished:
+        return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
+    facts = dom.facts(best) if kg is not None else ""
+    (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts)]
+    ans, ok = cot_answer(text_of(rec))
+    trace["answer_reply"] = text_of(rec)
+    return Reasoning(answer=ans, depth=res.steps, trace=trace, unparseable=unparseable + int(not ok and bool(
+        text_of(rec))))
+
+
+__all__ = ["ExploreParams", "ExploreState", "explore"]
