@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -104,3 +105,53 @@ def test_openai_backend_records_http_errors(server):
     assert r.error is not None and "404" in r.error
     dead = OpenAIBackend(OpenAIParams(base_url=f"http://127.0.0.1:{_free_port()}/v1"), timeout_s=2)
     assert dead.generate([_req()])[0].error is not None
+
+
+PROMPTS = [
+    ("who directed the movies starred by [Al Pacino]", CONTEXT),
+    ("what is the capital of France", ""),
+    ("is Heat a movie", "(Heat, has_genre, Crime)"),
+    ("which actor starred in [Heat]", CONTEXT),
+]
+
+
+def _constrained_requests():
+    from kgrag.constrain import constrain_choices, constrain_entities, constrain_letters, constrain_yes_no
+
+    base = [build_request(question=q, context=c, temperature=0.0, top_p=1.0, max_tokens=24, seed=0) for q, c in PROMPTS]
+    names = ["Heat", "Michael Mann", "Al Pacino", "Amélie \"quoted\""]
+    reqs = []
+    for r in base:
+        reqs += [constrain_yes_no(r), constrain_letters(r, 4), constrain_choices(r, names)]
+    return reqs, names
+
+
+def test_llamacpp_constrained_output_is_always_a_choice():
+    from kgrag.constrain import constrain_entities
+
+    reqs, names = _constrained_requests()
+    b = LlamaCppBackend(LlamaCppParams(n_ctx=1024))
+    replies = b.generate(reqs)
+    assert all(r.error is None for r in replies)
+    for q, r in zip(reqs, replies):
+        assert r.text in q.choices, (r.text, q.choices)
+    # sampled (temperature 1) output is constrained too
+    hot = [replace(q, temperature=1.0, seed=s) for s, q in enumerate(reqs[:6])]
+    for q, r in zip(hot, b.generate(hot)):
+        assert r.text in q.choices
+    # a list of names joined by " | " (grammar): every part is a name
+    lst = constrain_entities(reqs[0], names[:3])
+    got = b.generate([replace(lst, max_tokens=40)])[0].text
+    assert got and all(p in names[:3] for p in got.split(" | ")), got
+
+
+def test_openai_backend_constrained_through_real_server(server):
+    reqs, names = _constrained_requests()
+    b = OpenAIBackend(OpenAIParams(base_url=server, model="smollm2", concurrency=2), timeout_s=60)
+    replies = b.generate(reqs[:6])
+    assert all(r.error is None for r in replies)
+    for q, r in zip(reqs, replies):
+        assert r.text in q.choices, (r.text, q.choices)
+    # unconstrained, the same prompt does not produce a bare choice: the constraint did the work
+    free = b.generate([replace(reqs[0], choices=())])[0]
+    assert free.error is None and free.text not in ("Yes", "No")
