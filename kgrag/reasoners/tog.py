@@ -1,0 +1,361 @@
+"""``tog``: Think-on-Graph, as FastToG describes it (n-d 1-w beam search over entity-relation chains).
+
+From the question's topic entities, each depth does *relation pruning* (up to W (entity, relation,
+direction) candidates among the current entities' relations), then *entity pruning* (up to W of the tail
+entities those relations reach, each extending one chain by a triple), then a *reasoning* call asking
+whether the chains collected so far suffice ("Answer: ..." or "Unknown"). Without an answer by depth D
+the reasoner falls back to the IO or CoT baseline (the LLM's own knowledge).
+
+Pruning is by the LLM (a multiple-choice prompt whose options carry letters in braces, read by
+``parse_choices``) or, with no LLM call, by BM25 or sentence-transformer similarity to the question
+(``kgrag.lego.SCORERS``). The shared pieces (reasoning prompt and parser, fallback step, scoring) are
+reused by ``fasttog``.
+
+References
+----------
+Sun et al., Think-on-Graph: Deep and Responsible Reasoning of Large Language Model on Knowledge Graph
+(ICLR 2024), section 2 (search pruning, reasoning, Algorithm 1); Liang et al., FastToG (2024), related work
+and Table 1 (ToG as the n-d 1-w baseline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from kgrag.generate import clean_question
+from kgrag.llm import CallRecord, LLMRequest
+from kgrag.reasoners.baselines import cot_answer, cot_request, io_request
+from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
+from kgrag.reasoners.parsing import final_answer, is_unknown, letters, parse_choices
+
+# ------------------------------------------------------------------------------------------ prompts
+
+TOG_SYSTEM = "You explore a knowledge graph to answer a question. Follow the instructions exactly."
+
+TOG_RELATION_PROMPT = (
+    "Question: {question}\n"
+    "Current entities: {entities}\n"
+    "Relations of the current entities ('?' is the entity the relation leads to):\n"
+    "{options}\n"
+    "Choose up to {k} relations most likely to lead to the answer. "
+    "Reply only with their letters in braces, e.g. {example}."
+)
+
+TOG_ENTITY_PROMPT = (
+    "Question: {question}\n"
+    "Candidate facts (head, relation, tail) extending the reasoning paths:\n"
+    "{options}\n"
+    "Choose up to {k} facts most likely to lead to the answer. "
+    "Reply only with their letters in braces, e.g. {example}."
+)
+
+REASON_SYSTEM = (
+    "You answer a question from the knowledge graph facts you are given. If the facts are enough, reply "
+    "'Answer: name | name' with the answer names only. If they are not enough, reply 'Answer: Unknown'."
+)
+
+TOG_REASON_PROMPT = (
+    "Knowledge graph paths (head, relation, tail):\n{paths}\n\n"
+    "Question: {question}\n"
+    "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not."
+)
+
+# one worked example of the reasoning format (shown when ``generate.few_shot``)
+REASON_DEMO = (
+    "Knowledge graph paths (head, relation, tail):\n(Heat, starred_actors, Al Pacino)\n"
+    "(Heat, directed_by, Michael Mann)\n\nQuestion: who directed the movies starred by Al Pacino\n"
+    "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not.",
+    "Answer: Michael Mann",
+)
+
+MAX_OPTIONS = 25  # letters A..Y for candidates; the 26th letter is kept for FastToG's "none of them"
+
+
+# ------------------------------------------------------------------------------------------ shared parts
+
+def prune_request(prompt: str, s: Sampling, max_tokens: int, system: str = TOG_SYSTEM) -> LLMRequest:
+    """A pruning request (greedy-style settings of the generate section, short reply)."""
+    return LLMRequest(messages=(("system", system), ("user", prompt)), temperature=s.temperature, top_p=s.top_p,
+                      max_tokens=max_tokens, seed=s.seed)
+
+
+def option_lines(texts: Sequence[str]) -> str:
+    """``{A} text`` lines."""
+    return "\n".join(f"{{{c}}} {t}" for c, t in zip(letters(len(texts)), texts))
+
+
+def example_letters(k: int, n: int) -> str:
+    """The answer-format example of a choice prompt: ``{A}`` or ``{A} {B}``."""
+    return " ".join(f"{{{c}}}" for c in letters(min(k, n, 2)))
+
+
+def reason_request(user: str, s: Sampling) -> LLMRequest:
+    """The reasoning call: facts + question, reply ``Answer: ...`` or ``Answer: Unknown``."""
+    demo = (("user", REASON_DEMO[0]), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
+    return LLMRequest(messages=(("system", REASON_SYSTEM), *demo, ("user", user)), temperature=s.temperature,
+                      top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed)
+
+
+def parse_reasoning(text: str) -> tuple[str | None, bool]:
+    """(answer or None for Unknown, parsed) of a reasoning reply.
+
+    An ``Answer:`` line gives the answer (``Answer: Unknown`` means not yet); a reply that declines
+    (``Unknown``, ``I don't know``) or is empty (failed call) means not yet. Anything else is
+    *unparseable* (second element False) and, as documented in the reasoners, treated as Unknown: the
+    search goes on and, at worst, the fallback answers.
+    """
+    ans = final_answer(text)
+    if ans is not None:
+        return (None if is_unknown(ans) else ans), True
+    if is_unknown(text):
+        return None, True
+    return None, False
+
+
+def fallback_step(kind: str, inp: ReasonInput) -> LLMRequest:
+    """The fallback request: the IO prompt (question alone) or chain of thought."""
+    return io_request(inp.question.text, inp.sampling) if kind == "io" else cot_request(inp.question.text, inp.sampling)
+
+
+def fallback_answer(kind: str, rec: CallRecord) -> tuple[str, int]:
+    """(answer, unparseable) of the fallback reply: IO's text as is; CoT's ``Answer:`` line, else its last
+    line (counted unparseable, as in the ``cot`` baseline)."""
+    text = text_of(rec)
+    if kind == "io":
+        return text.strip(), 0
+    ans, ok = cot_answer(text)
+    return ans, int(not ok and bool(text))
+
+
+def incident_edges(kg: Any, ids: Sequence[int], graph_id: str | None, max_edges: int) -> np.ndarray:
+    """Triple indices of the edges touching ``ids`` (the question's own graph when it has one), sorted."""
+    seeds = np.asarray(list(ids), dtype=np.int64)
+    if graph_id is not None:
+        nb = kg.graph_neighbourhood(seeds, 1, max_edges, graph_id, include_global=True)
+    else:
+        nb = kg.neighbourhood(seeds, 1, max_edges)
+    return np.sort(nb.edges)
+
+
+def valid_topics(inp: ReasonInput) -> list[int]:
+    """The question's topic entity ids present in the KG, in order, without repeats."""
+    kg = inp.kg
+    if kg is None:
+        return []
+    out: list[int] = []
+    for t in inp.question.topic_ids:
+        if t is not None and 0 <= int(t) < kg.num_entities and int(t) not in out:
+            out.append(int(t))
+    return out
+
+
+class Scorer:
+    """Relevance of texts to the question by BM25 or sentence-transformer similarity (the LEGO scorers).
+
+    ``st`` needs the embedding index; without one (``ReasonInput.index`` is None) it scores by BM25
+    instead and says so in ``used``.
+    """
+
+    def __init__(self, kind: str, inp: ReasonInput) -> None:
+        from kgrag.lego import SCORERS
+        from kgrag.lego.types import Context
+
+        self.question = clean_question(inp.question.text)
+        self.used = kind if kind in ("bm25", "st") else "bm25"
+        if self.used == "st" and inp.index is None:
+            self.used = "bm25"
+        self.entry = SCORERS.get(self.used)
+        qvec = inp.index.encode([self.question])[0] if self.used == "st" else np.zeros(1, dtype=np.float32)
+        self.ctx = Context(question=self.question, query_vec=qvec, kg=inp.kg, index=inp.index)
+
+    def __call__(self, docs: Sequence[str]) -> np.ndarray:
+        if not docs:
+            return np.zeros(0)
+        return np.asarray(self.entry.impl(query=self.question, docs=list(docs), params=self.entry.params(),
+                                          ctx=self.ctx), dtype=np.float64)
+
+    def rank(self, docs: Sequence[str]) -> list[int]:
+        """Doc positions by descending score, ties in input order."""
+        return [int(i) for i in np.argsort(-self(docs), kind="stable")]
+
+
+def rel_words(name: Any) -> str:
+    """A relation name as words (for scoring)."""
+    return str(name).replace("_", " ").replace(".", " ")
+
+
+# ------------------------------------------------------------------------------------------ params
+
+class ToGParams(BaseModel):
+    """Params of ``tog``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    width: int = Field(3, ge=1, le=MAX_OPTIONS, description="beam width W: relations kept and chains kept per depth")
+    depth: int = Field(3, ge=1, description="maximum depth D (exploration + reasoning rounds)")
+    prune: Literal["llm", "bm25", "st"] = Field(
+        "llm", description="pruner of relations and entities: llm (multiple-choice prompt), bm25 or st "
+        "(sentence-transformer similarity to the question; no LLM call)")
+    fallback: Literal["io", "cot"] = Field("cot", description="baseline answering when no answer by depth D")
+    max_relations: int = Field(
+        20, ge=1, le=MAX_OPTIONS, description="relation candidates considered per depth (best BM25 / ST first; "
+        "the LLM sees them as options {A}, {B}, ...)")
+    max_entities: int = Field(20, ge=1, le=MAX_OPTIONS, description="tail-entity candidates considered per depth")
+    max_edges: int = Field(5000, ge=1, description="incident edges read per depth (hub entities are cut here)")
+    prune_tokens: int = Field(24, ge=1, description="max tokens of a pruning reply")
+
+
+# ------------------------------------------------------------------------------------------ the reasoner
+
+def _triple(kg: Any, e: int) -> tuple[str, str, str]:
+    return (str(kg.entity_names[kg.heads[e]]), str(kg.relation_names[kg.relations[e]]),
+            str(kg.entity_names[kg.tails[e]]))
+
+
+def _fmt(t: tuple[str, str, str]) -> str:
+    return f"({t[0]}, {t[1]}, {t[2]})"
+
+
+def _choose(kind: str, k: int, rec: CallRecord | None, n: int) -> tuple[list[int], bool, str]:
+    """Positions chosen among ``n`` options (already in pre-rank order): by the LLM's letters, else the
+    first ``k`` (the pre-rank). Returns (chosen, parsed, reply)."""
+    if kind != "llm" or rec is None:
+        return list(range(min(k, n))), True, ""
+    reply = text_of(rec)
+    got = parse_choices(reply, n, k)
+    if got is None:
+        return list(range(min(k, n))), False, reply
+    return got, True, reply
+
+
+@REASONERS.register("tog", params=ToGParams, version="1")
+def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
+    """Think-on-Graph: beam search of width W and depth D over relation then entity pruning, a reasoning
+    call after each depth, IO / CoT fallback.
+
+    Fallbacks (each recorded in the trace):
+
+    * no KG, or no topic entity of the question in the KG: no exploration, straight to the fallback
+      (``stop: no_topic_entity``), depth 0;
+    * a depth with no relation (or no new tail entity) to explore: the search stops (``stop: dead_end``)
+      and the fallback answers;
+    * no answer by depth D (every reasoning reply Unknown): the fallback answers (``stop: max_depth``);
+    * an LLM pruning reply without a valid option letter: counted in ``unparseable`` and the first W
+      candidates of the pre-ranking (BM25, or ST when ``prune: st``) are kept instead;
+    * a reasoning reply neither ``Answer: ...`` nor Unknown: counted in ``unparseable`` and treated as
+      Unknown (the search goes deeper);
+    * ``prune: st`` without an embedding index: BM25 is used (``scorer`` in the trace says which).
+
+    At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback),
+    D + 1 otherwise.
+
+    References
+    ----------
+    Sun et al., Think-on-Graph (ICLR 2024), section 2.1; Liang et al., FastToG (2024).
+    """
+    s, kg, q = inp.sampling, inp.kg, inp.question
+    question = clean_question(q.text)
+    topics = valid_topics(inp)
+    trace: dict[str, Any] = {"reasoner": "tog", "width": params.width, "max_depth": params.depth,
+                             "prune": params.prune, "depths": []}
+    unparseable = 0
+    calls = 0
+
+    def finish(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+        nonlocal unparseable, calls
+        (rec,) = yield [fallback_step(params.fallback, inp)]
+        calls += 1
+        ans, bad = fallback_answer(params.fallback, rec)
+        unparseable += bad
+        trace.update(stop=stop, depth_reached=depth, llm_requests=calls, fallback_reply=text_of(rec))
+        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
+
+    if not topics:
+        trace["topic"] = []
+        return (yield from finish("no_topic_entity", 0))
+    trace["topic"] = kg.names(np.asarray(topics))
+    scorer = Scorer("bm25" if params.prune == "llm" else params.prune, inp)
+    trace["scorer"] = scorer.used
+    # a chain: the triple indices walked from a topic entity, and the entity it ends at
+    chains: list[tuple[tuple[int, ...], int]] = [((), t) for t in topics]
+    for d in range(1, params.depth + 1):
+        rec_d: dict[str, Any] = {"depth": d}
+        trace["depths"].append(rec_d)
+        # ---- relation pruning: (entity, relation, direction) candidates of the chains' end entities
+        ends = sorted({e for _, e in chains})
+        edges = incident_edges(kg, ends, q.graph_id, params.max_edges)
+        used = {x for path, _ in chains for x in path}
+        cands: dict[tuple[int, int, str], list[int]] = {}
+        end_set = set(ends)
+        for e in edges.tolist():
+            if e in used:
+                continue
+            h, r, t = int(kg.heads[e]), int(kg.relations[e]), int(kg.tails[e])
+            if h in end_set:
+                cands.setdefault((h, r, "out"), []).append(e)
+            if t in end_set and t != h:
+                cands.setdefault((t, r, "in"), []).append(e)
+        keys = list(cands)
+        if not keys:
+            rec_d["relations"] = {"options": [], "chosen": []}
+            return (yield from finish("dead_end", d - 1))
+        order = scorer.rank([rel_words(kg.relation_names[r]) for _, r, _ in keys])[: params.max_relations]
+        keys = [keys[i] for i in order]
+        texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
+                  else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
+        rec = None
+        if params.prune == "llm":
+            prompt = TOG_RELATION_PROMPT.format(
+                question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
+                k=params.width, example=example_letters(params.width, len(texts)))
+            (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
+            calls += 1
+        chosen, ok, reply = _choose(params.prune, params.width, rec, len(keys))
+        unparseable += int(not ok)
+        rec_d["relations"] = {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}
+        # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
+        ext: list[tuple[tuple[int, ...], int]] = []
+        for i in chosen:
+            ent, r, dr = keys[i]
+            for path, end in chains:
+                if end != ent:
+                    continue
+                on_path = {end} | {int(kg.heads[x]) for x in path} | {int(kg.tails[x]) for x in path}
+                for e in cands[keys[i]]:
+                    nxt = int(kg.tails[e]) if dr == "out" else int(kg.heads[e])
+                    if nxt not in on_path:
+                        ext.append((path + (e,), nxt))
+        if not ext:
+            rec_d["entities"] = {"options": [], "chosen": []}
+            return (yield from finish("dead_end", d - 1))
+        etexts = [_fmt(_triple(kg, p[-1])) for p, _ in ext]
+        order = scorer.rank(etexts)[: params.max_entities]
+        ext, etexts = [ext[i] for i in order], [etexts[i] for i in order]
+        rec = None
+        if params.prune == "llm":
+            prompt = TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts), k=params.width,
+                                              example=example_letters(params.width, len(etexts)))
+            (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
+            calls += 1
+        chosen, ok, reply = _choose(params.prune, params.width, rec, len(ext))
+        unparseable += int(not ok)
+        rec_d["entities"] = {"options": etexts, "chosen": [etexts[i] for i in chosen], "parsed": ok, "reply": reply}
+        chains = [ext[i] for i in chosen]
+        paths = [[_fmt(_triple(kg, x)) for x in p] for p, _ in chains]
+        rec_d["chains"] = paths
+        # ---- reasoning over every triple of the kept chains
+        lines: list[str] = []
+        for p in paths:
+            lines.extend(t for t in p if t not in lines)
+        (rec,) = yield [reason_request(TOG_REASON_PROMPT.format(paths="\n".join(lines), question=question), s)]
+        calls += 1
+        ans, ok = parse_reasoning(text_of(rec))
+        unparseable += int(not ok)
+        rec_d["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
+        if ans is not None:
+            trace.update(stop="answered", depth_reached=d, llm_requests=calls)
+            return Reasoning(answer=ans, depth=d, trace=trace, unparseable=unparseable)
+    return (yield from finish("max_depth", params.depth))
