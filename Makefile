@@ -57,9 +57,11 @@ test-fast: install
 	pytest -q -m "not e2e"
 
 bench: install
-	dvc repro index
+	dvc repro retrieve
 	python bench/retrieve.py
 	python bench/lego.py
+	python bench/constrain.py
+	python bench/reasoners.py
 
 clean:
 	rm -rf data .kgrag_cache
