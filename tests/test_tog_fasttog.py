@@ -462,7 +462,7 @@ def _real(name, metaqa, llm, **params):
     kg, questions = metaqa
     entry = REASONERS.get(name)
     p = entry.params(**params)
-    jobs = [entry.impl(inp=ReasonInput(question=q, context="", kg=kg, sampling=Sampling(max_tokens=32)), params=p)
+    jobs = [entry.impl(inp=ReasonInput(question=q, context="", kg=kg, sampling=Sampling(max_tokens=24)), params=p)
             for q in questions]
     t0 = time.perf_counter()
     results = run_batched(jobs=jobs, client=llm)
@@ -480,14 +480,15 @@ def _real(name, metaqa, llm, **params):
 
 
 def test_tog_end_to_end_on_real_metaqa(metaqa, llm):
-    questions, results = _real("tog", metaqa, llm, width=2, depth=2, max_relations=8, max_entities=8)
+    questions, results = _real("tog", metaqa, llm, width=2, depth=2, max_relations=6, max_entities=6, prune_tokens=8)
     for res, calls in results:
         assert res.depth <= 2 and len(calls) == res.trace["llm_requests"] <= 3 * 2 + 1
         assert res.trace["topic"]  # the topic entity was found in the real KB
 
 
 def test_fasttog_end_to_end_on_real_metaqa(metaqa, llm):
-    questions, results = _real("fasttog", metaqa, llm, width=2, d_max=2, candidates=3, max_nodes=150)
+    questions, results = _real("fasttog", metaqa, llm, width=2, d_max=2, candidates=3, max_nodes=150, max_community_triples=4,
+                                 prune_tokens=8)
     for res, calls in results:
         assert res.depth <= 2 and len(calls) <= call_bound(2, 2)
         assert res.trace["call_bound"] == {"calls": len(calls), "bound": call_bound(2, 2), "holds": True}
