@@ -45,7 +45,9 @@ def test_louvain_reaches_igraphs_modularity_on_karate():
     ours = detect(n=34, edges=KARATE, method="louvain", max_size=34, seed=0)
     q_ours = community_modularity(n=34, edges=KARATE, communities=ours).sum() / (2 * len(KARATE))
     g = igraph.Graph(n=34, edges=KARATE.tolist())
-    q_ref = g.modularity(g.community_multilevel().membership)
+    # igraph's multilevel draws its node order from Python's global `random` state, so a single run depends on
+    # whatever ran before it (about 1 state in 5 ends near 0.39): compare with its best of 10 runs
+    q_ref = max(g.modularity(g.community_multilevel().membership) for _ in range(10))
     assert q_ours == pytest.approx(q_ref, abs=0.01) and q_ours > 0.41
     states = louvain_states(n=34, edges=KARATE, seed=0)
     assert states[0].tolist() == list(range(34)) and len(states) > 34  # every move recorded
