@@ -317,6 +317,23 @@ def test_fasttog_bound_is_counted_in_the_generations_row(kg):
     assert row["requests"] == len(calls) <= call_bound(2, 2) and row["depth"] == res.depth
 
 
+def test_fasttog_raises_when_the_bound_is_exceeded(kg, monkeypatch):
+    import kgrag.reasoners.fasttog as ft
+
+    monkeypatch.setattr(ft, "call_bound", lambda width, d_max: 1)
+    with pytest.raises(AssertionError, match="LLM requests"):
+        run("fasttog", kg, fast_script, width=1, d_max=1)
+
+
+@pytest.mark.parametrize("detector", ["louvain", "girvan_newman", "hierarchical", "spectral", "random"])
+def test_fasttog_runs_with_every_detector_within_max_size(dense, detector):
+    q = Question("q", "what is related to [n0]", dense.ids_of(["n0"]))
+    res, calls, _ = run("fasttog", dense, lambda k, u: "{A} {B}" if "prune" in k else "Answer: Unknown", question=q,
+                        width=2, d_max=2, detector=detector, max_size=3)
+    assert res.trace["detector"] == detector and res.trace["call_bound"]["holds"]
+    assert all(len(c) <= 3 for d in res.trace["depths"] for ch in d["chains"] for c in ch)
+
+
 def test_neighbour_sampling_decays_with_hops_and_is_seeded(dense):
     start = frozenset(dense.ids_of(["n0"]))
     kw = dict(r_max=2, max_nodes=10_000, max_edges=10_000, graph_id=None)
@@ -487,8 +504,8 @@ def test_tog_end_to_end_on_real_metaqa(metaqa, llm):
 
 
 def test_fasttog_end_to_end_on_real_metaqa(metaqa, llm):
-    questions, results = _real("fasttog", metaqa, llm, width=2, d_max=2, candidates=3, max_nodes=150, max_community_triples=4,
-                                 prune_tokens=8)
+    questions, results = _real("fasttog", metaqa, llm, width=2, d_max=2, candidates=3, max_nodes=150,
+                               max_community_triples=4, prune_tokens=8)
     for res, calls in results:
         assert res.depth <= 2 and len(calls) <= call_bound(2, 2)
         assert res.trace["call_bound"] == {"calls": len(calls), "bound": call_bound(2, 2), "holds": True}
