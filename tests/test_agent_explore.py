@@ -347,12 +347,27 @@ def metaqa(tmp_path_factory):
     write_duckdb(path, {"entities": t.entities, "relations": t.relations, "triples": t.triples,
                         "questions": t.questions})
     store = KGStore(path)
-    index = EmbeddingIndex(
-        model=MODEL,
-        entity_vectors=encode(store.names(np.arange(store.num_entities)), model=MODEL),
-        relation_vectors=encode([str(r).replace("_", " ") for r in store.relation_names], model=MODEL),
-    )
+    names = store.names(np.arange(store.num_entities))
+    index = EmbeddingIndex(model=MODEL, entity_vectors=_entity_vectors(names),
+                           relation_vectors=encode([str(r).replace("_", " ") for r in store.relation_names], model=MODEL))
     return store, index, questions_from_table(t.questions)
+
+
+def _entity_vectors(names: list[str]) -> np.ndarray:
+    """Vectors of the 43k MetaQA entity names: the ``index`` stage's output when the repository has it and it
+    matches (same row count, 32 sampled names re-encoded to the same vectors), else encoded here (~1 min+)."""
+    from pathlib import Path
+
+    from kgrag.embed import read_vectors
+
+    stored = Path(__file__).resolve().parents[1] / "data" / "index" / "entities.parquet"
+    if stored.exists():
+        vecs = read_vectors(stored)
+        pick = np.random.default_rng(0).choice(len(names), size=min(32, len(names)), replace=False)
+        if vecs.shape[0] == len(names) and np.all(
+                np.sum(vecs[pick] * encode([names[i] for i in pick], model=MODEL), axis=1) > 0.999):
+            return vecs
+    return encode(names, model=MODEL)
 
 
 @pytest.fixture(scope="module")
@@ -363,8 +378,9 @@ def smollm():
 
 
 @pytest.mark.parametrize("name,params", [
-    ("agent", {"max_steps": 2, "step_max_tokens": 48, "max_observation_triples": 8}),
-    ("explore", {"max_steps": 1, "depth": 1, "max_entities": 2, "prune": "llm", "max_context_triples": 15}),
+    ("agent", {"max_steps": 1, "step_max_tokens": 48, "max_observation_triples": 8, "answer_max_tokens": 48}),
+    ("explore", {"max_steps": 1, "depth": 1, "max_entities": 1, "max_neighbours": 8, "prune": "embedding",
+                 "thought_max_tokens": 32, "prune_max_tokens": 16, "max_context_triples": 10, "answer_max_tokens": 48}),
 ])
 def test_end_to_end_with_smollm_on_metaqa(metaqa, smollm, name, params):
     kg, index, questions = metaqa
@@ -381,12 +397,14 @@ def test_end_to_end_with_smollm_on_metaqa(metaqa, smollm, name, params):
     for (res, calls), row in zip(results, rows):
         assert isinstance(res.answer, str) and res.answer.strip(), res.trace
         assert not any(c.failed for c in calls), [c.reply.error for c in calls]
-        assert row[S.REQUESTS] == len(calls) >= 2 and row[S.LLM_CALLS] >= len(calls)
+        assert row[S.REQUESTS] == len(calls) >= 1 and row[S.LLM_CALLS] >= len(calls)
         assert row[S.TOKENS_IN] > 0 and row[S.DEPTH] >= 1
         trace = json.loads(row[S.TRACE])
         assert trace["reasoner"] == name and len(trace["calls"]) == len(calls)
         if name == "agent":
+            assert len(calls) == len(trace["steps"]) + (res.fallback == "observations")
             assert trace["steps"] and all({"thought", "action", "observation"} <= set(s) for s in trace["steps"])
         else:
             assert trace["steps"] and trace["steps"][0]["thought"] and trace["seed_entities"]
+            assert len(calls) == 1 or trace["triples"]  # answered at once, or explored the KG first
     print(f"\n{name}: {seconds:.1f}s, calls {[len(c) for _, c in results]}, answers {[r.answer for r, _ in results]}")

@@ -43,6 +43,8 @@ class AgentParams(StrategyParams):
     max_steps: int = Field(6, ge=1, le=30, description="Thought/Action/Observation steps before the fallback answer")
     step_max_tokens: int = Field(64, ge=8, description="tokens of one Thought + Action reply")
     max_observation_triples: int = Field(15, ge=1, description="triples / values shown in one observation")
+    answer_max_tokens: int = Field(
+        160, ge=8, description="tokens of the fallback answer call (chain of thought over the observations)")
 
 
 SYSTEM = (
@@ -225,7 +227,8 @@ class AgentDomain:
         self.step_no += 1
         groups = [[self.request(s, temperature, seeds[i][j]) for j in range(k)] for i, s in enumerate(states)]
         recs = yield from gather(groups)
-        return [[self.step(s, text_of(r), i, j) for j, r in enumerate(rs)] for i, (s, rs) in enumerate(zip(states, recs))]
+        return [[self.step(s, text_of(r), i, j) for j, r in enumerate(rs)]
+                for i, (s, rs) in enumerate(zip(states, recs))]
 
     def done(self, state: AgentState) -> bool:
         return state.answer is not None
@@ -274,7 +277,8 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
     if finished:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
     facts = dom.observations(best)
-    (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts)]
+    (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts,
+                               max_tokens=params.answer_max_tokens)]
     ans, ok = cot_answer(text_of(rec))
     trace["fallback_reply"] = text_of(rec)
     return Reasoning(answer=ans, depth=res.steps, fallback="observations", trace=trace,

@@ -55,6 +55,8 @@ class ExploreParams(StrategyParams):
     thought_max_tokens: int = Field(64, ge=8, description="tokens of one thought")
     prune_max_tokens: int = Field(24, ge=4, description="tokens of an extraction or pruning reply")
     max_context_triples: int = Field(40, ge=1, description="triples shown in the thought and answer prompts")
+    answer_max_tokens: int = Field(
+        160, ge=8, description="tokens of the final answer call (chain of thought over the triples found)")
 
 
 SYSTEM = "You answer a question over a knowledge graph, one short thought at a time."
@@ -274,7 +276,8 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     if finished:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
     facts = dom.facts(best) if kg is not None else ""
-    (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts)]
+    (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts,
+                               max_tokens=params.answer_max_tokens)]
     ans, ok = cot_answer(text_of(rec))
     trace["answer_reply"] = text_of(rec)
     return Reasoning(answer=ans, depth=res.steps, trace=trace, unparseable=unparseable + int(not ok and bool(
