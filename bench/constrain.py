@@ -43,6 +43,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=int, default=40, help="questions (seeded sample of the pipeline's)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0 = generate.llamacpp.n_threads); "
+                    "1 is far faster on an oversubscribed machine (llama.cpp threads spin-wait)")
     ap.add_argument("--out", default="reports/bench/constrain.json")
     args = ap.parse_args()
     params = load("params.yaml")
@@ -55,7 +57,10 @@ def main() -> None:
     rows = [retrieved[i] for i in pick]
     questions = [qs[r[S.QUESTION_ID]] for r in rows]
     contexts = contexts_for(rows, kg=kg, params=g)
-    backend = LlamaCppBackend(g.module_params("llamacpp"), timeout_s=g.timeout_s)
+    lp = g.module_params("llamacpp")
+    if args.threads:
+        lp = lp.model_copy(update={"n_threads": args.threads})
+    backend = LlamaCppBackend(lp, timeout_s=g.timeout_s)
     client = LLMClient(backend, cache=None, retries=g.retries, backoff_s=g.backoff_s)
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
@@ -66,7 +71,7 @@ def main() -> None:
         "machine": machine(), "questions": len(questions), "seed": args.seed, "model": backend.model_id,
         "settings": {"backend": "llamacpp", "context": g.context, "max_context_triples": g.max_context_triples,
                      "max_tokens": g.max_tokens, "temperature": g.temperature, "few_shot": g.few_shot,
-                     "cache": None},
+                     "n_threads": lp.n_threads, "cache": None},
         "context_entities_mean": float(np.mean([len(n) for n in names])),
         "answer_in_context": float(np.mean(in_context)),
         "note": "Hit@1 = kgrag.evaluate.answer_scores on parse_answers(prediction); constrained = the answer "
