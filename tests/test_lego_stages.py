@@ -417,3 +417,27 @@ def test_preset_stage_override_and_unknown_preset():
         RetrieveParams(method="lego", lego={"preset": "lego-99"})
     with pytest.raises(ValueError, match="max_ent"):
         RetrieveParams(method="lego", lego={"extract": {"name": "ppr", "params": {"max_ent": 0}}})
+
+
+@pytest.mark.parametrize("granularity", ["triple", "edge", "node"])
+def test_pruning_granularity(granularity, kg, index):
+    from kgrag.lego.prune import PruneParams, prune_extracted
+
+    g = whole(kg)
+    seeds = seed_of(kg, g, "Al Pacino")
+    ext = Extracted(nodes=np.arange(g.n), scores=np.ones(g.n), edges=np.arange(len(g.edges)))
+    before = snapshot(g)
+    p = PruneParams(scorer={"name": "bm25"}, granularity=granularity, window=2)
+    out = prune_extracted(graph=g, extracted=ext, seeds=seeds, params=p, ctx=ctx_for(kg, index))
+    assert same(before, g) and set(seeds.tolist()) <= set(out.nodes.tolist())
+    ends = set(g.src[out.edges].tolist()) | set(g.dst[out.edges].tolist())
+    assert ends <= set(out.nodes.tolist())
+    rel = {str(kg.relation_names[r]) for r in g.relations[out.edges]}
+    if granularity == "triple":
+        assert len(out.edges) == 2
+    if granularity == "edge":  # "who directed ..." : BM25 on relation names keeps directed_by edges
+        assert rel == {"directed_by"} and len(out.edges) == 2
+    if granularity == "node":  # 2 best-named nodes + the seed, and only edges among them
+        assert len(out.nodes) <= 3
+        assert all(a in set(out.nodes.tolist()) and b in set(out.nodes.tolist())
+                   for a, b in zip(g.src[out.edges].tolist(), g.dst[out.edges].tolist()))
