@@ -119,3 +119,26 @@ def e2e_project(tmp_path_factory) -> Path:
 def e2e_first_run(e2e_project: Path) -> str:
     """`dvc repro` of the whole pipeline in the copy, once per test session."""
     return run(["dvc", "repro"], e2e_project)
+
+
+@pytest.fixture(scope="session")
+def kg(tmp_path_factory) -> KGStore:
+    """The tiny movie KG as a store, shared by the module tests (read-only)."""
+    path = tmp_path_factory.mktemp("kg") / "kg.duckdb"
+    write_duckdb(path, tiny_tables(MOVIES))
+    return KGStore(path)
+
+
+@pytest.fixture(scope="session")
+def index(kg):
+    """An embedding index (packaged MiniLM) over the tiny KG's entity and relation names."""
+    import numpy as np
+
+    from kgrag.embed import EmbeddingIndex, encode
+
+    model = "all-MiniLM-L6-v2"
+    return EmbeddingIndex(
+        model=model,
+        entity_vectors=encode(kg.names(np.arange(kg.num_entities)), model=model),
+        relation_vectors=encode([str(r).replace("_", " ") for r in kg.relation_names], model=model),
+    )

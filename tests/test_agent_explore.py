@@ -23,7 +23,7 @@ from kgrag.reasoners.baselines import COT_SYSTEM
 from kgrag.reasoners.strategies import EVAL_SYSTEM
 from kgrag.store import KGStore, write_duckdb
 from kgrag.types import Question
-from tests.conftest import METAQA, MOVIES, tiny_tables
+from tests.conftest import METAQA
 
 MODEL = "all-MiniLM-L6-v2"
 NO_DEMO = Sampling(few_shot=False)
@@ -57,22 +57,6 @@ def user(req) -> str:
 def turns(req) -> int:
     """Agent steps already in a request (assistant turns after the question)."""
     return sum(1 for r, _ in req.messages if r == "assistant")
-
-
-@pytest.fixture(scope="module")
-def kg(tmp_path_factory):
-    path = tmp_path_factory.mktemp("kg") / "kg.duckdb"
-    write_duckdb(path, tiny_tables(MOVIES))
-    return KGStore(path)
-
-
-@pytest.fixture(scope="module")
-def index(kg):
-    return EmbeddingIndex(
-        model=MODEL,
-        entity_vectors=encode(kg.names(np.arange(kg.num_entities)), model=MODEL),
-        relation_vectors=encode([str(r).replace("_", " ") for r in kg.relation_names], model=MODEL),
-    )
 
 
 def q(text: str, i: int = 0) -> Question:

@@ -10,19 +10,12 @@ from kgrag.finetune import Triplet, finetune_st, margin_loss, pair_accuracy, que
 from kgrag.lego import SCORERS
 from kgrag.lego.types import Context
 from kgrag.registry import LOADERS
-from kgrag.store import KGStore, questions_from_table, write_duckdb
+from kgrag.store import KGStore, questions_from_table
 from kgrag.types import Question
-from tests.conftest import METAQA, MOVIES, tiny_tables
+from tests.conftest import METAQA
 
 MODEL = "all-MiniLM-L6-v2"
 QUESTION = "who directed the movies starred by Al Pacino"
-
-
-@pytest.fixture(scope="module")
-def kg(tmp_path_factory):
-    path = tmp_path_factory.mktemp("kg") / "kg.duckdb"
-    write_duckdb(path, tiny_tables(MOVIES))
-    return KGStore(path)
 
 
 def _q(kg, topic: str, answers: list[str]) -> Question:

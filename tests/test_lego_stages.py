@@ -8,7 +8,6 @@ import igraph
 import numpy as np
 import pytest
 
-from kgrag.embed import EmbeddingIndex, encode
 from kgrag.lego import EXTRACTORS, FILTERS, REFINERS, SCORERS
 from kgrag.lego.extract_ppr import local_ppr
 from kgrag.lego.filter_shortest import shortest_path_dag
@@ -50,24 +49,6 @@ def scores_reply(prompt: str) -> str:
     """Rate item i as 1/i."""
     items = [ln for ln in prompt.splitlines() if ln[:1].isdigit()]
     return "\n".join(f"{i + 1}: {1 / (i + 1):.3f}" for i in range(len(items)))
-
-
-@pytest.fixture(scope="module")
-def kg(tmp_path_factory):
-    from tests.conftest import MOVIES
-
-    path = tmp_path_factory.mktemp("kg") / "kg.duckdb"
-    write_duckdb(path, tiny_tables(MOVIES))
-    return KGStore(path)
-
-
-@pytest.fixture(scope="module")
-def index(kg):
-    return EmbeddingIndex(
-        model=MODEL,
-        entity_vectors=encode(kg.names(np.arange(kg.num_entities)), model=MODEL),
-        relation_vectors=encode([str(r).replace("_", " ") for r in kg.relation_names], model=MODEL),
-    )
 
 
 def whole(kg) -> LocalGraph:

@@ -9,7 +9,6 @@ import pytest
 
 from kgrag import schema as S
 from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams
-from kgrag.embed import EmbeddingIndex, encode
 from kgrag.lego import REFINERS, SCORERS
 from kgrag.lego.presets import PRESETS
 from kgrag.lego.table import instance_row, modules_of, render, row_key, uses_llm
@@ -17,28 +16,10 @@ from kgrag.lego.types import Context
 from kgrag.llm import LLMClient
 from kgrag.params import RetrieveParams
 from kgrag.runner import retrieve_rows
-from kgrag.store import KGStore, write_duckdb
 from kgrag.types import Question
-from tests.conftest import MOVIES, tiny_tables
 
 MODEL = "all-MiniLM-L6-v2"
 QUESTION = "who directed the movies starred by [Al Pacino]"
-
-
-@pytest.fixture(scope="module")
-def kg(tmp_path_factory):
-    path = tmp_path_factory.mktemp("kg") / "kg.duckdb"
-    write_duckdb(path, tiny_tables(MOVIES))
-    return KGStore(path)
-
-
-@pytest.fixture(scope="module")
-def index(kg):
-    return EmbeddingIndex(
-        model=MODEL,
-        entity_vectors=encode(kg.names(np.arange(kg.num_entities)), model=MODEL),
-        relation_vectors=encode([str(r).replace("_", " ") for r in kg.relation_names], model=MODEL),
-    )
 
 
 def test_preset_descriptions():

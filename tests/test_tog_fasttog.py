@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from kgrag.duckdb_io import write_duckdb
-from kgrag.embed import EmbeddingIndex, encode
 from kgrag.llm import LLMClient, LLMReply
 from kgrag.reasoners import REASONERS, ReasonInput, Sampling, rows_of, run_batched
 from kgrag.reasoners.fasttog import (
@@ -75,19 +74,6 @@ def letter_of(user: str, needle: str) -> str:
 
 def none_letter(user: str) -> str:
     return letter_of(user, "None of the above")
-
-
-@pytest.fixture(scope="module")
-def kg(tmp_path_factory) -> KGStore:
-    path = tmp_path_factory.mktemp("kg") / "kg.duckdb"
-    write_duckdb(path, tiny_tables(MOVIES))
-    return KGStore(path)
-
-
-@pytest.fixture(scope="module")
-def index(kg) -> EmbeddingIndex:
-    return EmbeddingIndex(model=MODEL, entity_vectors=encode(kg.names(np.arange(kg.num_entities)), model=MODEL),
-                          relation_vectors=encode([str(r).replace("_", " ") for r in kg.relation_names], model=MODEL))
 
 
 def random_kg(tmp_path: Path, n: int, m: int, seed: int) -> KGStore:
