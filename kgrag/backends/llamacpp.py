@@ -41,9 +41,15 @@ def packaged_gguf(package: str = DEFAULT_PACKAGE) -> Path:
 
 @functools.lru_cache(maxsize=2)
 def _load(path: str, n_ctx: int, n_threads: int, n_batch: int):
+    import atexit
+
     from llama_cpp import Llama
 
-    return Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, verbose=False, seed=0)
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, verbose=False, seed=0)
+    # free it while the interpreter is whole: Llama.__del__ at shutdown finds llama.cpp's bindings gone
+    # and prints a TypeError traceback per model
+    atexit.register(llm.close)
+    return llm
 
 
 @BACKENDS.register("llamacpp", params=LlamaCppParams)
