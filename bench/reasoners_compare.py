@@ -1,0 +1,86 @@
+"""Every reasoning module on the same MetaQA questions with the embedded LLM: Hit@1, Hit, F1, average depth,
+reasoner LLM calls and tokens per question, seconds per question; FastToG at several maximum community sizes M
+(the paper's Figure 3 on our data). Reads the default pipeline's outputs (data/validated, data/index,
+data/retrieve: run `dvc repro retrieve` first), writes ``reports/bench/reasoners_compare.json`` after each
+configuration, so an interrupted run keeps what it finished (and the LLM call cache keeps its calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine, write_result  # noqa: E402
+
+from kgrag import io, schema as S  # noqa: E402
+from kgrag.duckdb_io import read_tables  # noqa: E402
+from kgrag.embed import open_index  # noqa: E402
+from kgrag.evaluate import answer_scores, summarize  # noqa: E402
+from kgrag.llm import CallCache, LLMClient  # noqa: E402
+from kgrag.params import load  # noqa: E402
+from kgrag.reasoners import Sampling  # noqa: E402
+from kgrag.registry import BACKENDS  # noqa: E402
+from kgrag.runner import contexts_for, reason_rows  # noqa: E402
+from kgrag.store import open_store, questions_from_table  # noqa: E402
+
+CONFIGS = [
+    ("answer", {}), ("io", {}), ("cot", {}), ("cot-sc", {"samples": 3}),
+    ("tog", {"width": 2, "depth": 2}), ("agent", {"max_steps": 4}), ("explore", {"max_steps": 2, "depth": 1}),
+    *[("fasttog", {"width": 2, "d_max": 2, "max_size": m}) for m in (1, 2, 4, 8)],
+]
+
+
+def main() -> None:
+    """Run the comparison."""
+    import pyarrow as pa
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--questions", type=int, default=5, help="first N questions of the experiment's sample")
+    ap.add_argument("--out", default="reports/bench/reasoners_compare.json")
+    args = ap.parse_args()
+    params = load("params.yaml", [])
+    g = params.generate
+    db = io.VALIDATED / "kg.duckdb"
+    kg = open_store(str(db))
+    index = open_index(str(io.INDEX), params.index.model)
+    qrows = read_tables(db, ("questions",))["questions"].to_pylist()[: args.questions]
+    questions = questions_from_table(pa.Table.from_pylist(qrows, schema=S.QUESTIONS))
+    by_id = {r[S.QUESTION_ID]: r for r in io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()}
+    contexts = contexts_for([by_id[q.question_id] for q in questions], kg=kg, params=g)
+    entry = BACKENDS.get(g.backend)
+    client = LLMClient(entry.impl(g.module_params(), timeout_s=g.timeout_s),
+                       cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=g.retries, backoff_s=g.backoff_s)
+    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
+                        few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+    result = {"machine": machine(), "questions": len(questions), "backend": client.model_id,
+              "retrieval": params.retrieve.method, "rows": []}
+    for name, over in CONFIGS:
+        reason = params.reason.model_validate({"method": name, name: over})
+        t0 = time.perf_counter()
+        rows = reason_rows(questions=questions, contexts=contexts, client=client, reason=reason, sampling=sampling,
+                           kg=kg, index=index)
+        secs = time.perf_counter() - t0
+        scores = [answer_scores(prediction=r[S.PREDICTION], predicted=r[S.PREDICTED_ANSWERS], gold=q.answers)
+                  for r, q in zip(rows, questions)]
+        row = {"reasoner": name, "params": over,
+               **{k: summarize([s[k] for s in scores]) for k in ("hit_at_1", "hit_any", "f1")},
+               "depth_mean": summarize([r[S.DEPTH] for r in rows]),
+               "reasoner_calls_per_question": summarize([r[S.REQUESTS] for r in rows]),
+               "tokens_per_question": summarize([r[S.TOKENS_IN] + r[S.TOKENS_OUT] for r in rows]),
+               "unparseable": sum(r[S.UNPARSEABLE] for r in rows), "failed": sum(r[S.FAILED] for r in rows),
+               "seconds_per_question": secs / max(1, len(rows)),
+               "example": {"question": questions[0].text, "gold": list(questions[0].answers),
+                           "prediction": rows[0][S.PREDICTION][:300]}}
+        result["rows"].append(row)
+        print(f"[compare] {name} {over}: hit@1 {row['hit_at_1']} depth {row['depth_mean']} "
+              f"calls {row['reasoner_calls_per_question']} {row['seconds_per_question']:.1f} s/q", file=sys.stderr)
+        write_result(args.out, result)
+
+
+if __name__ == "__main__":
+    main()
