@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable, Sequence
 
-import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import io  # noqa: E402
-from kgrag.backends.llamacpp import packaged_gguf  # noqa: E402
+from kgrag.backends import llamacpp_server  # noqa: E402
 from kgrag.backends.openai import OpenAIBackend, OpenAIParams  # noqa: E402
 from kgrag.duckdb_io import read_tables  # noqa: E402
 from kgrag.llm import LLMClient, LLMReply, LLMRequest  # noqa: E402
@@ -50,33 +48,11 @@ from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched, run_o
 from kgrag.store import questions_from_table  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(*, n_threads: int, n_ctx: int, log_dir: Path) -> tuple[subprocess.Popen, str, list[str]]:
-    """A llama-cpp-python server on loopback (log to a file: a pipe would fill up and block it)."""
-    port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads), "--n_threads_batch",
-           str(n_threads), "--n_batch", "512", "--model_alias", "smollm2", "--verbose", "false"]
-    log = open(log_dir / f"server-{port}.log", "w+b")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(log.read().decode(errors="replace")[-2000:])
-        try:
-            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                return proc, url, cmd[2:]
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("llama_cpp.server did not start in 180 s")
+    """A llama-cpp-python server on loopback with ``n_threads`` threads for prompt and generation."""
+    port_log = log_dir / f"server-{len(list(log_dir.glob('server-*.log')))}.log"
+    return llamacpp_server.start_server(log_path=port_log, n_ctx=n_ctx, n_threads=n_threads, extra=(
+        "--n_threads_batch", str(n_threads), "--n_batch", "512", "--verbose", "false"))
 
 
 class RoundRobin:

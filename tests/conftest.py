@@ -79,6 +79,20 @@ def movies(movies_db: Path) -> KGStore:
     return KGStore(movies_db)
 
 
+def metaqa_sample_store(folder: Path, *, sample: int = 2, seed: int = 0):
+    """(KGStore of the real MetaQA KB, its first ``sample`` seeded 2-hop test questions) written under ``folder``."""
+    from kgrag.loaders.metaqa import load_metaqa
+    from kgrag.store import questions_from_table
+
+    if not (METAQA / "kb.txt").exists():
+        pytest.skip("real MetaQA data not found")
+    t = load_metaqa(path=str(METAQA), hops=2, split="test", sample=sample, seed=seed)
+    path = Path(folder) / "kg.duckdb"
+    write_duckdb(path, {"entities": t.entities, "relations": t.relations, "triples": t.triples,
+                        "questions": t.questions})
+    return KGStore(path), questions_from_table(t.questions)
+
+
 def run(cmd: list[str], cwd: Path) -> str:
     """Run a command in ``cwd`` with the venv on PATH; fail the test with its output tail if it fails."""
     # The project's own Prefect home and result store, not the test process's.

@@ -21,9 +21,8 @@ from kgrag.reasoners import agent as A
 from kgrag.reasoners import explore as X
 from kgrag.reasoners.baselines import COT_SYSTEM
 from kgrag.reasoners.strategies import EVAL_SYSTEM
-from kgrag.store import KGStore, write_duckdb
 from kgrag.types import Question
-from tests.conftest import METAQA
+from tests.conftest import metaqa_sample_store
 
 MODEL = "all-MiniLM-L6-v2"
 NO_DEMO = Sampling(few_shot=False)
@@ -321,20 +320,11 @@ def test_params_are_strict():
 
 @pytest.fixture(scope="module")
 def metaqa(tmp_path_factory):
-    if not (METAQA / "kb.txt").exists():
-        pytest.skip("real MetaQA data not found")
-    from kgrag.loaders.metaqa import load_metaqa
-    from kgrag.store import questions_from_table
-
-    t = load_metaqa(path=str(METAQA), hops=2, split="test", sample=2, seed=0)
-    path = tmp_path_factory.mktemp("metaqa") / "kg.duckdb"
-    write_duckdb(path, {"entities": t.entities, "relations": t.relations, "triples": t.triples,
-                        "questions": t.questions})
-    store = KGStore(path)
+    store, questions = metaqa_sample_store(tmp_path_factory.mktemp("metaqa"))
     names = store.names(np.arange(store.num_entities))
     index = EmbeddingIndex(model=MODEL, entity_vectors=_entity_vectors(names),
                            relation_vectors=encode([str(r).replace("_", " ") for r in store.relation_names], model=MODEL))
-    return store, index, questions_from_table(t.questions)
+    return store, index, questions
 
 
 def _entity_vectors(names: list[str]) -> np.ndarray:

@@ -3,17 +3,13 @@ real local OpenAI-compatible server (llama-cpp-python's server serving the same 
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
-import time
 from dataclasses import replace
 
-import httpx
 import pytest
 
 from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams, packaged_gguf
+from kgrag.backends.llamacpp_server import free_port, start_server
 from kgrag.backends.openai import OpenAIBackend, OpenAIParams
 from kgrag.generate import build_request
 from kgrag.llm import CallCache, LLMClient
@@ -52,39 +48,13 @@ def test_llamacpp_context_overflow_is_an_error_not_a_crash():
     assert r.error is not None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("server") / "server.log", "w+b")  # a pipe would fill up and block it
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "1024", "--n_threads", "2", "--model_alias", "smollm2"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(log.read().decode(errors="replace")[-2000:])
-        try:
-            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("llama_cpp.server did not start in 120 s")
+    proc, url, _ = start_server(log_path=tmp_path_factory.mktemp("server") / "server.log", n_ctx=1024, n_threads=2,
+                                timeout_s=120)
     yield url
     proc.terminate()
     proc.wait(timeout=30)
-    log.close()
 
 
 def test_openai_backend_against_real_server(server):
@@ -103,7 +73,7 @@ def test_openai_backend_records_http_errors(server):
     b = OpenAIBackend(OpenAIParams(base_url=server.replace("/v1", "/nope"), model="smollm2"), timeout_s=10)
     r = b.generate([_req()])[0]
     assert r.error is not None and "404" in r.error
-    dead = OpenAIBackend(OpenAIParams(base_url=f"http://127.0.0.1:{_free_port()}/v1"), timeout_s=2)
+    dead = OpenAIBackend(OpenAIParams(base_url=f"http://127.0.0.1:{free_port()}/v1"), timeout_s=2)
     assert dead.generate([_req()])[0].error is not None
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,23 +17,18 @@ import httpx
 import pytest
 
 from kgrag import schema as S
+from kgrag.backends.llamacpp_server import free_port
 from kgrag.params import GenerateParams
 from tests.conftest import E2E_SAMPLE, ROOT, run
 
 N_QUESTIONS = 12
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class FaultServer:
     """``tests/fault_server.py`` in its own process on a free loopback port."""
 
     def __init__(self, *args: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.fault_server", "--port", str(self.port), *args],
                                      cwd=ROOT)

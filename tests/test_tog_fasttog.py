@@ -20,9 +20,9 @@ from kgrag.reasoners.fasttog import (
     FastToGParams, LLMGraph2Text, Seq2SeqGraph2Text, call_bound, linearize, local_subgraph, triple2text,
 )
 from kgrag.reasoners.tog import ToGParams, parse_reasoning
-from kgrag.store import KGStore, questions_from_table
+from kgrag.store import KGStore
 from kgrag.types import Question
-from tests.conftest import METAQA, MOVIES, ROOT, tiny_tables
+from tests.conftest import MOVIES, ROOT, metaqa_sample_store, tiny_tables
 
 QUESTION = "who directed the movies starred by [Al Pacino]"
 MODEL = "all-MiniLM-L6-v2"
@@ -443,15 +443,7 @@ def test_parse_reasoning():
 
 @pytest.fixture(scope="module")
 def metaqa(tmp_path_factory):
-    if not (METAQA / "kb.txt").exists():
-        pytest.skip("real MetaQA data not found")
-    from kgrag.loaders.metaqa import load_metaqa
-
-    t = load_metaqa(path=str(METAQA), hops=2, split="test", sample=2, seed=0)
-    path = tmp_path_factory.mktemp("metaqa") / "kg.duckdb"
-    write_duckdb(path, {"entities": t.entities, "relations": t.relations, "triples": t.triples,
-                        "questions": t.questions})
-    return KGStore(path), questions_from_table(t.questions)
+    return metaqa_sample_store(tmp_path_factory.mktemp("metaqa"))
 
 
 @pytest.fixture(scope="module")
