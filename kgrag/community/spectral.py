@@ -8,7 +8,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.community.core import DETECTORS, community_modularity, groups
-from kgrag.registry import NoParams  # noqa: F401
 
 
 class SpectralParams(BaseModel):
@@ -38,8 +37,8 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int) -> np.nd
     return labels
 
 
-def embedding(n: int, edges: np.ndarray, dims: int) -> np.ndarray:
-    """Rows of the ``dims`` smallest eigenvectors of the symmetric normalized Laplacian, row-normalized."""
+def laplacian_eigenvectors(n: int, edges: np.ndarray) -> np.ndarray:
+    """Eigenvectors of the symmetric normalized Laplacian, columns by ascending eigenvalue."""
     a = np.zeros((n, n))
     if len(edges):
         a[edges[:, 0], edges[:, 1]] = 1.0
@@ -47,8 +46,12 @@ def embedding(n: int, edges: np.ndarray, dims: int) -> np.ndarray:
     d = a.sum(1)
     inv = np.where(d > 0, 1.0 / np.sqrt(np.maximum(d, 1e-12)), 0.0)
     lap = np.eye(n) - inv[:, None] * a * inv[None, :]
-    _, vecs = np.linalg.eigh(lap)
-    v = vecs[:, : max(1, min(dims, n))]
+    return np.linalg.eigh(lap)[1]
+
+
+def embedding(vecs: np.ndarray, dims: int) -> np.ndarray:
+    """Rows of the ``dims`` first eigenvectors, row-normalized."""
+    v = vecs[:, : max(1, min(dims, len(vecs)))]
     norm = np.linalg.norm(v, axis=1, keepdims=True)
     return v / np.where(norm > 0, norm, 1.0)
 
@@ -67,15 +70,16 @@ def spectral(*, n: int, edges: np.ndarray, seed: int, params: SpectralParams) ->
             yield np.zeros(n, dtype=np.int64)
         yield np.arange(n)
         return
-    rng = np.random.default_rng(seed)
-    ks = range(2, min(params.max_k, n) + 1)
+    vecs = laplacian_eigenvectors(n, edges)  # one decomposition serves every k
+
+    def labels(k: int) -> np.ndarray:
+        return kmeans(embedding(vecs, k), k, np.random.default_rng([seed, k]), params.kmeans_iter)
+
+    tried = {k: labels(k) for k in range(2, min(params.max_k, n) + 1)}
     best_k, best_q = 1, -np.inf
-    for k in ks:
-        lab = kmeans(embedding(n, edges, k), k, np.random.default_rng([seed, k]), params.kmeans_iter)
+    for k, lab in tried.items():
         q = community_modularity(n=n, edges=edges, communities=groups(lab)).sum()
         if q > best_q + 1e-12:
             best_k, best_q = k, q
     for k in range(best_k, n + 1):
-        yield np.arange(n) if k == n else kmeans(embedding(n, edges, k), k, np.random.default_rng([seed, k]),
-                                                  params.kmeans_iter)
-    del rng
+        yield np.arange(n) if k == n else (tried[k] if k in tried else labels(k))
