@@ -47,8 +47,9 @@ def _ask(args: argparse.Namespace) -> int:
 
     from kgrag import io
     from kgrag.embed import EmbeddingIndex
-    from kgrag.generate import build_request, context_text, parse_answers
+    from kgrag.generate import context_text, parse_answers
     from kgrag.llm import CallCache, LLMClient
+    from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_one
     from kgrag.registry import BACKENDS
     from kgrag.runner import retrieve_one
     from kgrag.store import KGStore
@@ -80,18 +81,23 @@ def _ask(args: argparse.Namespace) -> int:
     ctx = context_text(named, form=g.context, max_triples=g.max_context_triples)
     backend = BACKENDS.get(g.backend).impl(g.module_params(), timeout_s=g.timeout_s)
     client = LLMClient(backend, cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=g.retries, backoff_s=g.backoff_s)
-    req = build_request(question=args.question, context=ctx, temperature=g.temperature, top_p=g.top_p,
-                        max_tokens=g.max_tokens, seed=g.seed, few_shot=g.few_shot)
-    rec = client.generate([req])[0]
-    print("\nLLM calls:")
-    print(f"  {client.model_id}: attempts={rec.attempts} cached={rec.cached} tokens_in={rec.reply.tokens_in} "
-          f"tokens_out={rec.reply.tokens_out} latency_ms={rec.reply.latency_ms:.0f}"
-          + (f" error={rec.reply.error}" if rec.failed else ""))
-    if rec.failed:
+    # the same reasoner as the generate stage (reason.method), one question
+    entry = REASONERS.get(p.reason.method)
+    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
+                        few_shot=g.few_shot, separator=p.evaluate.answer_separator)
+    inp = ReasonInput(question=q, context=ctx, kg=kg, index=index, sampling=sampling,
+                      constrain_answer=p.reason.constrain_answer)
+    res, recs = run_one(entry.impl(inp=inp, params=p.reason.module_params()), client)
+    print(f"\nLLM calls: (reasoner {p.reason.method})")
+    for rec in recs:
+        print(f"  {client.model_id}: attempts={rec.attempts} cached={rec.cached} tokens_in={rec.reply.tokens_in} "
+              f"tokens_out={rec.reply.tokens_out} latency_ms={rec.reply.latency_ms:.0f}"
+              + (f" error={rec.reply.error}" if rec.failed else ""))
+    if not res.answer.strip() and recs and recs[-1].failed:
         print("\nanswer: (the LLM call failed)")
         return 1
-    print(f"\nanswer: {rec.reply.text.strip()}")
-    print(f"parsed: {parse_answers(rec.reply.text, p.evaluate.answer_separator)}")
+    print(f"\nanswer: {res.answer.strip()}" + (f"  (fallback: {res.fallback})" if res.fallback else ""))
+    print(f"parsed: {parse_answers(res.answer, p.evaluate.answer_separator)}")
     return 0
 
 
