@@ -191,6 +191,7 @@ def evaluate_rows(
                 S.UNPARSEABLE: g.get(S.UNPARSEABLE, 0), S.REASONER: g.get(S.REASONER),
                 S.FAILED: bool(g.get(S.FAILED, not g)),
                 S.ERROR: g.get(S.ERROR), S.RETRIEVE_MS: r.get(S.RETRIEVE_MS), S.GENERATE_MS: g.get(S.GENERATE_MS),
+                S.TRACE: g.get(S.TRACE),
             }
         )
     if judge is not None:

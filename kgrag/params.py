@@ -245,6 +245,7 @@ class ReportParams(Strict):
     """Report."""
 
     examples: int = Field(5, ge=0, description="questions shown in full in report.md")
+    traces: int = Field(3, ge=0, description="questions whose reasoner trace (steps and LLM calls) report.md shows")
 
 
 class Params(Strict):

@@ -1,7 +1,8 @@
-"""The human-readable report: metrics table, per-question-type breakdown, examples and a figure."""
+"""The human-readable report: metrics table, per-question-type breakdown, examples, reasoner traces, a figure."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
@@ -71,7 +72,40 @@ def figure_recall_vs_context(rows: Sequence[dict], path: str | Path) -> None:
     plt.close(fig)
 
 
-def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, validation: dict | None) -> str:
+def _short(value, limit: int) -> str:
+    """One line of at most ``limit`` characters for a table cell (JSON for structures)."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_trace(row: dict, *, limit: int = 300) -> list[str]:
+    """Markdown lines of one question's reasoner trace: its steps (chains, communities, actions, thoughts,
+    whatever the reasoner recorded) and every LLM call with its reply."""
+    try:
+        trace = json.loads(row.get("trace") or "{}")
+    except json.JSONDecodeError:
+        trace = {"unreadable trace": row.get("trace")}
+    calls = trace.pop("calls", [])
+    out = [f"**{row['question']}** — reasoner `{row.get('reasoner')}`, depth {row.get('depth')}, "
+           f"{len(calls)} LLM calls; prediction `{_short(row.get('prediction') or '', 120)}`; "
+           f"gold {_short(' | '.join(row.get('gold') or []), 120)}", ""]
+    if trace:
+        out += ["| step | recorded |", "|---|---|"]
+        out += [f"| {k} | {_short(v, limit)} |" for k, v in trace.items()]
+        out.append("")
+    if calls:
+        out += ["| call | key | tokens in / out | cached | attempts | reply or error |", "|---|---|---|---|---|---|"]
+        for i, c in enumerate(calls, 1):
+            said = c.get("error") or c.get("reply") or ""
+            out.append(f"| {i} | `{c.get('key')}` | {c.get('tokens_in')} / {c.get('tokens_out')} | "
+                       f"{'yes' if c.get('cached') else 'no'} | {c.get('attempts')} | {_short(said, 160)} |")
+        out.append("")
+    return out
+
+
+def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, validation: dict | None,
+           traces: int = 0) -> str:
     """Markdown of the report."""
     setup = metrics.get("setup", {})
     out = ["# kgrag report", ""]
@@ -132,4 +166,11 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
                 + (f"; first: `{ctx[0][:120]}`" if ctx else ""),
                 "",
             ]
+    with_trace = [r for r in rows if r.get("trace")][:traces]
+    if with_trace:
+        out += ["## Reasoner traces", "",
+                "Each question's steps as its reasoner recorded them, then every LLM call (the prompt is in the "
+                "call cache `.kgrag_cache/llm_calls.sqlite` under the key).", ""]
+        for r in with_trace:
+            out += render_trace(r)
     return "\n".join(out) + "\n"

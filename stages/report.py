@@ -1,4 +1,4 @@
-"""Stage report: reports/report.md with the metrics table, breakdowns, examples and a PNG figure."""
+"""Stage report: reports/report.md with the metrics table, breakdowns, examples, traces and a PNG figure."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> None:
     validation = io.read_json(io.VALIDATED / "summary.json") if (io.VALIDATED / "summary.json").exists() else None
     (io.REPORTS / "report.md").write_text(
         render(metrics=metrics, rows=rows, figure="figures/recall_vs_context.png", examples=p.examples,
-               validation=validation)
+               validation=validation, traces=p.traces)
     )
     print(f"[report] wrote {io.REPORTS / 'report.md'}")
 

@@ -20,6 +20,7 @@ from kgrag.reasoners.fasttog import (
     FastToGParams, LLMGraph2Text, Seq2SeqGraph2Text, call_bound, linearize, local_subgraph, triple2text,
 )
 from kgrag.reasoners.tog import ToGParams, parse_reasoning
+from kgrag.report import render, render_trace
 from kgrag.store import KGStore
 from kgrag.types import Question
 from tests.conftest import MOVIES, ROOT, metaqa_sample_store, tiny_tables
@@ -303,6 +304,24 @@ def test_fasttog_bound_is_counted_in_the_generations_row(kg):
     assert row["requests"] == len(calls) <= call_bound(2, 2) and row["depth"] == res.depth
 
 
+def test_trace_lists_every_call_with_its_reply_and_the_report_renders_it(kg):
+    res, calls, _ = run("fasttog", kg, fast_script, width=2, d_max=2)
+    (row,) = rows_of(question_ids=["q0"], results=[(res, calls)], reasoner="fasttog", separator="|", seed=0,
+                     per_q_ms=1.0)
+    trace = json.loads(row["trace"])
+    assert [c["reply"] for c in trace["calls"]] == [c.reply.text for c in calls]
+    md = render_trace({**row, "question": "q?", "gold": ["g"], "prediction": res.answer})
+    lines = [ln for ln in md if ln.startswith("| ") and ln.split("|")[1].strip().isdigit()]
+    assert len(lines) == len(calls)  # one table row per LLM call
+    assert any(ln.startswith("| depths |") for ln in md) and any(ln.startswith("| call_bound |") for ln in md)
+    rendered = render(metrics={"setup": {}}, rows=[{**row, "question": "q?", "gold": ["g"], "qtype": "t",
+                      "hit_at_1": 0, "hit_any": 0, "f1": 0, "retrieval_recall": None}], figure="f.png",
+                      examples=0, validation=None, traces=1)
+    assert "## Reasoner traces" in rendered and "| call_bound |" in rendered
+    assert "## Reasoner traces" not in render(metrics={"setup": {}}, rows=[], figure="f.png", examples=0,
+                                              validation=None, traces=1)
+
+
 def test_fasttog_raises_when_the_bound_is_exceeded(kg, monkeypatch):
     import kgrag.reasoners.fasttog as ft
 
@@ -471,7 +490,14 @@ def _real(name, metaqa, llm, **params):
         assert isinstance(res.answer, str) and res.answer.strip()
         assert row["depth"] == res.depth and row["requests"] == len(calls) >= 1
         assert res.trace["depth_reached"] == res.depth and 0 <= res.depth
+        # the report shows the trace with every real call's reply
+        md = "\n".join(render_trace({**row, "question": q.text, "gold": list(q.answers)}))
+        assert md.count("\n| ") >= len(calls) and all(_cell(c.reply.text) in md for c in calls)
     return questions, results
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")[:40]
 
 
 def test_tog_end_to_end_on_real_metaqa(metaqa, llm):

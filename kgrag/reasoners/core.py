@@ -117,7 +117,8 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
     """Generations rows (``schema.GENERATIONS``): the answer, every call's cost, failure, trace and depth.
 
     A question *failed* when its reasoner got no answer because calls failed: its last call failed and
-    the answer is empty. Every call is listed in the trace (key, attempts, cached, tokens, error).
+    the answer is empty. Every call is listed in the trace (key, attempts, cached, tokens, error, reply text;
+    the prompt is in the call cache under the key).
     """
     from kgrag import schema as S
     from kgrag.generate import parse_answers
@@ -128,7 +129,7 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
         errors = [e for r in recs if r.failed for e in r.errors]
         trace = {**res.trace, "calls": [
             {"key": r.key[:16], "attempts": r.attempts, "cached": r.cached, "tokens_in": r.reply.tokens_in,
-             "tokens_out": r.reply.tokens_out, "error": r.reply.error} for r in recs]}
+             "tokens_out": r.reply.tokens_out, "error": r.reply.error, "reply": r.reply.text} for r in recs]}
         if res.fallback:
             trace["fallback"] = res.fallback
         out.append({
