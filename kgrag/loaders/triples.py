@@ -7,11 +7,18 @@ of fields or an empty head / relation / tail are quarantined with file, line and
 are not UTF-8; a duplicate triple is quarantined as ``"duplicate triple"`` (the first copy kept); a
 self-loop is kept and counted (``KGTables.stats["self_loops"]``). An empty file, or one with no valid
 triple, is an error naming the file.
+
+Two engines give the same tables and the same quarantine rows (``engine``): ``python`` reads line by line
+(the reference), ``vectorized`` (``kgrag.loaders.triples_arrow``) classifies and splits all lines at once
+with numpy / pyarrow (about 10x faster, for 10M-triple files) and runs the python rule only on the rare
+lines it cannot classify in bulk. ``auto`` (default) takes ``vectorized`` when it applies: no CSV quoting
+and a one-byte (ASCII) delimiter other than CR / LF.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -41,6 +48,9 @@ class TriplesParams(BaseModel):
     relation: int | str = Field(1, description="relation column: position or header name")
     tail: int | str = Field(2, description="tail column: position or header name")
     columns: int | None = Field(None, ge=1, description="fields per line (default: the header's, else last used column + 1)")
+    engine: Literal["auto", "python", "vectorized"] = Field(
+        "auto", description="python (line by line), vectorized (numpy/pyarrow, same output), auto (vectorized "
+        "when it applies: no quotechar, one-byte ASCII delimiter)")
 
     @model_validator(mode="after")
     def _columns(self) -> "TriplesParams":
@@ -54,23 +64,17 @@ class TriplesParams(BaseModel):
         return self
 
 
-@LOADERS.register("triples", params=TriplesParams)
-def load_triples(
-    *, path: str, questions: str | None = None, split: str = "test", delimiter: str = "\t",
-    quotechar: str | None = None, header: bool = False, head: int | str = 0, relation: int | str = 1,
-    tail: int | str = 2, columns: int | None = None, sample: int = 0, seed: int = 0,
-) -> KGTables:
-    """A triples TSV/CSV (columns by position or header name) and optional JSONL questions."""
-    src = Path(path)
-    f = str(src)
-    bad: list[tuple[str, int, str, str]] = []
-    records = csv_records(read_nonempty(src, bad, "triples file"), delimiter, quotechar)
+def column_layout(
+    src: Path, header_fields: list[str] | None, *, header: bool, head: int | str, relation: int | str,
+    tail: int | str, columns: int | None,
+) -> tuple[int, int, int, int]:
+    """(fields per line, head / relation / tail positions) from the params and, with ``header``, the header
+    record's fields (None: unreadable header, an error)."""
     pos = [head, relation, tail]
     if header:
-        first = next(records, None)
-        if first is None or first[1] is None:
+        if header_fields is None:
             raise LoaderInputError(f"{src}: header row unreadable")
-        names = [c.strip() for c in first[1]]
+        names = [c.strip() for c in header_fields]
         for i, c in enumerate(pos):
             if isinstance(c, str):
                 if c not in names:
@@ -82,17 +86,58 @@ def load_triples(
     if max(int(p) for p in pos) >= expected:
         raise LoaderInputError(f"{src}: column position {max(int(p) for p in pos)} beyond the {expected} fields per line")
     h, r, t = (int(p) for p in pos)
+    return expected, h, r, t
+
+
+def field_count_reason(expected: int, got: int, delimiter: str) -> str:
+    """Quarantine reason of a record with the wrong number of fields."""
+    return f"expected {expected} {delimiter!r}-separated fields, got {got}"
+
+
+def empty_reason(empty: list[str]) -> str:
+    """Quarantine reason of a record whose head / relation / tail (``empty``, in that order) is blank."""
+    return f"empty {'/'.join(empty)} field"
+
+
+def record_problem(fields: list[str], expected: int, cols: tuple[int, int, int], delimiter: str) -> str | None:
+    """Why a parsed record is not a triple (wrong field count, blank head / relation / tail), or None."""
+    if len(fields) != expected:
+        return field_count_reason(expected, len(fields), delimiter)
+    empty = [n for n, i in zip(("head", "relation", "tail"), cols) if not fields[i].strip()]
+    return empty_reason(empty) if empty else None
+
+
+@LOADERS.register("triples", params=TriplesParams)
+def load_triples(
+    *, path: str, questions: str | None = None, split: str = "test", delimiter: str = "\t",
+    quotechar: str | None = None, header: bool = False, head: int | str = 0, relation: int | str = 1,
+    tail: int | str = 2, columns: int | None = None, engine: str = "auto", sample: int = 0, seed: int = 0,
+) -> KGTables:
+    """A triples TSV/CSV (columns by position or header name) and optional JSONL questions."""
+    from kgrag.loaders import triples_arrow
+
+    why = triples_arrow.unsupported(delimiter=delimiter, quotechar=quotechar)
+    if engine == "vectorized" and why:
+        raise LoaderInputError(f"{path}: engine 'vectorized' does not apply: {why} (use engine: python or auto)")
+    if engine == "vectorized" or (engine == "auto" and why is None):
+        return triples_arrow.load_triples_vectorized(
+            path=path, questions=questions, split=split, delimiter=delimiter, header=header, head=head,
+            relation=relation, tail=tail, columns=columns, sample=sample, seed=seed)
+    src = Path(path)
+    f = str(src)
+    bad: list[tuple[str, int, str, str]] = []
+    records = csv_records(read_nonempty(src, bad, "triples file"), delimiter, quotechar)
+    first = next(records, None) if header else None
+    expected, h, r, t = column_layout(src, first[1] if first else None, header=header, head=head,
+                                      relation=relation, tail=tail, columns=columns)
     kg = KGBuilder()
     for no, fields, raw, err in records:
         if fields is None:
             bad.append((f, no, err, raw[:200]))
             continue
-        if len(fields) != expected:
-            bad.append((f, no, f"expected {expected} {delimiter!r}-separated fields, got {len(fields)}", raw[:200]))
-            continue
-        empty = [n for n, i in (("head", h), ("relation", r), ("tail", t)) if not fields[i].strip()]
-        if empty:
-            bad.append((f, no, f"empty {'/'.join(empty)} field", raw[:200]))
+        problem = record_problem(fields, expected, (h, r, t), delimiter)
+        if problem:
+            bad.append((f, no, problem, raw[:200]))
             continue
         kg.add(fields[h], fields[r], fields[t], None, (f, no), bad, raw)
     if not kg.rows:
