@@ -170,8 +170,64 @@ def _lego_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from kgrag import compare
+
+    if args.exp_json:
+        raw = Path(args.exp_json).read_text()
+    else:
+        cmd = [sys.executable, "-m", "dvc", "exp", "show", "--json"] + (["--all-commits"] if args.all else [])
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"error: `dvc exp show --json` failed:\n{done.stderr.strip()}", file=sys.stderr)
+            return 1
+        raw = done.stdout
+    exps, skipped = compare.parse_exp_show(json.loads(raw), primary_metrics=args.metrics_file)
+    if args.exp:
+        try:
+            chosen = compare.select(exps, args.exp, skipped=skipped)
+        except KeyError as e:
+            print(f"error: {e.args[0]}", file=sys.stderr)
+            return 2
+        skipped = []
+    else:  # every baseline and its finished experiments (the workspace only when named)
+        chosen = [e for e in exps if e.kind != "workspace"]
+    if not chosen:
+        print("error: no experiment with results to compare (run some with `dvc exp run`)"
+              + (f"; skipped: {', '.join(f'{s.name} ({s.reason})' for s in skipped)}" if skipped else ""),
+              file=sys.stderr)
+        return 1
+    metrics = [m.strip() for x in (args.metrics or [",".join(compare.KEY_METRICS)]) for m in x.split(",")
+               if m.strip()]
+    known = compare.numeric_metric_keys(chosen)
+    unknown = [m for m in metrics if m not in known]
+    if unknown:
+        print(f"error: unknown metric(s) {', '.join(unknown)}; numeric metrics of these experiments: "
+              f"{', '.join(known)}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    folder = out.with_suffix("")  # reports/compare.md -> reports/compare/*.png
+    for old in folder.glob("*.png") if folder.is_dir() else []:
+        old.unlink()
+    written = compare.write_plots(chosen, metrics=metrics, folder=folder)
+    note = (f"Made by `kgrag compare` from `dvc exp show --json`{' --all-commits' if args.all else ''}; "
+            f"metrics from `{args.metrics_file}`.")
+    md = compare.render(chosen, metrics=metrics, skipped=skipped, plots_dir=folder.name, note=note,
+                        metrics_file=args.metrics_file)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(md)
+    print(f"wrote {out} ({len(chosen)} experiments: {', '.join(e.name for e in chosen)}) and {len(written)} "
+          f"plots in {folder}/" + (f"; skipped: {', '.join(f'{s.name} ({s.reason})' for s in skipped)}"
+                                   if skipped else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to render --help)."""
+    from kgrag.compare import KEY_METRICS
+
     ap = argparse.ArgumentParser(prog="kgrag", description="Knowledge-graph RAG pipelines (run them with `dvc repro`).")
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("modules", help="list every registered module as `kind name`")
@@ -189,6 +245,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="questions for instances that call the LLM (slow on CPU; 0 = the whole sample)")
     t.add_argument("--out", default="reports/lego_instances", help="output path without extension")
     t.set_defaults(fn=_lego_table)
+    k = sub.add_parser(
+        "compare", help="side-by-side table and plots of DVC experiments (reports/compare.md)",
+        description="Compare DVC experiments (read from `dvc exp show --json`): a markdown table with one row per "
+        "experiment, the params that differ between them and the key metrics (best in bold), a bar chart per "
+        "metric and, when the experiments differ in one numeric param only, a plot of the metrics against it. "
+        "Queued, running and failed experiments are skipped with a note.")
+    k.add_argument("exp", nargs="*", metavar="EXP",
+                   help="experiments to compare, by name (`dvc exp show`'s [name]; a baseline by its branch name; "
+                   "`workspace`) or by a prefix of their commit (4+ characters); default: the baseline and all its "
+                   "finished experiments")
+    k.add_argument("--all", action="store_true",
+                   help="look at the experiments of every commit (`dvc exp show --all-commits`), not only HEAD's")
+    k.add_argument("--metrics", action="append", metavar="KEY[,KEY...]",
+                   help="metric keys of the metrics file to compare, comma-separated or repeated (nested keys "
+                   f"dotted); default: {', '.join(KEY_METRICS)}")
+    k.add_argument("--out", default="reports/compare.md",
+                   help="markdown file to write; plots go to the folder of the same name without the extension "
+                   "(default: reports/compare.md, plots in reports/compare/)")
+    k.add_argument("--metrics-file", default="reports/metrics.json",
+                   help="the metrics file whose keys are compared (default: reports/metrics.json)")
+    k.add_argument("--exp-json", metavar="PATH",
+                   help="read this saved `dvc exp show --json` output instead of running dvc")
+    k.set_defaults(fn=_compare)
     for p in (c, a, t):
         p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
