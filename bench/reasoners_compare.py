@@ -30,8 +30,9 @@ from kgrag.store import open_store, questions_from_table  # noqa: E402
 
 CONFIGS = [
     ("answer", {}), ("io", {}), ("cot", {}), ("cot-sc", {"samples": 3}),
-    ("tog", {"width": 2, "depth": 2}), ("agent", {"max_steps": 4}), ("explore", {"max_steps": 2, "depth": 1}),
+    ("tog", {"width": 2, "depth": 2}), ("agent", {"max_steps": 4}),
     *[("fasttog", {"width": 2, "d_max": 2, "max_size": m}) for m in (1, 2, 4, 8)],
+    ("explore", {"max_steps": 2, "depth": 1}),  # last: the costliest (about 7 calls with long prompts / question)
 ]
 
 
@@ -41,6 +42,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=int, default=5, help="first N questions of the experiment's sample")
+    ap.add_argument("--questions-for", action="append", default=[], metavar="REASONER=N",
+                    help="fewer questions (the first N of the same sample) for one reasoner, e.g. explore=20")
     ap.add_argument("--out", default="reports/bench/reasoners_compare.json")
     args = ap.parse_args()
     params = load("params.yaml", [])
@@ -59,15 +62,19 @@ def main() -> None:
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
     result = {"machine": machine(), "questions": len(questions), "backend": client.model_id,
               "retrieval": params.retrieve.method, "rows": []}
+    limits = {k: int(v) for k, v in (x.split("=", 1) for x in args.questions_for)}
     for name, over in CONFIGS:
         reason = params.reason.model_validate({"method": name, name: over})
+        qs = questions[: limits.get(name, len(questions))]
         t0 = time.perf_counter()
-        rows = reason_rows(questions=questions, contexts=contexts, client=client, reason=reason, sampling=sampling,
-                           kg=kg, index=index)
+        rows = reason_rows(questions=qs, contexts=contexts[: len(qs)], client=client, reason=reason,
+                           sampling=sampling, kg=kg, index=index)
         secs = time.perf_counter() - t0
         scores = [answer_scores(prediction=r[S.PREDICTION], predicted=r[S.PREDICTED_ANSWERS], gold=q.answers)
-                  for r, q in zip(rows, questions)]
-        row = {"reasoner": name, "params": over,
+                  for r, q in zip(rows, qs)]
+        row = {"reasoner": name, "params": over, "questions": len(qs),
+               # seconds / question count only the calls not served by the call cache of an earlier run
+               "answers_from_cache": sum(r[S.CACHED] for r in rows),
                **{k: summarize([s[k] for s in scores]) for k in ("hit_at_1", "hit_any", "f1")},
                "depth_mean": summarize([r[S.DEPTH] for r in rows]),
                "reasoner_calls_per_question": summarize([r[S.REQUESTS] for r in rows]),

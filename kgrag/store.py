@@ -163,12 +163,16 @@ class KGStore:
         lookup = self._name_index()
         return tuple(lookup[n] for n in names if n in lookup)
 
-    def find_entities(self, text: str) -> list[int]:
-        """Entities for a free-text question: ``[bracketed]`` names, else the longest names found in it."""
+    def find_entities(self, text: str, among: np.ndarray | None = None) -> list[int]:
+        """Entities for a free-text question: ``[bracketed]`` names, else the longest names found in it;
+        only entities of ``among`` when given (say, a question's own graph: ``question_nodes``)."""
         import re
 
         lookup = self._name_index()
         bracketed = re.findall(r"\[([^\]]+)\]", text)
+        if among is not None:
+            keep = set(np.asarray(among, dtype=np.int64).tolist())
+            lookup = {n: i for n, i in lookup.items() if i in keep}
         if bracketed:
             return [lookup[b] for b in bracketed if b in lookup]
         low = text.lower()
@@ -226,11 +230,12 @@ class KGStore:
 
     def graph_neighbourhood(
         self, seeds: np.ndarray | list[int], hops: int, max_edges: int, graph_id: str | None,
-        include_global: bool = False,
+        include_global: bool = False, relation_priority: np.ndarray | None = None,
     ) -> Neighbourhood:
         """Like ``neighbourhood`` but walking only graph ``graph_id``'s edges (plus the global KG's when
         ``include_global``): nodes within ``hops`` (undirected) of ``seeds``, closest hop first; past
-        ``max_edges`` the farthest hop is cut (edge order) and ``truncated`` set."""
+        ``max_edges`` the farthest hop is cut (by descending ``relation_priority[relation]`` when given,
+        else in edge order) and ``truncated`` set."""
         allowed = self.graph_edges(graph_id)
         if include_global and graph_id is not None:
             allowed = np.sort(np.concatenate([allowed, self.graph_edges(None)]))
@@ -248,6 +253,8 @@ class KGStore:
             eid = np.flatnonzero(hit)
             if n_edges + len(eid) > max_edges:
                 eid, truncated = eid[: max_edges - n_edges], True
+                if relation_priority is not None:
+                    eid = eid[np.argsort(-relation_priority[self.relations[allowed[eid]]], kind="stable")]
             taken[eid] = True
             n_edges += len(eid)
             edges.append(allowed[eid])
@@ -262,6 +269,37 @@ class KGStore:
         return Neighbourhood(np.concatenate(nodes), all_edges, truncated)
 
     @functools.cache
+    # ---- what one question may see: its own graph, else the global KG ------------------------------
+
+    def question_neighbourhood(
+        self, seeds: np.ndarray | list[int], hops: int, max_edges: int, *, graph_id: str | None,
+        relation_priority: np.ndarray | None = None,
+    ) -> Neighbourhood:
+        """The neighbourhood every retriever and graph reasoner walks for a question over ``graph_id``.
+
+        A question with its own graph (``graph_id`` set) sees that graph's edges only; a global-KG question
+        (``graph_id`` None) sees the global KG: all edges on a KG without per-question graphs (``neighbourhood``),
+        else only the edges that belong to no per-question graph, so that no question reads another's graph.
+        """
+        if graph_id is None and not self.has_graphs:
+            return self.neighbourhood(seeds, hops, max_edges, relation_priority=relation_priority)
+        return self.graph_neighbourhood(seeds, hops, max_edges, graph_id, relation_priority=relation_priority)
+
+    def question_degree(self, ids: np.ndarray, *, graph_id: str | None) -> np.ndarray:
+        """Undirected degree of each id counting only the edges a question over ``graph_id`` sees
+        (``question_neighbourhood``); ``degree`` on a KG without per-question graphs."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if graph_id is None and not self.has_graphs:
+            return self.degree(ids)
+        e = self.graph_edges(graph_id)
+        counts = np.bincount(np.concatenate([self.heads[e], self.tails[e]]), minlength=self.num_entities)
+        return counts[ids] if len(ids) else np.zeros(0, dtype=np.int64)
+
+    def question_nodes(self, *, graph_id: str | None) -> np.ndarray | None:
+        """Entity ids a question over ``graph_id`` may name (sorted): its graph's nodes; None = every entity
+        (a global-KG question)."""
+        return None if graph_id is None else self.graph_nodes(graph_id)
+
     def _name_index(self) -> dict[str, int]:
         return {str(n): i for i, n in enumerate(self.entity_names) if n is not None}
 

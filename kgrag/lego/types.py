@@ -35,7 +35,7 @@ class LocalGraph:
     src: np.ndarray  # local head of each edge
     dst: np.ndarray  # local tail of each edge
     relations: np.ndarray  # relation id of each edge
-    degree: np.ndarray  # whole-KG undirected degree of each local node
+    degree: np.ndarray  # undirected degree of each local node in what the question sees (whole KG, or its own graph)
     edge_subset: np.ndarray | None = None  # edge positions the adjacency holds (None = all)
 
     @functools.cached_property
@@ -63,14 +63,15 @@ class LocalGraph:
         return self._adjacency[2]
 
     @staticmethod
-    def build(*, kg: Any, nodes: np.ndarray, edges: np.ndarray) -> "LocalGraph":
-        """The graph of ``edges`` (triple indices of ``kg``) over ``nodes`` (must hold every edge end)."""
+    def build(*, kg: Any, nodes: np.ndarray, edges: np.ndarray, graph_id: str | None = None) -> "LocalGraph":
+        """The graph of ``edges`` (triple indices of ``kg``) over ``nodes`` (must hold every edge end); node
+        degrees count the edges a question over ``graph_id`` sees (``KGStore.question_degree``)."""
         nodes = np.unique(np.asarray(nodes, dtype=np.int64))
         edges = np.asarray(edges, dtype=np.int64)
         src = np.searchsorted(nodes, kg.heads[edges]).astype(np.int64)
         dst = np.searchsorted(nodes, kg.tails[edges]).astype(np.int64)
         return LocalGraph(nodes, edges, src, dst, kg.relations[edges].astype(np.int64),
-                          kg.degree(nodes) if len(nodes) else np.zeros(0, dtype=np.int64))
+                          kg.question_degree(nodes, graph_id=graph_id) if len(nodes) else np.zeros(0, dtype=np.int64))
 
     @property
     def n(self) -> int:

@@ -13,6 +13,9 @@ Graphs", section 4.2.1, after Graph-CoT, Jin et al. 2024, and ReAct). Actions:
 - ``NodeDegree[node, relation]``: how many such neighbours (empty relation = all).
 - ``Finish[answer]``: ends the chain with ``answer``.
 
+A question with its own graph (``Question.graph_id``, e.g. ExplaGraphs) only sees that graph: nodes resolve
+to its nodes and edges are its edges (``KGStore.question_neighbourhood``).
+
 The action line is parsed leniently: any case, spaces or underscores inside the name (``neighbor_check``),
 quotes around arguments, round/curly or missing brackets, a missing ``Action:`` prefix. Two-argument
 actions split at the last comma (entity names may hold commas). Documented fallbacks: a reply with no
@@ -130,6 +133,7 @@ class AgentDomain:
 
     def __init__(self, inp: ReasonInput, params: AgentParams) -> None:
         self.inp, self.p, self.kg, self.index = inp, params, inp.kg, inp.index
+        self.gid = inp.question.graph_id  # a question with its own graph: every action stays inside it
         self.unparseable = 0
         self.log: list[dict] = []
         self.step_no = 0
@@ -153,7 +157,7 @@ class AgentDomain:
 
     # ---- actions ------------------------------------------------------------------------------------
     def _node(self, text: str) -> tuple[int | None, str]:
-        nid, how = resolve_entity(self.kg, self.index, text)
+        nid, how = resolve_entity(self.kg, self.index, text, graph_id=self.gid)
         if nid is None:
             return None, f"No node matches '{text}'."
         name = self.kg.names([nid])[0]
@@ -172,13 +176,13 @@ class AgentDomain:
         if kg is None:
             return "No knowledge graph is available."
         if name == "RetrieveNode":
-            nid, how = resolve_entity(kg, self.index, args[0])
+            nid, how = resolve_entity(kg, self.index, args[0], graph_id=self.gid)
             return f"No node matches '{args[0]}'." if nid is None else f"The node is {kg.names([nid])[0]}."
         nid, note = self._node(args[0])
         if nid is None:
             return note
         node = kg.names([nid])[0]
-        rels = relations_of(kg, nid)
+        rels = relations_of(kg, nid, graph_id=self.gid)
         feature = args[1]
         if name == "NodeFeature" and feature.lower() in _NAME_FEATURES:
             return f"{note}name: {node}"
@@ -186,16 +190,16 @@ class AgentDomain:
         if feature and feature.lower() not in ("all", "relations", "attributes", "features", "any", "edges"):
             rel = resolve_relation(kg, self.index, feature, among=rels)
         if name == "NodeDegree":
-            e = edges_of(kg, nid, rel)
+            e = edges_of(kg, nid, rel, graph_id=self.gid)
             what = f"by {rel_name(kg, rel)}" if rel is not None else "in total"
             return f"{note}{node} has {len({other_end(kg, x, nid) for x in e.tolist()})} neighbours {what}."
         if name == "NeighborCheck" or rel is not None:
-            e = edges_of(kg, nid, rel)
+            e = edges_of(kg, nid, rel, graph_id=self.gid)
             return note + (self._triples(e.tolist()) if len(e) else f"{node} has no {feature} neighbours.")
         # NodeFeature with a non-relation feature: every relation and its values
         parts = []
         for r in rels[: self.p.max_observation_triples]:
-            vals = [kg.names([other_end(kg, x, nid)])[0] for x in edges_of(kg, nid, r).tolist()]
+            vals = [kg.names([other_end(kg, x, nid)])[0] for x in edges_of(kg, nid, r, graph_id=self.gid).tolist()]
             shown = ", ".join(vals[:5]) + (f", ... ({len(vals)} in all)" if len(vals) > 5 else "")
             parts.append(f"{rel_name(kg, r)}: {shown}")
         return note + (f"{node} - " + "; ".join(parts) if parts else f"{node} has no relations.")

@@ -16,6 +16,9 @@ Each step (paper: "Grounding LLM Reasoning with Knowledge Graphs", section 4.2.2
    of the neighbour's name); the kept triples join the context and their new ends become seen entities.
    Every prompt of a sub-step — all branches, all entities — goes out in one yield (one batch).
 
+A question with its own graph (``Question.graph_id``) explores that graph only: entities resolve to its nodes and
+edges are its edges (``KGStore.question_neighbourhood``).
+
 After ``max_steps`` without an ``Answer:`` thought, one chain-of-thought call answers from the triples found.
 Documented fallbacks (each counted in ``Reasoning.unparseable``): a pruning reply without a valid letter keeps
 the embedding ranking's best (the listed order without an index); an extraction reply with no matched entity
@@ -80,6 +83,7 @@ class ExploreDomain:
 
     def __init__(self, inp: ReasonInput, params: ExploreParams) -> None:
         self.inp, self.p, self.kg, self.index = inp, params, inp.kg, inp.index
+        self.gid = inp.question.graph_id  # a question with its own graph: exploration stays inside it
         self.unparseable = 0
         self.log: list[dict] = []
         self.step_no = 0
@@ -163,7 +167,7 @@ class ExploreDomain:
             names = parse_answers(text_of(rec), "|")
             matched = []
             for n in names[:8]:
-                nid, how = resolve_entity(self.kg, self.index, n, min_score=p.entity_min_score)
+                nid, how = resolve_entity(self.kg, self.index, n, min_score=p.entity_min_score, graph_id=self.gid)
                 if nid is not None:
                     matched.append({"text": n, "entity": self.kg.names([nid])[0], "how": how})
                     if nid not in child.seen:
@@ -178,7 +182,8 @@ class ExploreDomain:
                 todo = [e for e in child.seen if e not in child.visited][: p.max_entities]
                 child.visited = child.visited | frozenset(todo)
                 for ent in todo:
-                    visits.append((child, log, ent, self.rank_relations(relations_of(self.kg, ent), qs[id(child)])))
+                    visits.append((child, log, ent, self.rank_relations(relations_of(self.kg, ent, graph_id=self.gid),
+                                                                         qs[id(child)])))
             if not visits:
                 break
             # relation pruning
@@ -199,7 +204,7 @@ class ExploreDomain:
             reqs, cands = [], []
             for (child, _, ent, _), rels in zip(visits, kept_rels):
                 have = set(child.edges)
-                es = [int(e) for r in rels for e in edges_of(self.kg, ent, r).tolist() if int(e) not in have]
+                es = [int(e) for r in rels for e in edges_of(self.kg, ent, r, graph_id=self.gid).tolist() if int(e) not in have]
                 es = self.rank_edges(es, ent, qs[id(child)])[:26]
                 if p.prune == "llm" and len(es) > p.max_neighbours:
                     reqs.append([self.pick_request(f"Facts about {self.kg.names([ent])[0]}", child.thoughts[-1],
@@ -246,7 +251,8 @@ class ExploreDomain:
 
 def _init(inp: ReasonInput) -> ExploreState:
     kg = inp.kg
-    seeds = kg.find_entities(inp.question.text) if kg is not None else []
+    gid = inp.question.graph_id
+    seeds = kg.find_entities(inp.question.text, among=kg.question_nodes(graph_id=gid)) if kg is not None else []
     if not seeds and kg is not None:
         seeds = [i for i in inp.question.topic_ids if 0 <= i < kg.num_entities]
     return ExploreState(seen=tuple(int(s) for s in seeds))

@@ -26,26 +26,36 @@ def _lower_index(kg) -> dict[str, int]:
     return out
 
 
-def resolve_entity(kg, index, text: str, *, min_score: float = 0.0) -> tuple[int | None, str]:
+def resolve_entity(kg, index, text: str, *, min_score: float = 0.0, graph_id: str | None = None
+                   ) -> tuple[int | None, str]:
     """The entity ``text`` names: (id, how) with how = exact | case | found | embedding; (None, "none").
 
     Exact name, then the name ignoring case, then ``KGStore.find_entities`` (a ``[bracketed]`` name or the
     longest KG name inside the text), then the nearest entity name by embedding (cosine ≥ ``min_score``).
+    A question with its own graph (``graph_id``) only resolves to that graph's nodes.
     """
     name = clean_name(text)
     if not name:
         return None, "none"
-    got = kg.ids_of([name])
+    among = kg.question_nodes(graph_id=graph_id)
+    allowed = (lambda i: True) if among is None else set(among.tolist()).__contains__
+    got = [i for i in kg.ids_of([name]) if allowed(i)]
     if got:
         return int(got[0]), "exact"
     low = _lower_index(kg).get(name.lower())
-    if low is not None:
+    if low is not None and allowed(low):
         return int(low), "case"
-    found = kg.find_entities(text)
+    found = kg.find_entities(text, among=among)
     if found:
         return int(found[0]), "found"
-    if index is not None and len(index.entity_vectors):
-        ids, scores = index.search_entities(index.encode([name])[0], 1)
+    if index is not None and len(index.entity_vectors) and (among is None or len(among)):
+        qvec = index.encode([name])[0]
+        if among is None:
+            ids, scores = index.search_entities(qvec, 1)
+        else:
+            sims = index.entity_vectors[among] @ qvec
+            best = int(np.argmax(sims))
+            ids, scores = among[best:best + 1], sims[best:best + 1]
         if len(ids) and float(scores[0]) >= min_score:
             return int(ids[0]), "embedding"
     return None, "none"
@@ -78,19 +88,20 @@ def resolve_relation(kg, index, text: str, among: list[int] | None = None) -> in
     return None
 
 
-def edges_of(kg, node: int, rel: int | None = None) -> np.ndarray:
-    """Edge indices incident to ``node`` (either direction), optionally of relation ``rel``, in edge order."""
-    nb = kg.neighbourhood([int(node)], 1, 10**12)
+def edges_of(kg, node: int, rel: int | None = None, *, graph_id: str | None = None) -> np.ndarray:
+    """Edge indices incident to ``node`` (either direction), optionally of relation ``rel``, in edge order;
+    only those a question over ``graph_id`` sees (``KGStore.question_neighbourhood``)."""
+    nb = kg.question_neighbourhood([int(node)], 1, 10**12, graph_id=graph_id)
     e = np.sort(nb.edges)
     if rel is not None:
         e = e[kg.relations[e] == int(rel)]
     return e
 
 
-def relations_of(kg, node: int) -> list[int]:
-    """Relation ids on ``node``'s edges, in first-seen edge order."""
+def relations_of(kg, node: int, *, graph_id: str | None = None) -> list[int]:
+    """Relation ids on ``node``'s edges (those a question over ``graph_id`` sees), in first-seen edge order."""
     seen: list[int] = []
-    for r in kg.relations[edges_of(kg, node)].tolist():
+    for r in kg.relations[edges_of(kg, node, graph_id=graph_id)].tolist():
         if r not in seen:
             seen.append(int(r))
     return seen

@@ -132,12 +132,9 @@ def fallback_answer(kind: str, rec: CallRecord) -> tuple[str, int]:
 
 
 def incident_edges(kg: Any, ids: Sequence[int], graph_id: str | None, max_edges: int) -> np.ndarray:
-    """Triple indices of the edges touching ``ids`` (the question's own graph when it has one), sorted."""
-    seeds = np.asarray(list(ids), dtype=np.int64)
-    if graph_id is not None:
-        nb = kg.graph_neighbourhood(seeds, 1, max_edges, graph_id, include_global=True)
-    else:
-        nb = kg.neighbourhood(seeds, 1, max_edges)
+    """Triple indices of the edges touching ``ids`` that a question over ``graph_id`` sees (its own graph
+    when it has one, else the global KG: ``KGStore.question_neighbourhood``), sorted."""
+    nb = kg.question_neighbourhood(np.asarray(list(ids), dtype=np.int64), 1, max_edges, graph_id=graph_id)
     return np.sort(nb.edges)
 
 

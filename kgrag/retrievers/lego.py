@@ -120,7 +120,8 @@ def path_nodes_edges(paths: Sequence[Path], seeds: np.ndarray) -> tuple[np.ndarr
 
 @RETRIEVERS.register("lego", params=LegoParams, version="1")
 def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, max_edges) -> Subgraph:
-    """LEGO-GraphRAG retrieval on the topics' k-hop neighbourhood: extract, prune, filter paths, refine.
+    """LEGO-GraphRAG retrieval on the topics' k-hop neighbourhood (within the question's own graph when it
+    has one: ``KGStore.question_neighbourhood``): extract, prune, filter paths, refine.
 
     The triples are those of the refined paths, best first; ``trace["stages"]`` holds, per stage, its
     module, node/edge/path counts, answer recall, (``trace_ms``) wall time and (``trace_nodes``) node ids.
@@ -145,8 +146,9 @@ def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, m
         stages.append(info)
 
     t0 = time.perf_counter()
-    nb = kg.neighbourhood(topics, hops, max_edges, relation_priority=index.relation_vectors @ query_vec)
-    graph = LocalGraph.build(kg=kg, nodes=nb.nodes, edges=nb.edges)
+    nb = kg.question_neighbourhood(topics, hops, max_edges, graph_id=question.graph_id,
+                                   relation_priority=index.relation_vectors @ query_vec)
+    graph = LocalGraph.build(kg=kg, nodes=nb.nodes, edges=nb.edges, graph_id=question.graph_id)
     seeds = graph.local(topics)
     ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
                   topic_names=tuple(kg.names(topics)), llm=lambda: llm_client(params.llm))

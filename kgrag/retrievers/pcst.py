@@ -229,7 +229,8 @@ def one_tree(*, nodes: np.ndarray, chosen: np.ndarray, edges: np.ndarray, root: 
 
 @RETRIEVERS.register("pcst", params=PCSTParams, version="1")
 def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, max_edges) -> Subgraph:
-    """G-Retriever: prizes from k-NN on node/edge embeddings, PCST over the topic's k-hop neighbourhood.
+    """G-Retriever: prizes from k-NN on node/edge embeddings, PCST over the topic's k-hop neighbourhood
+    (within the question's own graph when it has one: ``KGStore.question_neighbourhood``).
 
     References
     ----------
@@ -239,7 +240,7 @@ def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, m
     if not topics:
         return Subgraph.empty(method="pcst", reason="no topic entity in the KG")
     rel_sim = index.relation_vectors @ query_vec
-    nb = kg.neighbourhood(topics, hops, max_edges, relation_priority=rel_sim)
+    nb = kg.question_neighbourhood(topics, hops, max_edges, graph_id=question.graph_id, relation_priority=rel_sim)
     nodes = np.sort(nb.nodes)
     eidx = nb.edges
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]

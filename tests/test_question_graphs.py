@@ -1,0 +1,190 @@
+"""Per-question graphs and one global KG through the same modules: every retriever, the agent / explore tools
+and ToG's edge reads stay inside a question's own graph, and a global-KG question sees exactly the global KG.
+
+The fixture is built by the real ``triples`` loader (global KG file + questions JSONL whose questions carry
+their own graph) and a real DuckDB file, so it exercises the path the pipeline takes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgrag.duckdb_io import write_duckdb
+from kgrag.embed import EmbeddingIndex, encode
+from kgrag.loaders.triples import load_triples
+from kgrag.params import RetrieveParams
+from kgrag.reasoners.kgtools import edges_of, relations_of, resolve_entity
+from kgrag.reasoners.tog import incident_edges
+from kgrag.registry import RETRIEVERS
+from kgrag.runner import retrieve_one
+from kgrag.store import KGStore, questions_from_table
+from tests.conftest import MOVIES
+
+MODEL = "all-MiniLM-L6-v2"
+# Two per-question graphs that reuse global entities (Heat, Top Gun, Al Pacino) with other edges, so that a
+# retriever walking the global KG (or the other graph) from the same topic would return foreign triples.
+GRAPHS = {
+    "g1": [["Heat", "directed_by", "Ridley Scott"], ["Heat", "starred_actors", "Val Kilmer"],
+           ["Top Gun", "starred_actors", "Val Kilmer"], ["Val Kilmer", "release_year", "1959"]],
+    "g2": [["Al Pacino", "has_tags", "Scarface"], ["Scarface", "directed_by", "Brian De Palma"],
+           ["Brian De Palma", "directed_by", "Heat"]],
+}
+QUESTIONS = [
+    {"id": "g1", "question": "who directed [Heat]", "topic_entities": ["Heat"], "answers": ["Ridley Scott"],
+     "graph": GRAPHS["g1"]},
+    {"id": "g2", "question": "who directed the movies tagged with [Al Pacino]", "topic_entities": ["Al Pacino"],
+     "answers": ["Brian De Palma"], "graph": GRAPHS["g2"]},
+    {"id": "global", "question": "who directed the movies starred by [Al Pacino]", "topic_entities": ["Al Pacino"],
+     "answers": ["Michael Mann", "Martin Scorsese"]},
+]
+
+
+def _store(folder: Path, questions: list[dict] | None) -> KGStore:
+    kb = folder / "kb.tsv"
+    kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
+    qpath = None
+    if questions:
+        qpath = folder / "questions.jsonl"
+        qpath.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    t = load_triples(path=str(kb), questions=str(qpath) if qpath else None)
+    assert t.quarantine.num_rows == 0, t.quarantine.to_pylist()
+    db = folder / "kg.duckdb"
+    write_duckdb(db, {"entities": t.entities, "relations": t.relations, "triples": t.triples,
+                      "questions": t.questions})
+    return KGStore(db)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> KGStore:
+    """The movie KG plus two questions with their own graphs and one global-KG question."""
+    return _store(tmp_path_factory.mktemp("mixed"), QUESTIONS)
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> KGStore:
+    """The movie KG alone (no per-question graph)."""
+    return _store(tmp_path_factory.mktemp("plain"), None)
+
+
+def _index(kg: KGStore) -> EmbeddingIndex:
+    """Vectors for every entity and relation id of ``kg`` (as the index stage writes them)."""
+    ids = np.nonzero(kg.entity_names != None)[0]  # noqa: E711
+    ent = np.zeros((kg.num_entities, 384), dtype=np.float32)
+    ent[ids] = encode(kg.names(ids), model=MODEL)
+    return EmbeddingIndex(model=MODEL, entity_vectors=ent,
+                          relation_vectors=encode([str(r).replace("_", " ") for r in kg.relation_names], model=MODEL))
+
+
+@pytest.fixture(scope="module")
+def indexes(mixed, plain):
+    return {"mixed": _index(mixed), "plain": _index(plain)}
+
+
+def _questions(kg: KGStore) -> dict:
+    from kgrag.duckdb_io import read_tables
+
+    return {q.question_id: q for q in questions_from_table(read_tables(kg.path, ("questions",))["questions"])}
+
+
+def _named(kg: KGStore, heads, rels, tails) -> set[tuple[str, str, str]]:
+    return set(kg.named_triples(heads, rels, tails))
+
+
+def _retrieve(method: str, kg: KGStore, index: EmbeddingIndex, q):
+    params = RetrieveParams(method=method, pcst={"topk": 5, "topk_e": 5, "cost_e": 0.1})
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=kg, index=index, params=params)
+    return sub
+
+
+def test_fixture_holds_both_graphs_and_the_global_kg(mixed):
+    qs = _questions(mixed)
+    assert qs["g1"].graph_id == "g1" and qs["g2"].graph_id == "g2" and qs["global"].graph_id is None
+    assert mixed.has_graphs
+    assert len(mixed.graph_edges("g1")) == 4 and len(mixed.graph_edges("g2")) == 3
+    assert len(mixed.graph_edges(None)) == len(MOVIES)
+    # the embedding index covers every node and relation of every per-question graph
+    for g in ("g1", "g2"):
+        e = mixed.graph_edges(g)
+        assert mixed.graph_nodes(g).max() < mixed.num_entities
+        assert mixed.relations[e].max() < len(mixed.relation_names)
+
+
+@pytest.mark.parametrize("method", RETRIEVERS.names())
+def test_retrievers_stay_inside_the_questions_graph(method, mixed, indexes):
+    index = indexes["mixed"]
+    qs = _questions(mixed)
+    for gid in ("g1", "g2"):
+        q = qs[gid]
+        sub = _retrieve(method, mixed, index, q)
+        mine = {tuple(t) for t in GRAPHS[gid]}
+        got = _named(mixed, sub.heads, sub.relations, sub.tails)
+        assert got <= mine, f"{method} on {gid}: foreign triples {got - mine}"
+        graph_nodes = set(mixed.graph_nodes(gid).tolist())
+        assert set(sub.node_ids.tolist()) <= graph_nodes | set(q.topic_ids)
+        if method != "none":
+            assert got, f"{method} retrieved nothing from {gid}'s graph"
+            # the neighbourhood it searched was the question's graph, not the global KG around the topic
+            assert 0 < sub.neighbourhood_edges <= len(GRAPHS[gid])
+
+
+@pytest.mark.parametrize("method", RETRIEVERS.names())
+def test_global_question_is_unaffected_by_per_question_graphs(method, mixed, plain, indexes):
+    q_mixed = _questions(mixed)["global"]
+    sub = _retrieve(method, mixed, indexes["mixed"], q_mixed)
+    got = _named(mixed, sub.heads, sub.relations, sub.tails)
+    assert got <= set(MOVIES), f"{method}: triples of a per-question graph leaked: {got - set(MOVIES)}"
+    # the same question over the same KG without any per-question graph retrieves the same triples
+    topic = plain.ids_of(["Al Pacino"])
+    q_plain = type(q_mixed)(question_id="global", text=q_mixed.text, topic_ids=topic)
+    ref = _retrieve(method, plain, indexes["plain"], q_plain)
+    assert got == _named(plain, ref.heads, ref.relations, ref.tails)
+    assert sub.neighbourhood_edges == ref.neighbourhood_edges
+
+
+def test_question_neighbourhood_and_degree(mixed):
+    heat = mixed.ids_of(["Heat"])[0]
+    g1 = mixed.question_neighbourhood([heat], 2, 100, graph_id="g1")
+    assert set(g1.edges.tolist()) == set(mixed.graph_edges("g1").tolist())
+    glob = mixed.question_neighbourhood([heat], 1, 100, graph_id=None)
+    assert set(glob.edges.tolist()) <= set(mixed.graph_edges(None).tolist())
+    assert mixed.question_degree(np.array([heat]), graph_id="g1")[0] == 2  # directed_by + starred_actors in g1
+    assert mixed.question_degree(np.array([heat]), graph_id=None)[0] == 3  # MOVIES: Heat has 3 edges
+    # g2's "(Brian De Palma, directed_by, Heat)" is not the global KG's
+    assert mixed.degree(np.array([heat]))[0] == 6
+    # cut by relation priority: the highest-priority relation's edges are kept first
+    prio = np.zeros(len(mixed.relation_names))
+    prio[list(mixed.relation_names).index("starred_actors")] = 1.0
+    cut = mixed.question_neighbourhood([heat], 1, 1, graph_id="g1", relation_priority=prio)
+    assert cut.truncated and mixed.relation_names[mixed.relations[cut.edges[0]]] == "starred_actors"
+
+
+def test_agent_and_explore_tools_stay_inside_the_graph(mixed, indexes):
+    index = indexes["mixed"]
+    heat = mixed.ids_of(["Heat"])[0]
+    g1_edges = set(mixed.graph_edges("g1").tolist())
+    assert set(edges_of(mixed, heat, graph_id="g1").tolist()) <= g1_edges
+    assert len(edges_of(mixed, heat, graph_id="g1")) == 2
+    assert set(edges_of(mixed, heat).tolist()) <= set(mixed.graph_edges(None).tolist())
+    rels = {mixed.relation_names[r] for r in relations_of(mixed, heat, graph_id="g1")}
+    assert rels == {"directed_by", "starred_actors"}
+    # a name of the global KG that is not in the question's graph does not resolve there ...
+    assert resolve_entity(mixed, None, "Michael Mann", graph_id="g1") == (None, "none")
+    assert resolve_entity(mixed, None, "Michael Mann")[1] == "exact"
+    # ... and the embedding fallback only picks the graph's nodes
+    nid, how = resolve_entity(mixed, index, "Ridley Scot", graph_id="g1")
+    assert how == "embedding" and mixed.names([nid]) == ["Ridley Scott"]
+    nid, how = resolve_entity(mixed, index, "Michael Mann", graph_id="g1", min_score=-1.0)
+    assert nid in set(mixed.graph_nodes("g1").tolist())
+    found = mixed.find_entities("a question about Top Gun and Michael Mann", among=mixed.graph_nodes("g1"))
+    assert mixed.names(found) == ["Top Gun"]
+
+
+def test_tog_reads_only_the_questions_graph(mixed):
+    pacino = mixed.ids_of(["Al Pacino"])[0]
+    assert set(incident_edges(mixed, [pacino], "g2", 100).tolist()) <= set(mixed.graph_edges("g2").tolist())
+    glob = incident_edges(mixed, [pacino], None, 100)
+    assert len(glob) == 2 and set(glob.tolist()) <= set(mixed.graph_edges(None).tolist())
