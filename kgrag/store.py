@@ -169,10 +169,10 @@ class KGStore:
         import re
 
         lookup = self._name_index()
-        bracketed = re.findall(r"\[([^\]]+)\]", text)
         if among is not None:
             keep = set(np.asarray(among, dtype=np.int64).tolist())
             lookup = {n: i for n, i in lookup.items() if i in keep}
+        bracketed = re.findall(r"\[([^\]]+)\]", text)
         if bracketed:
             return [lookup[b] for b in bracketed if b in lookup]
         low = text.lower()
@@ -252,9 +252,9 @@ class KGStore:
             hit = (np.isin(h, fr) | np.isin(t, fr)) & ~taken
             eid = np.flatnonzero(hit)
             if n_edges + len(eid) > max_edges:
-                eid, truncated = eid[: max_edges - n_edges], True
                 if relation_priority is not None:
                     eid = eid[np.argsort(-relation_priority[self.relations[allowed[eid]]], kind="stable")]
+                eid, truncated = eid[: max_edges - n_edges], True
             taken[eid] = True
             n_edges += len(eid)
             edges.append(allowed[eid])
@@ -268,7 +268,6 @@ class KGStore:
         all_edges = np.concatenate(edges) if edges else np.zeros(0, dtype=np.int64)
         return Neighbourhood(np.concatenate(nodes), all_edges, truncated)
 
-    @functools.cache
     # ---- what one question may see: its own graph, else the global KG ------------------------------
 
     def question_neighbourhood(
@@ -300,6 +299,7 @@ class KGStore:
         (a global-KG question)."""
         return None if graph_id is None else self.graph_nodes(graph_id)
 
+    @functools.cache
     def _name_index(self) -> dict[str, int]:
         return {str(n): i for i, n in enumerate(self.entity_names) if n is not None}
 
