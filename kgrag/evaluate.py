@@ -9,6 +9,9 @@
   and the gold answers joined by `` | `` (the grounding paper's rule-based metric, Lin 2004).
 - ``judge``: an LLM judge's yes / no to "does the model answer match the ground truth answer?" (the
   grounding paper's GPT4Score, with any backend); an unparseable verdict counts as no and is counted.
+- ``accuracy`` (label tasks: questions with ``choices``, e.g. ExplaGraphs' support / counter): the prediction
+  parsed to one label (``parse_label``) equals the gold label; an unparseable prediction is wrong and counted
+  in ``label_unparseable``. ``accuracy_answered`` leaves out failed generations.
 
 ``llm_calls_per_question`` counts backend attempts (0 for an answer served from the call cache);
 ``llm_answers_from_cache`` counts those cached answers, so stage times can be read right.
@@ -53,6 +56,32 @@ def answer_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[s
         "recall": recall,
         "f1": f1,
     }
+
+
+def parse_label(*, prediction: str, predicted: Sequence[str], choices: Sequence[str]) -> str | None:
+    """The one label of ``choices`` a prediction names; None when it names none or several (unparseable).
+
+    Rule, on normalized text (``normalize``): the first parsed answer equal to a label wins; else the labels
+    the text mentions as words, allowing an inflection (``supports``, ``countered``, ``supporting``), and
+    exactly one distinct label must be mentioned (``support or counter`` is ambiguous, so unparseable).
+    """
+    labels = {normalize(c): c for c in choices if normalize(c)}
+    if predicted:
+        first = normalize(predicted[0])
+        if first in labels:
+            return labels[first]
+    text = normalize(prediction)
+    named = [lab for key, lab in labels.items()
+             if re.search(r"(?<!\w)" + re.escape(key) + r"(?:s|es|ed|d|ing)?(?!\w)", text)]
+    return named[0] if len(named) == 1 else None
+
+
+def label_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[str], choices: Sequence[str]
+                 ) -> dict[str, object]:
+    """``label`` (the parsed label or None) and ``correct`` (1.0 when it is a gold label) of one label question."""
+    label = parse_label(prediction=prediction, predicted=predicted, choices=choices)
+    gold_n = {normalize(g) for g in gold}
+    return {"label": label, "correct": float(label is not None and normalize(label) in gold_n)}
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
@@ -160,8 +189,10 @@ def evaluate_rows(
     """Join questions, retrieval and generation rows; score each question and aggregate.
 
     Failed generations score 0 and are counted in ``failed``; retrieval recall ignores questions
-    without answer entities. With a ``judge`` client every prediction is also LLM-judged (``judge``,
-    ``judge_unparseable``); without one those metrics are absent.
+    without answer entities. Questions with ``choices`` (a label task) also get ``label`` / ``correct``
+    and the aggregates ``accuracy``, ``accuracy_answered``, ``label_unparseable`` and ``label_counts``;
+    ``task`` says ``entity``, ``label`` or ``mixed``. With a ``judge`` client every prediction is also
+    LLM-judged (``judge``, ``judge_unparseable``); without one those metrics are absent.
     """
     from kgrag import schema as S
 
@@ -174,6 +205,9 @@ def evaluate_rows(
         g = gen.get(qid, {})
         scores = answer_scores(prediction=g.get(S.PREDICTION) or "", predicted=g.get(S.PREDICTED_ANSWERS) or [],
                                gold=q[S.ANSWERS] or [])
+        choices = [c for c in (q.get(S.CHOICES) or []) if c is not None]
+        labels = (label_scores(prediction=g.get(S.PREDICTION) or "", predicted=g.get(S.PREDICTED_ANSWERS) or [],
+                               gold=q[S.ANSWERS] or [], choices=choices) if choices else {"label": None, "correct": None})
         rows.append(
             {
                 S.QUESTION_ID: qid, "question": q[S.TEXT], S.QTYPE: q.get(S.QTYPE) or "", S.HOPS: q.get(S.HOPS),
@@ -183,7 +217,7 @@ def evaluate_rows(
                 "context_triples": len(r.get(S.TRIPLE_HEADS) or []),
                 "retrieval_recall": retrieval_recall(answer_ids=[i for i in (q[S.ANSWER_IDS] or []) if i is not None],
                                                      node_ids=r.get(S.NODE_IDS) or []),
-                **scores,
+                **scores, S.CHOICES: choices, **labels,
                 "rouge_l": rouge_l(g.get(S.PREDICTION) or "", " | ".join(q[S.ANSWERS] or [])),
                 S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
                 S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.CACHED: int(g.get(S.CACHED, 0)),
@@ -222,6 +256,17 @@ def evaluate_rows(
         "retrieve_ms_median": percentile([x for x in col(S.RETRIEVE_MS) if x is not None], 50),
         "generate_ms_median": percentile([x for x in col(S.GENERATE_MS) if x is not None], 50),
     }
+    labelled = [x for x in rows if x[S.CHOICES]]
+    metrics["task"] = "label" if labelled and len(labelled) == n else "mixed" if labelled else "entity"
+    if labelled:
+        metrics["accuracy"] = summarize([x["correct"] for x in labelled])
+        metrics["accuracy_answered"] = summarize([x["correct"] for x in labelled if not x[S.FAILED]])
+        metrics["label_unparseable"] = sum(1 for x in labelled if x["label"] is None and not x[S.FAILED])
+        counts: dict[str, int] = {}
+        for x in labelled:
+            key = x["label"] if x["label"] is not None else ("failed" if x[S.FAILED] else "unparseable")
+            counts[key] = counts.get(key, 0) + 1
+        metrics["label_counts"] = dict(sorted(counts.items()))
     if judge is not None:
         metrics["judge"] = summarize(col("judge"))
         metrics["judge_unparseable"] = sum(not x["judge_parsed"] for x in rows)

@@ -25,6 +25,18 @@ DEMO = (
 )
 
 
+# A label task (a question with ``choices``, e.g. ExplaGraphs' support / counter) is answered with one label.
+LABEL_SYSTEM = (
+    "You answer questions using the knowledge graph facts you are given. "
+    "Reply with exactly one of the listed choices. No sentences."
+)
+
+
+def choices_line(choices: Sequence[str]) -> str:
+    """The prompt line that lists a label question's choices ("" for a question answered with entities)."""
+    return f"\nChoices: {' | '.join(choices)}" if choices else ""
+
+
 def clean_question(text: str) -> str:
     """The question without MetaQA's [topic] brackets."""
     return re.sub(r"\[([^\]]+)\]", r"\1", text).strip()
@@ -32,15 +44,19 @@ def clean_question(text: str) -> str:
 
 def build_request(
     *, question: str, context: str, temperature: float, top_p: float, max_tokens: int, seed: int,
-    few_shot: bool = True,
+    few_shot: bool = True, choices: Sequence[str] = (),
 ) -> LLMRequest:
-    """Chat request for one question and its context text (after one worked example if ``few_shot``)."""
-    user = f"Question: {clean_question(question)}\nAnswer:"
+    """Chat request for one question and its context text (after one worked example if ``few_shot``).
+
+    A label question (``choices``) lists its choices and asks for one of them; the worked example, which
+    teaches lists of entity names, is then left out.
+    """
+    user = f"Question: {clean_question(question)}{choices_line(choices)}\nAnswer:"
     if context:
         user = f"Knowledge graph facts (head, relation, tail):\n{context}\n\n{user}"
-    demo = (("user", DEMO[0]), ("assistant", DEMO[1])) if few_shot else ()
+    demo = (("user", DEMO[0]), ("assistant", DEMO[1])) if few_shot and not choices else ()
     return LLMRequest(
-        messages=(("system", SYSTEM), *demo, ("user", user)),
+        messages=(("system", LABEL_SYSTEM if choices else SYSTEM), *demo, ("user", user)),
         temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed,
     )
 

@@ -10,6 +10,9 @@ from typing import Sequence
 import numpy as np
 
 NAMES = {
+    "accuracy": "Accuracy (label task: the parsed label is the gold label)",
+    "accuracy_answered": "Accuracy over answered questions (failed generations left out)",
+    "label_unparseable": "Predictions naming no label or several (counted wrong)",
     "hit_at_1": "Hit@1 (first answer is gold)",
     "hit_any": "Hit (a gold answer appears in the output)",
     "em": "Exact match (answer set = gold set)",
@@ -109,8 +112,10 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
     """Markdown of the report."""
     setup = metrics.get("setup", {})
     out = ["# kgrag report", ""]
+    hops = f" {setup['hops']}-hop" if setup.get("hops") is not None else ""
     out.append(
-        f"Dataset **{setup.get('dataset')}** {setup.get('hops')}-hop {setup.get('split')}, "
+        f"Dataset **{setup.get('dataset')}**{hops} {setup.get('split')}"
+        + (f" ({setup['task']} task)" if setup.get("task") else "") + ", "
         f"retrieval **{setup.get('retrieve')}**, generation **{setup.get('backend')}** "
         f"(context: {setup.get('context')}), sample seed {setup.get('seed')}."
     )
@@ -131,12 +136,15 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
     by_type: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_type[r.get("qtype") or "(none)"].append(r)
-    out += ["", "## By question type", "", "| question type | n | Hit@1 | Hit | F1 | retrieval recall |",
-            "|---|---|---|---|---|---|"]
+    out += ["", "## By question type", "",
+            "| question type | n | accuracy (label questions) | Hit@1 | Hit | F1 | retrieval recall |",
+            "|---|---|---|---|---|---|---|"]
     for t, rs in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
         rr = [r["retrieval_recall"] for r in rs if r["retrieval_recall"] is not None]
+        acc = [r["correct"] for r in rs if r.get("correct") is not None]
         out.append(
-            f"| {t} | {len(rs)} | {np.mean([r['hit_at_1'] for r in rs]):.3f} | {np.mean([r['hit_any'] for r in rs]):.3f} "
+            f"| {t} | {len(rs)} | {_fmt(float(np.mean(acc)) if acc else None)} "
+            f"| {np.mean([r['hit_at_1'] for r in rs]):.3f} | {np.mean([r['hit_any'] for r in rs]):.3f} "
             f"| {np.mean([r['f1'] for r in rs]):.3f} | {(np.mean(rr) if rr else float('nan')):.3f} |"
         )
     out += ["", "## Answer recall against context size", "", f"![recall vs context]({figure})", ""]
@@ -161,6 +169,8 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
                 f"**{r['question']}**  ",
                 f"gold: {' | '.join(r['gold'][:8])}{' …' if len(r['gold']) > 8 else ''}  ",
                 f"prediction: `{(r['prediction'] or '').strip()[:200]}`  ",
+                (f"label {r['label'] or '(unparseable)'} of {' / '.join(r['choices'])}, correct {r['correct']:.0f}; "
+                 if r.get("correct") is not None else "") +
                 f"Hit@1 {r['hit_at_1']:.0f}, Hit {r['hit_any']:.0f}, F1 {r['f1']:.2f}, retrieval recall "
                 f"{_fmt(r['retrieval_recall'])}, {len(ctx)} triples"
                 + (f"; first: `{ctx[0][:120]}`" if ctx else ""),

@@ -27,6 +27,9 @@ QTYPE = "qtype"
 TOPIC_IDS = "topic_ids"
 ANSWER_IDS = "answer_ids"
 ANSWERS = "answers"
+# the labels a question is answered with (e.g. ExplaGraphs' support / counter); null or empty = the answers
+# are entity names. A question with choices is scored by accuracy (``kgrag.evaluate``).
+CHOICES = "choices"
 
 # retrieved
 MODULE = "module"
@@ -78,6 +81,7 @@ QUESTIONS = pa.schema(
         (ANSWER_IDS, pa.list_(pa.int64())),
         (ANSWERS, pa.list_(pa.string())),
         (GRAPH_ID, pa.string()),
+        (CHOICES, pa.list_(pa.string())),
     ]
 )
 # Triples of a KG with per-question graphs: TRIPLES plus the graph of each triple. Loaders whose tables have

@@ -31,6 +31,7 @@ def questions_from_table(table: pa.Table) -> list[Question]:
                 answer_ids=tuple(i for i in (r[S.ANSWER_IDS] or []) if i is not None),
                 answers=tuple(r[S.ANSWERS] or []),
                 graph_id=r.get(S.GRAPH_ID),
+                choices=tuple(c for c in (r.get(S.CHOICES) or []) if c is not None),
             )
         )
     return out

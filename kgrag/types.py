@@ -35,6 +35,7 @@ class Question:
     answer_ids: tuple[int, ...] = ()
     answers: tuple[str, ...] = ()
     graph_id: str | None = None  # the question's own graph (``KGStore.graph_edges``); None = the global KG
+    choices: tuple[str, ...] = ()  # the labels it is answered with (a label task); () = entity answers
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ def _checks(entity_ids: list[int], relation_ids: list[int], graphs: bool = False
               "no answers"),
         Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_known_answers", "min_value": 1},
               "no answer entity in the KG"),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers_not_choices", "max_value": 0},
+              "answer is not one of the question's choices"),
     ]
 
 
@@ -67,7 +69,13 @@ def _question_frame(q: pa.Table, entity_set: set[int]) -> pd.DataFrame:
     df["_n_topics"] = df[S.TOPIC_IDS].map(lambda x: 0 if x is None else len(x))
     df["_n_unknown_topics"] = df["_n_topics"] - df[S.TOPIC_IDS].map(known)
     df["_n_answers"] = df[S.ANSWERS].map(lambda x: 0 if x is None else len(x))
-    df["_n_known_answers"] = df[S.ANSWER_IDS].map(known)
+    # a label task's answers are labels (``choices``), not KG entities: they are checked against the choices
+    choices = df[S.CHOICES] if S.CHOICES in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+    labelled = choices.map(lambda c: c is not None and len(c) > 0)
+    df["_n_known_answers"] = df[S.ANSWER_IDS].map(known).where(~labelled, df["_n_answers"])
+    df["_n_answers_not_choices"] = [
+        sum(1 for a in (ans if ans is not None else []) if a not in set(c)) if lab else 0
+        for ans, c, lab in zip(df[S.ANSWERS], choices, labelled)]
     return df
 
 

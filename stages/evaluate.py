@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> None:
         modules = stage_metrics(questions=questions, retrieved=retrieved)
         if modules:  # multi-stage retrievers (LEGO): per-module metrics and times
             metrics["retrieval_modules"] = modules
-        metrics["setup"] = {"reasoner": params.reason.method, "dataset": params.data.dataset, "hops": params.data.hops, "split": params.data.split,
+        lp = params.data.loader_params()  # hops / split of the selected loader (MetaQA's: data.hops, data.split)
+        metrics["setup"] = {"reasoner": params.reason.method, "dataset": params.data.dataset, "task": metrics["task"],
+                            "hops": getattr(lp, "hops", None), "split": getattr(lp, "split", None),
                             "retrieve": params.retrieve.method, "backend": params.generate.backend,
                             "context": params.generate.context, "seed": params.data.seed,
                             "constrain_answer": params.reason.constrain_answer,
@@ -58,6 +60,9 @@ def main(argv: list[str] | None = None) -> None:
             w.writerow(["question_id", "context_triples", "retrieval_recall", "hit_any"])
             for r in rows:
                 w.writerow([r["question_id"], r["context_triples"], r["retrieval_recall"], r["hit_any"]])
+    if "accuracy" in metrics:
+        print(f"[evaluate] {metrics['task']} task: accuracy={metrics['accuracy']} "
+              f"label_unparseable={metrics['label_unparseable']} labels={metrics['label_counts']}")
     print(f"[evaluate] hit_at_1={metrics['hit_at_1']} hit_any={metrics['hit_any']} f1={metrics['f1']} "
           f"rouge_l={metrics['rouge_l']} retrieval_recall={metrics['retrieval_recall']} failed={metrics['failed']}"
           + (f" judge={metrics['judge']} judge_unparseable={metrics['judge_unparseable']}" if judge else ""))

@@ -246,9 +246,11 @@ def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sam
 
     One object per line: ``id``, ``question``, ``topic_entities`` and ``answers`` (lists, or one value, of
     entity ids or names), optional ``graph`` (list of ``[head, relation, tail]``), optional ``hops`` and
-    ``qtype``. Lines that are not such an object are quarantined; so is a question with no answers, or
-    whose topic entity is neither in the KG nor in its own graph. Returns parsed questions (before entity
-    ids are assigned: call ``questions_table``).
+    ``qtype``, optional ``choices`` (the labels of a label task, e.g. ``["support", "counter"]``: the answers
+    are then labels, not entities). Lines that are not such an object are quarantined; so is a question with
+    no answers, whose topic entity is neither in the KG nor in its own graph, or with ``choices`` whose
+    answers are not among them. Returns parsed questions (before entity ids are assigned: call
+    ``questions_table``).
     """
     lines = read_nonempty(path, bad, "questions JSONL file", max_bytes=MAX_JSONL_LINE_BYTES)
     lines = sample_rows(lines, sample, seed)
@@ -291,6 +293,15 @@ def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sam
         if not topics:
             bad.append((f, no, "no topic entity", rec))
             continue
+        choices = obj.get("choices")
+        if choices is not None:
+            if not (isinstance(choices, list) and choices and all(isinstance(c, str) and c.strip() for c in choices)):
+                bad.append((f, no, "choices must be a non-empty list of non-empty strings", rec))
+                continue
+            outside = [a for a in answers if str(a) not in choices]
+            if outside:
+                bad.append((f, no, f"answer {str(outside[0])!r} is not one of the choices", rec))
+                continue
         graph = obj.get("graph")
         triples: list[tuple[str, str, str]] = []
         if graph is not None:
@@ -319,7 +330,9 @@ def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sam
         out.append({
             S.QUESTION_ID: qid, S.SPLIT: split, S.HOPS: hops if isinstance(hops, int) and not isinstance(hops, bool) else None,
             S.TEXT: text, S.QTYPE: str(obj.get("qtype") or ""), "_topics": [kg.resolve(t) for t in topics],
-            "_answers": [kg.resolve(a) for a in answers], "_answer_refs": [str(a) for a in answers], S.GRAPH_ID: gid,
+            # a label task's answers are labels: no entity id even if a label happens to name an entity
+            "_answers": [None if choices else kg.resolve(a) for a in answers], "_answer_refs": [str(a) for a in answers],
+            S.GRAPH_ID: gid, S.CHOICES: list(choices) if choices else None,
         })
     return out
 
@@ -332,7 +345,7 @@ def questions_table(parsed: list[dict], kg: KGBuilder) -> pa.Table:
     ids = kg.entity_ids()
     rows = empty_questions()
     for q in parsed:
-        for k in (S.QUESTION_ID, S.SPLIT, S.HOPS, S.TEXT, S.QTYPE, S.GRAPH_ID):
+        for k in (S.QUESTION_ID, S.SPLIT, S.HOPS, S.TEXT, S.QTYPE, S.GRAPH_ID, S.CHOICES):
             rows[k].append(q[k])
         rows[S.TOPIC_IDS].append([ids[k] for k in q["_topics"]])
         rows[S.ANSWER_IDS].append([ids.get(k) if k is not None else None for k in q["_answers"]])

@@ -4,7 +4,8 @@
 its own graph: ``graph_id`` = ``question_id`` = ``explagraphs-{split}-{line}``; its triples carry that
 ``graph_id`` (the same triple in two rows' graphs is two rows of ``triples``). The question text is built
 from belief and argument as G-Retriever asks it; the answer is the stance, ``support`` or ``counter``
-(not an entity: ``answer_ids`` is ``[null]``); the topic entities are the nodes of the row's graph
+(not an entity: ``answer_ids`` is ``[null]``), one of ``choices`` = ``["support", "counter"]``: a label
+task, scored by accuracy (``kgrag.evaluate``). The topic entities are the nodes of the row's graph
 (G-Retriever gives the model the whole graph). Entities are shared across graphs by name.
 
 A row with the wrong field count, an unknown stance, or a graph that does not parse as back-to-back
@@ -97,6 +98,7 @@ def load_explagraphs(*, path: str = "../shared/data/explagraphs", split: str = "
         rows[S.ANSWER_IDS].append([None])
         rows[S.ANSWERS].append([stance])
         rows[S.GRAPH_ID].append(qid)
+        rows[S.CHOICES].append(list(STANCES))
     if not kg.rows:
         raise LoaderInputError(f"{src}: no valid row (every line quarantined)")
     ids = kg.entity_ids()

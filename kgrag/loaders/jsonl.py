@@ -1,8 +1,9 @@
 """JSONL questions, the RoG / WebQSP style: one question per line, optionally with its own graph.
 
-Each line is an object ``{"id", "question", "topic_entities", "answers", "graph"?, "hops"?, "qtype"?}``:
-``topic_entities`` and ``answers`` are lists (or one value) of entity ids or names, ``graph`` a list of
-``[head, relation, tail]``. The ``triples``, ``ntriples`` and ``gretriever`` loaders read such a file as
+Each line is an object ``{"id", "question", "topic_entities", "answers", "graph"?, "hops"?, "qtype"?,
+"choices"?}``: ``topic_entities`` and ``answers`` are lists (or one value) of entity ids or names, ``graph`` a
+list of ``[head, relation, tail]``; ``choices`` makes the question a label task (answers are among its labels,
+scored by accuracy). The ``triples``, ``ntriples`` and ``gretriever`` loaders read such a file as
 their ``questions``; this ``jsonl`` loader reads it alone: the KG is then the union of the per-question
 graphs, each triple tagged with its question's ``graph_id`` (= the question id).
 

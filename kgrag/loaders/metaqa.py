@@ -89,5 +89,6 @@ def load_metaqa(*, path: str, hops: int, split: str, sample: int, seed: int) -> 
         rows[S.ANSWER_IDS].append([ent_id.get(a) for a in answers])
         rows[S.ANSWERS].append(answers)
         rows[S.GRAPH_ID].append(None)
+        rows[S.CHOICES].append(None)
     questions = pa.table(rows, schema=S.QUESTIONS)
     return kg.tables(questions, bad)

@@ -282,7 +282,7 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
     facts = dom.observations(best)
     (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts,
-                               max_tokens=params.answer_max_tokens)]
+                               max_tokens=params.answer_max_tokens, choices=inp.question.choices)]
     ans, ok = cot_answer(text_of(rec))
     trace["fallback_reply"] = text_of(rec)
     return Reasoning(answer=ans, depth=res.steps, fallback="observations", trace=trace,

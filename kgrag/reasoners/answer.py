@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kgrag.constrain import constrain_entities, context_entities
+from kgrag.constrain import constrain_choices, constrain_entities, context_entities
 from kgrag.generate import build_request
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, text_of
 from kgrag.registry import NoParams
@@ -13,13 +13,18 @@ def answer(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     """Question + textualized subgraph (+ the one-shot format example) → answer names.
 
     With ``inp.constrain_answer`` the output is constrained (grammar) to entity names of the context,
-    one or several joined by `` | ``; a context without entity names leaves it unconstrained.
+    one or several joined by `` | ``; a context without entity names leaves it unconstrained. A label
+    question (``Question.choices``) is asked for one of its choices, constrained to exactly one of them.
     """
     s = inp.sampling
+    choices = inp.question.choices
     req = build_request(question=inp.question.text, context=inp.context, temperature=s.temperature, top_p=s.top_p,
-                        max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot)
+                        max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices)
     trace: dict = {"reasoner": "answer"}
-    if inp.constrain_answer:
+    if inp.constrain_answer and choices:
+        req = constrain_choices(req, choices)
+        trace["constrained_to"] = len(choices)
+    elif inp.constrain_answer:
         # constrained decoding: one or more entity names of the context joined by " | " (the prompt's format)
         names = context_entities(inp.context, inp.kg)
         req = constrain_entities(req, names, multiple=True, separator=f" {s.separator} ")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag.generate import DEMO, SYSTEM, clean_question
+from kgrag.generate import DEMO, LABEL_SYSTEM, SYSTEM, choices_line, clean_question
 from kgrag.llm import LLMRequest
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoners.parsing import final_answer, majority
@@ -24,22 +24,30 @@ COT_DEMO = (
 )
 
 
-def io_request(question: str, s: Sampling, seed: int | None = None, temperature: float | None = None) -> LLMRequest:
-    """ToG's IO prompt: the question alone, answer names only (one-shot format example if few_shot)."""
-    demo = (("user", DEMO[0].split("\n\n")[-1]), ("assistant", DEMO[1])) if s.few_shot else ()
-    return LLMRequest(messages=(("system", SYSTEM), *demo, ("user", f"Question: {clean_question(question)}\nAnswer:")),
+COT_LABEL_SYSTEM = "Answer the question. Think step by step, then give the final line as 'Answer: <one of the choices>'."
+
+
+def io_request(question: str, s: Sampling, seed: int | None = None, temperature: float | None = None,
+               choices: tuple[str, ...] = ()) -> LLMRequest:
+    """ToG's IO prompt: the question alone, answer names only (one-shot format example if few_shot); a label
+    question (``choices``) lists its choices and asks for one (no name-list example)."""
+    demo = (("user", DEMO[0].split("\n\n")[-1]), ("assistant", DEMO[1])) if s.few_shot and not choices else ()
+    user = f"Question: {clean_question(question)}{choices_line(choices)}\nAnswer:"
+    return LLMRequest(messages=(("system", LABEL_SYSTEM if choices else SYSTEM), *demo, ("user", user)),
                       temperature=s.temperature if temperature is None else temperature, top_p=s.top_p,
                       max_tokens=s.max_tokens, seed=s.seed if seed is None else seed)
 
 
 def cot_request(question: str, s: Sampling, *, facts: str = "", seed: int | None = None,
-                temperature: float | None = None, max_tokens: int | None = None) -> LLMRequest:
-    """Chain-of-thought prompt: reasoning, then ``Answer: ...`` (optionally over given facts)."""
-    demo = (("user", COT_DEMO[0]), ("assistant", COT_DEMO[1])) if s.few_shot else ()
-    user = f"Question: {clean_question(question)}"
+                temperature: float | None = None, max_tokens: int | None = None,
+                choices: tuple[str, ...] = ()) -> LLMRequest:
+    """Chain-of-thought prompt: reasoning, then ``Answer: ...`` (optionally over given facts); a label
+    question (``choices``) lists its choices and asks for one (no name-list example)."""
+    demo = (("user", COT_DEMO[0]), ("assistant", COT_DEMO[1])) if s.few_shot and not choices else ()
+    user = f"Question: {clean_question(question)}{choices_line(choices)}"
     if facts:
         user = f"Facts:\n{facts}\n\n{user}"
-    return LLMRequest(messages=(("system", COT_SYSTEM), *demo, ("user", user)),
+    return LLMRequest(messages=(("system", COT_LABEL_SYSTEM if choices else COT_SYSTEM), *demo, ("user", user)),
                       temperature=s.temperature if temperature is None else temperature, top_p=s.top_p,
                       max_tokens=max(s.max_tokens, 160) if max_tokens is None else max_tokens,
                       seed=s.seed if seed is None else seed)
@@ -62,7 +70,7 @@ def io_baseline(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     ----------
     Sun et al., Think-on-Graph (2024), IO prompt baseline; Liang et al., FastToG (2024), Table 1.
     """
-    (rec,) = yield [io_request(inp.question.text, inp.sampling)]
+    (rec,) = yield [io_request(inp.question.text, inp.sampling, choices=inp.question.choices)]
     return Reasoning(answer=text_of(rec), trace={"reasoner": "io"})
 
 
@@ -74,7 +82,7 @@ def cot(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     ----------
     Wei et al., Chain-of-Thought Prompting (2022); Sun et al., Think-on-Graph (2024), CoT baseline.
     """
-    (rec,) = yield [cot_request(inp.question.text, inp.sampling)]
+    (rec,) = yield [cot_request(inp.question.text, inp.sampling, choices=inp.question.choices)]
     ans, ok = cot_answer(text_of(rec))
     return Reasoning(answer=ans, trace={"reasoner": "cot", "thought": text_of(rec)}, unparseable=int(not ok and bool(
         text_of(rec))))
@@ -97,7 +105,8 @@ def cot_sc(*, inp: ReasonInput, params: CoTSCParams) -> ReasonGen:
     Wang et al., Self-Consistency Improves Chain of Thought Reasoning (2023); ToG's CoT-SC baseline.
     """
     s = inp.sampling
-    recs = yield [cot_request(inp.question.text, s, seed=s.seed + i, temperature=params.temperature)
+    recs = yield [cot_request(inp.question.text, s, seed=s.seed + i, temperature=params.temperature,
+                              choices=inp.question.choices)
                   for i in range(params.samples)]
     parsed = [cot_answer(text_of(r)) for r in recs]
     answers = [a for a, _ in parsed]

@@ -283,7 +283,7 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
     facts = dom.facts(best) if kg is not None else ""
     (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts,
-                               max_tokens=params.answer_max_tokens)]
+                               max_tokens=params.answer_max_tokens, choices=inp.question.choices)]
     ans, ok = cot_answer(text_of(rec))
     trace["answer_reply"] = text_of(rec)
     return Reasoning(answer=ans, depth=res.steps, trace=trace, unparseable=unparseable + int(not ok and bool(

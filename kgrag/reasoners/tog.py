@@ -118,7 +118,9 @@ def parse_reasoning(text: str) -> tuple[str | None, bool]:
 
 def fallback_step(kind: str, inp: ReasonInput) -> LLMRequest:
     """The fallback request: the IO prompt (question alone) or chain of thought."""
-    return io_request(inp.question.text, inp.sampling) if kind == "io" else cot_request(inp.question.text, inp.sampling)
+    q = inp.question
+    return (io_request(q.text, inp.sampling, choices=q.choices) if kind == "io"
+            else cot_request(q.text, inp.sampling, choices=q.choices))
 
 
 def fallback_answer(kind: str, rec: CallRecord) -> tuple[str, int]:
