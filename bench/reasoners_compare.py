@@ -44,6 +44,9 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=5, help="first N questions of the experiment's sample")
     ap.add_argument("--questions-for", action="append", default=[], metavar="REASONER=N",
                     help="fewer questions (the first N of the same sample) for one reasoner, e.g. explore=20")
+    ap.add_argument("--backend-param", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a param of the selected backend, e.g. n_threads=1 on a machine other jobs load "
+                         "(llama.cpp's threads spin-wait: under oversubscription 2 threads run far slower than 1)")
     ap.add_argument("--out", default="reports/bench/reasoners_compare.json")
     args = ap.parse_args()
     params = load("params.yaml", [])
@@ -56,11 +59,14 @@ def main() -> None:
     by_id = {r[S.QUESTION_ID]: r for r in io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()}
     contexts = contexts_for([by_id[q.question_id] for q in questions], kg=kg, params=g)
     entry = BACKENDS.get(g.backend)
-    client = LLMClient(entry.impl(g.module_params(), timeout_s=g.timeout_s),
+    backend_params = g.module_params().model_copy(update={k: type(getattr(g.module_params(), k))(v) for k, v in
+                                                          (x.split("=", 1) for x in args.backend_param)})
+    client = LLMClient(entry.impl(backend_params, timeout_s=g.timeout_s),
                        cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=g.retries, backoff_s=g.backoff_s)
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
     result = {"machine": machine(), "questions": len(questions), "backend": client.model_id,
+              "backend_params": backend_params.model_dump(),
               "retrieval": params.retrieve.method, "rows": []}
     limits = {k: int(v) for k, v in (x.split("=", 1) for x in args.questions_for)}
     for name, over in CONFIGS:
