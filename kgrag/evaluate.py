@@ -61,15 +61,16 @@ def answer_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[s
 def parse_label(*, prediction: str, predicted: Sequence[str], choices: Sequence[str]) -> str | None:
     """The one label of ``choices`` a prediction names; None when it names none or several (unparseable).
 
-    Rule, on normalized text (``normalize``): the first parsed answer equal to a label wins; else the labels
-    the text mentions as words, allowing an inflection (``supports``, ``countered``, ``supporting``), and
-    exactly one distinct label must be mentioned (``support or counter`` is ambiguous, so unparseable).
+    Rule, on normalized text (``normalize``): the parsed answers that equal a label decide when they name
+    exactly one (``Counter.``), and none when they name several (``support | counter``); when no parsed
+    answer is a label, the labels the text mentions as words, allowing an inflection (``supports``,
+    ``countered``, ``supporting``), decide when exactly one is mentioned (``support or counter`` is
+    ambiguous, so unparseable).
     """
     labels = {normalize(c): c for c in choices if normalize(c)}
-    if predicted:
-        first = normalize(predicted[0])
-        if first in labels:
-            return labels[first]
+    exact = {labels[normalize(p)] for p in predicted if normalize(p) in labels}
+    if exact:
+        return exact.pop() if len(exact) == 1 else None
     text = normalize(prediction)
     named = [lab for key, lab in labels.items()
              if re.search(r"(?<!\w)" + re.escape(key) + r"(?:s|es|ed|d|ing)?(?!\w)", text)]

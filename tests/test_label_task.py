@@ -128,6 +128,8 @@ def test_reasoners_pass_the_choices(method):
     ("Argument 2 supports argument 1", ["Argument 2 supports argument 1"], "support"),
     ("they are countered", ["they are countered"], "counter"),
     ("support or counter", ["support or counter"], None),  # both named: ambiguous
+    ("support | counter", ["support", "counter"], None),  # both given as answers: ambiguous
+    ("Support | the arguments do not counter", ["Support", "the arguments do not counter"], "support"),
     ("I am not sure", ["I am not sure"], None),
     ("", [], None),
     ("supportive", ["supportive"], None),  # not a word form the rule allows
