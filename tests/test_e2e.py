@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,51 @@ def test_finetune_stage_and_lego_table(project, first_run):
     assert "| lego-05 | ppr | st-ft | shortest | random | 4 |" in md
     again = _run(["kgrag", "lego-table", "--presets", "lego-00,lego-05", "--questions", "4"], project)
     assert again.count("unchanged, kept") == 2
+
+
+def _table(md: str) -> dict[str, dict[str, str]]:
+    """The first markdown table of ``md`` as {experiment: {column: cell}} (bold marks stripped)."""
+    lines = [x for x in md.splitlines() if x.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip().strip("*") for c in x.strip("|").split("|")] for x in lines[2:]]
+    return {r[0]: dict(zip(head, r)) for r in rows}
+
+
+def test_compare_two_experiments(project, first_run):
+    """Two real `dvc exp run` experiments (generate.max_tokens 24 and 16) and a queued one: `kgrag compare` puts
+    both finished ones side by side with their differing param and the metric values of their metrics files.
+    (Both param sets ran earlier in this module, so DVC's run cache restores most stages.)"""
+    _run(["git", "checkout", "HEAD", "--", "params.yaml"], project)  # earlier tests left other params there
+    files = {}
+    for name, tokens in (("cmp-tok24", 24), ("cmp-tok16", 16)):
+        _run(["dvc", "exp", "run", "-n", name, "-S", f"generate.max_tokens={tokens}"], project)
+        files[name] = json.loads((project / "reports" / "metrics.json").read_text())
+    assert files["cmp-tok16"]["tokens_out_mean"] <= min(16, files["cmp-tok24"]["tokens_out_mean"])
+    _run(["dvc", "exp", "run", "--queue", "-n", "cmp-queued", "-S", "generate.max_tokens=20"], project)
+
+    out = _run(["kgrag", "compare", "cmp-tok24", "cmp-tok16"], project)
+    assert "2 experiments: cmp-tok24, cmp-tok16" in out
+    md = (project / "reports" / "compare.md").read_text()
+    table = _table(md)
+    assert list(table) == ["cmp-tok24", "cmp-tok16"]
+    assert [table[n]["`generate.max_tokens`"] for n in table] == ["24", "16"]
+    assert [c for c in table["cmp-tok24"] if c.startswith("`")] == ["`generate.max_tokens`"]  # only the diff
+    from kgrag.compare import KEY_METRICS, direction, label
+
+    arrows = {1: " ↑", -1: " ↓", 0: ""}
+    for name, m in files.items():
+        for key in KEY_METRICS:
+            cell = table[name][f"{label(key)}{arrows[direction(key)]}"]
+            assert float(cell) == pytest.approx(m[key], abs=0.05 if abs(m[key]) >= 100 else 5e-4), (name, key)
+    png = project / "reports" / "compare" / "sweep.png"  # one numeric param differs: a sweep plot
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (project / "reports" / "compare" / "hit_at_1.png").stat().st_size > 1000
+
+    # default selection: the baseline and every finished experiment; the queued one is skipped with a note
+    _run(["kgrag", "compare", "--out", "reports/compare_all.md"], project)
+    md_all = (project / "reports" / "compare_all.md").read_text()
+    assert {"cmp-tok24", "cmp-tok16"} <= set(_table(md_all)) and "cmp-queued (queued)" in md_all
+    bad = subprocess.run(["kgrag", "compare", "cmp-tok24", "no-such-exp"], cwd=project, capture_output=True,
+                         text=True, env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert bad.returncode == 2 and "unknown experiment 'no-such-exp'; known:" in bad.stderr
+    assert "cmp-tok16" in bad.stderr
