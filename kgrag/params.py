@@ -75,6 +75,10 @@ class DataParams(BaseModel):
     sub-section named after it (``data.triples: {path: kg.tsv, delimiter: "|"}``) and are validated by its
     params model (``extra="forbid"``); sub-sections of unselected loaders are checked too (unknown keys,
     types; required keys may be left out).
+
+    ``input`` is the one file or folder the ingest stage's DVC dependency names (``${data.input}`` in
+    dvc.yaml), whatever the loader: it must hold every input the selected loader reads (its ``path`` and
+    ``questions`` params), which is checked, so that ``dvc status`` notices an edited input file.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -84,8 +88,12 @@ class DataParams(BaseModel):
     split: Literal["dev", "test"] = Field("test", description="metaqa: question split")
     sample: int = Field(200, ge=0, description="questions sampled; 0 = all")
     seed: int = Field(0, description="seed of the question sample")
+    input: str | None = Field(
+        None, description="file or folder holding every input of the selected loader: the ingest stage's DVC "
+                          "dependency (checked; None = not checked, for params built in code)")
 
     _METAQA: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
+    _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "questions")  # loader params that name input files
     _loader_params: BaseModel | None = PrivateAttr(None)
 
     @model_validator(mode="after")
@@ -115,7 +123,31 @@ class DataParams(BaseModel):
                     loc = ".".join(str(p) for p in (key, *errs[0]["loc"]))
                     raise ValueError(f"{loc}: {errs[0]['msg']}") from None
         self._loader_params = self._build_loader_params()
+        if self.input is not None:
+            self._check_input()
         return self
+
+    def input_paths(self) -> dict[str, str]:
+        """The selected loader's input files / folders by params key (``data.path``, ``data.triples.questions``)."""
+        lp = self.loader_params()
+        prefix = "data" if self.dataset == "metaqa" else f"data.{self.dataset}"
+        return {f"{prefix}.{f}": str(getattr(lp, f)) for f in self._INPUT_FIELDS if getattr(lp, f, None) is not None}
+
+    def _check_input(self) -> None:
+        import os
+
+        root = os.path.realpath(str(self.input))
+        outside = {k: p for k, p in self.input_paths().items()
+                   if os.path.realpath(p) != root and not os.path.realpath(p).startswith(root.rstrip(os.sep) + os.sep)}
+        if outside:
+            paths = list(self.input_paths().values())
+            hint = paths[0] if len(paths) == 1 else os.path.commonpath([os.path.abspath(p) for p in paths])
+            key, p = next(iter(outside.items()))
+            raise ValueError(
+                f"input: {self.input!r} does not hold {key} = {p!r}, an input of the {self.dataset} loader; "
+                f"data.input is the ingest stage's DVC dependency, so set it to a file or folder holding every "
+                f"input (e.g. data.input={hint})")
+
 
     def _build_loader_params(self) -> BaseModel:
         name = self.dataset

@@ -118,6 +118,7 @@ def e2e_project(tmp_path_factory) -> Path:
     params = yaml.safe_load((dst / "params.yaml").read_text())
     params["data"]["sample"] = E2E_SAMPLE
     params["data"]["path"] = str(METAQA)
+    params["data"]["input"] = str(METAQA)  # what the ingest stage's DVC dependency tracks
     params["generate"]["max_tokens"] = 24
     params["generate"]["shard_size"] = 6
     params["retrieve"]["shard_size"] = 6

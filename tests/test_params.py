@@ -66,7 +66,8 @@ def test_committed_data_section_selects_metaqa_with_its_params():
 
 
 def test_loader_section_and_unknown_loader():
-    p = load(ROOT / "params.yaml", ["data.dataset=triples", "data.triples.path=kb.txt", "data.triples.delimiter='|'"])
+    p = load(ROOT / "params.yaml", ["data.dataset=triples", "data.triples.path=kb.txt", "data.triples.delimiter='|'",
+                                    "data.input=kb.txt"])
     assert p.data.loader_params().delimiter == "|"
     with pytest.raises(ParamsError) as e:
         load(ROOT / "params.yaml", ["data.dataset=rdf"])
@@ -74,3 +75,27 @@ def test_loader_section_and_unknown_loader():
     with pytest.raises(ParamsError) as e:
         load(ROOT / "params.yaml", ["data.dataset=gretriever"])
     assert "data.gretriever.path: Field required" in str(e.value)
+
+
+def test_data_input_must_hold_the_selected_loaders_inputs(tmp_path):
+    """data.input is the ingest stage's DVC dependency: switching loader without it is an error naming the
+    key and a fitting value; a folder holding every input (or the file itself) passes."""
+    committed = load(ROOT / "params.yaml")
+    assert committed.data.input_paths() == {"data.path": committed.data.input}  # the committed run tracks MetaQA
+    with pytest.raises(ParamsError) as e:
+        load(ROOT / "params.yaml", ["data.dataset=explagraphs"])
+    msg = str(e.value)
+    assert "data.input" in msg and "data.explagraphs.path" in msg and "data.input=../shared/data/explagraphs" in msg
+    ok = load(ROOT / "params.yaml", ["data.dataset=explagraphs", "data.input=../shared/data/explagraphs"])
+    assert ok.data.input_paths() == {"data.explagraphs.path": "../shared/data/explagraphs"}
+    # two inputs: both must lie under data.input; the hint is their common folder
+    kb, qs = tmp_path / "kg" / "kb.tsv", tmp_path / "q" / "questions.jsonl"
+    base = ["data.dataset=triples", f"data.triples.path={kb}", f"data.triples.questions={qs}"]
+    with pytest.raises(ParamsError) as e:
+        load(ROOT / "params.yaml", base + [f"data.input={kb}"])
+    assert "data.triples.questions" in str(e.value) and f"data.input={tmp_path}" in str(e.value)
+    assert load(ROOT / "params.yaml", base + [f"data.input={tmp_path}"]).data.input == str(tmp_path)
+    # a sibling folder whose name starts like the input is not inside it
+    with pytest.raises(ParamsError):
+        load(ROOT / "params.yaml", ["data.dataset=explagraphs", "data.explagraphs.path=../shared/data/explagraphs2",
+                                    "data.input=../shared/data/explagraphs"])
