@@ -1,5 +1,7 @@
 """The generate flow: contexts from the retrieved subgraphs, then each shard of questions as a cached task in
-which the selected reasoner answers every question, all advanced together.
+which the selected reasoner answers every question, all advanced together. Shards are submitted to the flow's
+task runner (``params.cluster``: this process or Dask workers, each worker loading its own LLM backend) and
+gathered in shard order.
 
 Shard results persist under ``.kgrag_cache/prefect_results``; below them the LLM call cache
 (``.kgrag_cache/llm_calls.sqlite``) makes a re-run, or a resumed interrupted run, repeat no call.
@@ -16,6 +18,7 @@ from prefect import flow, task  # noqa: E402
 import hashlib  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from flows.runners import default_task_runner  # noqa: E402
 from flows.cache import code_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
 from kgrag import community, generate, llm, reasoners, runner, textualize  # noqa: E402
 
@@ -50,6 +53,9 @@ class IncompleteShard(Exception):
         super().__init__(f"{sum(r[S.FAILED] for r in rows)} of {len(rows)} questions failed")
         self.rows = rows
 
+    def __reduce__(self):  # pickled with its rows (a Dask worker sends it back to the flow)
+        return (IncompleteShard, (self.rows,))
+
 
 @task(cache_key_fn=shard_key, persist_result=True, name="generate_shard")
 def generate_shard(*, key: dict, question_rows: list[dict], contexts: list[str], params_json: str,
@@ -72,7 +78,7 @@ def generate_shard(*, key: dict, question_rows: list[dict], contexts: list[str],
     return rows
 
 
-@flow(name="generate", log_prints=False)
+@flow(name="generate", log_prints=False, task_runner=default_task_runner())
 def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_path: str, params: GenerateParams,
                   separator: str, cache_path: str, reason: ReasonParams | None = None, index_dir: str | None = None,
                   index_model: str = "all-MiniLM-L6-v2", inputs_hash: str = "") -> list[dict]:
@@ -83,7 +89,7 @@ def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_p
     kg = open_store(db_path)
     entry = BACKENDS.get(params.backend)
     core = code_version(community, generate, llm, reasoners, runner, textualize)
-    out: list[dict] = []
+    futures = []
     for shard in shards(question_rows, params.shard_size):
         ids = [q[S.QUESTION_ID] for q in shard]
         empty = {S.TRIPLE_HEADS: [], S.TRIPLE_RELATIONS: [], S.TRIPLE_TAILS: []}
@@ -93,10 +99,13 @@ def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_p
                                 .encode()).hexdigest()[:16]
         key = shard_key_parts(task="generate", module_version=f"{entry.name}-{entry.version}", core=core,
                               params_hash=section_hash(params) + section_hash(reason), inputs=inputs, ids=ids)
-        state = generate_shard(key=key, question_rows=list(shard), contexts=ctx, params_json=params.model_dump_json(),
-                               reason_json=reason.model_dump_json(), separator=separator, cache_path=cache_path,
-                               db_path=db_path, index_dir=index_dir, index_model=index_model, return_state=True)
-        res = state.result(raise_on_failure=False)
+        futures.append(generate_shard.submit(
+            key=key, question_rows=list(shard), contexts=ctx, params_json=params.model_dump_json(),
+            reason_json=reason.model_dump_json(), separator=separator, cache_path=cache_path, db_path=db_path,
+            index_dir=index_dir, index_model=index_model))
+    out: list[dict] = []
+    for future in futures:  # shard order, whatever order they finish in
+        res = future.result(raise_on_failure=False)
         if isinstance(res, IncompleteShard):
             res = res.rows  # recorded as failed in the outputs; retried by the next run
         elif isinstance(res, BaseException):

@@ -1,4 +1,5 @@
-"""The retrieve flow: shard the questions, run each shard as a cached task, gather the rows.
+"""The retrieve flow: shard the questions, submit each shard as a cached task to the flow's task runner
+(``params.cluster``: this process or Dask workers), gather the rows in shard order.
 
 A shard's result is persisted under ``.kgrag_cache/prefect_results`` and keyed by
 (task, module code version, kgrag core version, params hash, input file hash, question ids), so an
@@ -13,6 +14,7 @@ setup()
 
 from prefect import flow, task  # noqa: E402
 
+from flows.runners import default_task_runner  # noqa: E402
 from flows.cache import code_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
 from kgrag import embed, lego, retrievers, runner, store, textualize  # noqa: E402
 from kgrag.embed import open_index  # noqa: E402
@@ -35,18 +37,22 @@ def retrieve_shard(*, key: dict, question_rows: list[dict], db_path: str, index_
                          params=params)
 
 
-@flow(name="retrieve", log_prints=False)
+@flow(name="retrieve", log_prints=False, task_runner=default_task_runner())
 def retrieve_flow(*, question_rows: list[dict], db_path: str, db_hash: str, index_dir: str, index_hash: str,
                   index_model: str, params: RetrieveParams) -> list[dict]:
     """Retrieve a subgraph for every question, shard by shard."""
     entry = RETRIEVERS.get(params.method)
     core = code_version(embed, runner, store, textualize, retrievers, lego)
-    out: list[dict] = []
+    futures = []
     for shard in shards(question_rows, params.shard_size):
         key = shard_key_parts(task="retrieve", module_version=f"{entry.name}-{entry.version}", core=core,
                               params_hash=section_hash(params), inputs=f"{db_hash}-{index_hash}",
                               ids=[r[S.QUESTION_ID] for r in shard])
-        out.extend(retrieve_shard(key=key, question_rows=list(shard), db_path=db_path, index_dir=index_dir,
-                                  index_model=index_model, params_json=params.model_dump_json()))
+        futures.append(retrieve_shard.submit(key=key, question_rows=list(shard), db_path=db_path,
+                                             index_dir=index_dir, index_model=index_model,
+                                             params_json=params.model_dump_json()))
+    out: list[dict] = []
+    for future in futures:  # shard order, whatever order they finish in
+        out.extend(future.result())
         progress("retrieve", len(out), len(question_rows))
     return out

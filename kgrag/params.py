@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from kgrag.reasoners.core import REASONERS
 from kgrag.registry import BACKENDS, LOADERS, RETRIEVERS, Registry, UnknownModuleError
+from kgrag.task_runners import TASK_RUNNERS
 
 
 class Strict(BaseModel):
@@ -280,6 +281,16 @@ class ReportParams(Strict):
     traces: int = Field(3, ge=0, description="questions whose reasoner trace (steps and LLM calls) report.md shows")
 
 
+class ClusterParams(ModuleSection):
+    """Where the retrieve and generate flows run their shard tasks: ``task_runner`` picks the Prefect task
+    runner (``local``: one after another in the stage's process; ``dask``: on Dask worker processes); its
+    sub-section (``cluster.dask``) holds its params. Outputs and cache keys do not depend on it."""
+
+    _registry = TASK_RUNNERS
+    _selector = "task_runner"
+    task_runner: str = "local"
+
+
 class Params(Strict):
     """The whole ``params.yaml``."""
 
@@ -292,6 +303,7 @@ class Params(Strict):
     reason: ReasonParams = ReasonParams()
     evaluate: EvaluateParams = EvaluateParams()
     report: ReportParams = ReportParams()
+    cluster: ClusterParams = ClusterParams()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

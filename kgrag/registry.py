@@ -133,5 +133,6 @@ def _ensure_loaded() -> None:
     from kgrag.community import DETECTORS
     from kgrag.reasoners.core import REASONERS
     from kgrag.lego.registries import EXTRACTORS, FILTERS, REFINERS, SCORERS
+    from kgrag.task_runners import TASK_RUNNERS
 
-    ALL.update({r.kind: r for r in (EXTRACTORS, FILTERS, REFINERS, SCORERS, DETECTORS, REASONERS)})
+    ALL.update({r.kind: r for r in (EXTRACTORS, FILTERS, REFINERS, SCORERS, DETECTORS, REASONERS, TASK_RUNNERS)})

@@ -14,18 +14,20 @@ def main(argv: list[str] | None = None) -> None:
     params = params_from_argv(__doc__, argv)
     p = params.generate
     from flows.generate import generate_flow
+    from flows.runners import run_flow
 
-    db = io.VALIDATED / "kg.duckdb"
+    db = (io.VALIDATED / "kg.duckdb").resolve()  # absolute: shard tasks may run in other processes
     with timed("generate", io.GENERATE) as info:
         questions = read_tables(db, ("questions",))["questions"].to_pylist()
         retrieved = io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()
         # graph reasoners walk the KG themselves: the questions' topic ids and the index are inputs too
         index_hash = "-".join(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")
                               if (io.INDEX / f).exists())
-        rows = generate_flow(question_rows=questions, retrieved_rows=retrieved, db_path=str(db), params=p,
-                             separator=params.evaluate.answer_separator, reason=params.reason,
-                             cache_path=str(io.CACHE / "llm_calls.sqlite"), index_dir=str(io.INDEX),
-                             index_model=params.index.model, inputs_hash=f"{file_hash(db)}-{index_hash}")
+        rows = run_flow(generate_flow, params.cluster, question_rows=questions, retrieved_rows=retrieved,
+                        db_path=str(db), params=p, separator=params.evaluate.answer_separator, reason=params.reason,
+                        cache_path=str((io.CACHE / "llm_calls.sqlite").resolve()),
+                        index_dir=str(io.INDEX.resolve()), index_model=params.index.model,
+                        inputs_hash=f"{file_hash(db)}-{index_hash}")
         io.write_parquet(io.GENERATE / "generations.parquet", pa.Table.from_pylist(rows, schema=S.GENERATIONS))
         info.update(backend=p.backend, reasoner=params.reason.method, questions=len(rows), failed=sum(r[S.FAILED] for r in rows),
                     cached=sum(r[S.CACHED] for r in rows), seed=p.seed)

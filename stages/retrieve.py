@@ -16,16 +16,17 @@ def main(argv: list[str] | None = None) -> None:
     p = params.retrieve
     from flows.cache import folder_hash
     from flows.retrieve import retrieve_flow
+    from flows.runners import run_flow
 
-    db = io.VALIDATED / "kg.duckdb"
+    db = (io.VALIDATED / "kg.duckdb").resolve()  # absolute: shard tasks may run in other processes
     with timed("retrieve", io.RETRIEVE) as info:
         questions = read_tables(db, ("questions",))["questions"].to_pylist()
         # the fine-tuned scorer model is an input too (presets lego-05/12/18 read it)
         index_hash = "-".join([*(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")),
                                folder_hash(io.ST_MODEL)])
-        rows = retrieve_flow(question_rows=questions, db_path=str(db), db_hash=file_hash(db),
-                             index_dir=str(io.INDEX), index_hash=index_hash, index_model=params.index.model,
-                             params=p)
+        rows = run_flow(retrieve_flow, params.cluster, question_rows=questions, db_path=str(db),
+                        db_hash=file_hash(db), index_dir=str(io.INDEX.resolve()), index_hash=index_hash,
+                        index_model=params.index.model, params=p)
         io.write_parquet(io.RETRIEVE / "retrieved.parquet", pa.Table.from_pylist(rows, schema=S.RETRIEVED))
         ms = [r[S.RETRIEVE_MS] for r in rows]
         info.update(method=p.method, questions=len(rows), median_ms=percentile(ms, 50), p90_ms=percentile(ms, 90))

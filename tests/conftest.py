@@ -104,10 +104,9 @@ def run(cmd: list[str], cwd: Path) -> str:
     return out
 
 
-@pytest.fixture(scope="session")
-def e2e_project(tmp_path_factory) -> Path:
-    """A copy of the repository with a small real MetaQA sample in its params (git repo, no outputs)."""
-    dst = tmp_path_factory.mktemp("e2e") / "proj"
+def copy_repo(dst: Path, *, sample: int, shard_size: int) -> Path:
+    """A copy of the repository's files (no outputs) whose params read ``sample`` real MetaQA questions
+    in shards of ``shard_size``, with short answers."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split()
     for f in files:
@@ -116,14 +115,38 @@ def e2e_project(tmp_path_factory) -> Path:
             (dst / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / f)
     params = yaml.safe_load((dst / "params.yaml").read_text())
-    params["data"]["sample"] = E2E_SAMPLE
+    params["data"]["sample"] = sample
     params["data"]["path"] = str(METAQA)
     params["data"]["input"] = str(METAQA)  # what the ingest stage's DVC dependency tracks
     params["generate"]["max_tokens"] = 24
-    params["generate"]["shard_size"] = 6
-    params["retrieve"]["shard_size"] = 6
+    params["generate"]["shard_size"] = shard_size
+    params["retrieve"]["shard_size"] = shard_size
     params["finetune"]["questions"] = 40
     (dst / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return dst
+
+
+def metaqa_entity_vectors(names: list[str], model: str = "all-MiniLM-L6-v2"):
+    """Vectors of the 43k MetaQA entity names: the ``index`` stage's output when the repository has it and it
+    matches (same row count, 32 sampled names re-encoded to the same vectors), else encoded here (~1 min+)."""
+    import numpy as np
+
+    from kgrag.embed import encode, read_vectors
+
+    stored = ROOT / "data" / "index" / "entities.parquet"
+    if stored.exists():
+        vecs = read_vectors(stored)
+        pick = np.random.default_rng(0).choice(len(names), size=min(32, len(names)), replace=False)
+        if vecs.shape[0] == len(names) and np.all(
+                np.sum(vecs[pick] * encode([names[i] for i in pick], model=model), axis=1) > 0.999):
+            return vecs
+    return encode(names, model=model)
+
+
+@pytest.fixture(scope="session")
+def e2e_project(tmp_path_factory) -> Path:
+    """A copy of the repository with a small real MetaQA sample in its params (git repo, no outputs)."""
+    dst = copy_repo(tmp_path_factory.mktemp("e2e") / "proj", sample=E2E_SAMPLE, shard_size=6)
     run(["git", "init", "-q"], dst)
     run(["git", "add", "-A"], dst)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"], dst)

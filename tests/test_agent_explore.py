@@ -22,7 +22,7 @@ from kgrag.reasoners import explore as X
 from kgrag.reasoners.baselines import COT_SYSTEM
 from kgrag.reasoners.strategies import EVAL_SYSTEM
 from kgrag.types import Question
-from tests.conftest import metaqa_sample_store
+from tests.conftest import metaqa_entity_vectors, metaqa_sample_store
 
 MODEL = "all-MiniLM-L6-v2"
 NO_DEMO = Sampling(few_shot=False)
@@ -322,26 +322,9 @@ def test_params_are_strict():
 def metaqa(tmp_path_factory):
     store, questions = metaqa_sample_store(tmp_path_factory.mktemp("metaqa"))
     names = store.names(np.arange(store.num_entities))
-    index = EmbeddingIndex(model=MODEL, entity_vectors=_entity_vectors(names),
+    index = EmbeddingIndex(model=MODEL, entity_vectors=metaqa_entity_vectors(names, MODEL),
                            relation_vectors=encode([str(r).replace("_", " ") for r in store.relation_names], model=MODEL))
     return store, index, questions
-
-
-def _entity_vectors(names: list[str]) -> np.ndarray:
-    """Vectors of the 43k MetaQA entity names: the ``index`` stage's output when the repository has it and it
-    matches (same row count, 32 sampled names re-encoded to the same vectors), else encoded here (~1 min+)."""
-    from pathlib import Path
-
-    from kgrag.embed import read_vectors
-
-    stored = Path(__file__).resolve().parents[1] / "data" / "index" / "entities.parquet"
-    if stored.exists():
-        vecs = read_vectors(stored)
-        pick = np.random.default_rng(0).choice(len(names), size=min(32, len(names)), replace=False)
-        if vecs.shape[0] == len(names) and np.all(
-                np.sum(vecs[pick] * encode([names[i] for i in pick], model=MODEL), axis=1) > 0.999):
-            return vecs
-    return encode(names, model=MODEL)
 
 
 @pytest.fixture(scope="module")
