@@ -62,6 +62,7 @@ bench: install
 	python bench/lego.py
 	python bench/constrain.py
 	python bench/reasoners.py
+	python bench/scale.py
 
 clean:
 	rm -rf data .kgrag_cache

@@ -33,8 +33,8 @@ def retrieve_shard(*, key: dict, question_rows: list[dict], db_path: str, index_
 
     params = RetrieveParams.model_validate_json(params_json)
     questions = questions_from_table(pa.Table.from_pylist(question_rows, schema=S.QUESTIONS))
-    return retrieve_rows(questions=questions, kg=open_store(db_path), index=open_index(index_dir, index_model),
-                         params=params)
+    kg = open_store(db_path, params.store)  # retrieve.store: memory (KGStore) or duckdb (DuckKGStore)
+    return retrieve_rows(questions=questions, kg=kg, index=open_index(index_dir, index_model), params=params)
 
 
 @flow(name="retrieve", log_prints=False, task_runner=default_task_runner())

@@ -215,6 +215,9 @@ class RetrieveParams(ModuleSection):
         description="cap on neighbourhood edges: closer hops first, the farthest hop cut by relation relevance",
     )
     shard_size: int = Field(50, ge=1, description="questions per cached Prefect task")
+    store: Literal["memory", "duckdb"] = Field(
+        "memory", description="KG access: memory (whole KG as CSR arrays, kgrag.store.KGStore) or duckdb (SQL per "
+        "hop on the DuckDB file, names fetched lazily: kgrag.store_duckdb.DuckKGStore, for KGs too big for memory)")
 
 
 class GenerateParams(ModuleSection):
@@ -291,6 +294,27 @@ class ClusterParams(ModuleSection):
     task_runner: str = "local"
 
 
+class SynthParams(Strict):
+    """Stage ``synth``: a SYNTHETIC KG (typed entities and relations, power-law degrees) and questions whose
+    answers are known by construction (``kgrag.synth``). Not an input of the default DAG: point ``data`` at its
+    files (README "Synthetic KG at scale")."""
+
+    n_triples: int = Field(100_000, ge=1, description="distinct triples generated")
+    entities_per_triple: float = Field(0.25, gt=0.0, le=2.0, description="entities generated per triple")
+    n_relations: int = Field(24, ge=1, description="relations; relation r joins head type A_r to tail type B_r")
+    n_types: int = Field(8, ge=1, description="entity types")
+    skew: float = Field(1.0, ge=0.0, description="Zipf exponent of entity popularity within a type (0 = uniform)")
+    relation_skew: float = Field(1.0, ge=0.0, description="Zipf exponent of relation frequencies")
+    questions: int = Field(200, ge=1, description="questions, split evenly over hops")
+    hops: list[Literal[1, 2]] = Field([1, 2], min_length=1, description="hop counts of the questions")
+    max_answers: int = Field(20, ge=1, description="questions with more answers than this are redrawn")
+    graph_extra: int = Field(10, ge=0, description="questions_graphs.jsonl: edges leaving the topic added to "
+                             "each question's own graph besides its answer chain")
+    bad_lines: int = Field(0, ge=0, description="malformed lines mixed into the triples file (quarantine tests)")
+    seed: int = Field(0, description="seed of every random draw")
+    out: str = Field("data/synth", description="output folder (the stage's DVC out)")
+
+
 class Params(Strict):
     """The whole ``params.yaml``."""
 
@@ -303,6 +327,7 @@ class Params(Strict):
     reason: ReasonParams = ReasonParams()
     evaluate: EvaluateParams = EvaluateParams()
     report: ReportParams = ReportParams()
+    synth: SynthParams = SynthParams()
     cluster: ClusterParams = ClusterParams()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

@@ -306,6 +306,13 @@ class KGStore:
 
 
 @functools.lru_cache(maxsize=4)
-def open_store(path: str) -> KGStore:
-    """A process-wide cached ``KGStore`` for a DuckDB file."""
+def open_store(path: str, mode: str = "memory"):
+    """A process-wide cached store for a DuckDB file: ``KGStore`` (``mode`` memory: the whole KG in memory)
+    or ``kgrag.store_duckdb.DuckKGStore`` (``mode`` duckdb: SQL per hop, for KGs too big for memory)."""
+    if mode == "duckdb":
+        from kgrag.store_duckdb import DuckKGStore
+
+        return DuckKGStore(path)
+    if mode != "memory":
+        raise ValueError(f"unknown store mode {mode!r}; valid: memory, duckdb")
     return KGStore(path)

@@ -79,6 +79,12 @@ def relation_name(r: int, head_type: str, tail_type: str) -> str:
     return f"{SYNTH_PREFIX}_r{r:02d}_{head_type}_{tail_type}"
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``np.unique``; a sort is far faster than its int64 hash path in numpy 2.4)."""
+    s = np.sort(a)
+    return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
+
+
 def _zipf_cdf(n: int, s: float) -> np.ndarray:
     w = np.arange(1, n + 1, dtype=np.float64) ** -s
     c = np.cumsum(w)
@@ -134,38 +140,33 @@ def generate_kg(
         ranks = np.minimum(np.searchsorted(cdfs[k], rng.random(m)), sizes[k] - 1)
         return rank_to_entity[k][ranks]
 
-    hs, rs, ts = [], [], []
+    n_ent_all = int(offsets[-1])
+    if n_ent_all * n_ent_all * n_relations >= 1 << 62:
+        raise ValueError("n_triples too large for one int64 key per triple")
+    keys = np.zeros(0, dtype=np.int64)  # distinct triples so far, as (head * R + relation) * E + tail, sorted
     have, gain = 0, 1.0  # gain: distinct new triples per draw in the last round
     for _ in range(max_rounds):
         want = int((n_triples - have) / max(gain, 0.01) * 1.1) + 64
         counts = rng.multinomial(want, rel_p)
+        new = []
         for r in range(n_relations):
             if counts[r]:
                 a, b = rel_types[r]
-                hs.append(draw(int(a), int(counts[r])))
-                ts.append(draw(int(b), int(counts[r])))
-                rs.append(np.full(counts[r], r, dtype=np.int64))
-        h, r_, t = np.concatenate(hs), np.concatenate(rs), np.concatenate(ts)
-        keep = h != t
-        h, r_, t = h[keep], r_[keep], t[keep]
-        key = h * n_relations + r_
-        order = np.lexsort((t, key))  # stable: first generated copy first
-        ks, ts_ = key[order], t[order]
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = (ks[1:] != ks[:-1]) | (ts_[1:] != ts_[:-1])
-        uniq = np.sort(order[first])
-        h, r_, t = h[uniq], r_[uniq], t[uniq]
-        gain = (len(h) - have) / want
-        have = len(h)
-        hs, rs, ts = [h], [r_], [t]
+                h, t = draw(int(a), int(counts[r])), draw(int(b), int(counts[r]))
+                h, t = h[h != t], t[h != t]  # no self-loops
+                new.append((h * n_relations + r) * n_ent_all + t)
+        keys = _distinct(np.concatenate([keys, *new]))
+        gain = (len(keys) - have) / want
+        have = len(keys)
         if have >= n_triples:
             break
     else:
         raise ValueError(f"only {have} distinct triples after {max_rounds} rounds; lower n_triples or skew, "
                          "or raise entities_per_triple")
-    perm = rng.permutation(have)[:n_triples]
+    keys = keys[rng.permutation(have)[:n_triples]]  # n_triples of them, in random file order
+    h, r_, t = keys // (n_relations * n_ent_all), (keys // n_ent_all) % n_relations, keys % n_ent_all
     return SynthKG(entity_type=entity_type, entity_local=entity_local, relation_types=rel_types,
-                   heads=h[perm], relations=r_[perm], tails=t[perm], seed=seed)
+                   heads=h, relations=r_, tails=t, seed=seed)
 
 
 class OutIndex:
@@ -189,7 +190,7 @@ class OutIndex:
         if not len(lo):
             return np.zeros(0, dtype=np.int64)
         idx = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())]) if len(lo) else lo
-        return np.unique(self.tail[idx.astype(np.int64)])
+        return _distinct(self.tail[idx.astype(np.int64)])
 
     def out_edges(self, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(relations, tails) of the edges leaving ``head``."""
@@ -199,7 +200,8 @@ class OutIndex:
 
 
 def generate_questions(
-    *, kg: SynthKG, n_questions: int, hops: tuple[int, ...], max_answers: int, seed: int, max_tries: int = 50,
+    *, kg: SynthKG, n_questions: int, hops: tuple[int, ...], max_answers: int, seed: int, graph_extra: int = 10,
+    max_tries: int = 50,
 ) -> list[dict]:
     """Questions whose answers follow from the triples: 1-hop (``h -r-> ?``) and 2-hop (``h -r1-> y -r2-> ?``).
 
@@ -208,17 +210,22 @@ def generate_questions(
     the relation chain, the topic itself excluded; a draw with more than ``max_answers`` answers (or
     none) is redrawn. Questions are split evenly over ``hops``.
 
+    Each question also gets its own small graph (``graph``, for the ``jsonl`` loader): the triples of the
+    relation chain that reach an answer, plus up to ``graph_extra`` other edges leaving the topic; following
+    the chain inside that graph gives the same answers.
+
     Returns
     -------
     dicts with ``id``, ``question`` (topic in ``[brackets]``, as MetaQA), ``topic_entities``, ``answers``
-    (entity names, sorted), ``hops``, ``qtype`` and ``relations`` (the chain's relation names).
+    (entity names, sorted), ``hops``, ``qtype``, ``relations`` (the chain's relation names) and ``graph``
+    (``[head, relation, tail]`` names).
     """
     rng = np.random.default_rng(seed)
     idx = OutIndex(kg)
     names = kg.entity_names()
     rel_names = kg.relation_names()
     tnames = kg.type_names()
-    sources = np.unique(kg.heads)
+    sources = _distinct(kg.heads)
     out: list[dict] = []
     per_hop = [n_questions // len(hops) + (1 if i < n_questions % len(hops) else 0) for i in range(len(hops))]
     for k, n in zip(hops, per_hop):
@@ -243,6 +250,12 @@ def generate_questions(
                 continue
             tname = names[topic].as_py()
             ans = sorted(names.take(pa.array(answers)).to_pylist())
+            graph = _evidence(idx, topic, chain, answers)
+            others = np.flatnonzero(rels != chain[0])
+            for o in rng.permutation(others)[:graph_extra].tolist():
+                graph.append((topic, int(rels[o]), int(tails[o])))
+            gnames = names.take(pa.array([x for h, _, t in graph for x in (h, t)], type=pa.int64())).to_pylist()
+            graph_named = [[gnames[2 * i], rel_names[r], gnames[2 * i + 1]] for i, (_, r, _) in enumerate(graph)]
             rw = [rel_names[r].split("_", 2)[2].replace("_", " ") for r in chain]
             target = tnames[int(kg.relation_types[chain[-1], 1])]
             if k == 1:
@@ -253,11 +266,25 @@ def generate_questions(
                         f"r{chain[0]:02d} ({rw[0]}) from [{tname}]?")
             out.append({"id": f"synth-{k}hop-{made:05d}", "question": text, "topic_entities": [tname],
                         "answers": ans, "hops": k, "qtype": "_".join(f"r{r:02d}" for r in chain),
-                        "relations": [rel_names[r] for r in chain]})
+                        "relations": [rel_names[r] for r in chain], "graph": graph_named})
             made += 1
         if made < n:
             raise ValueError(f"made only {made} of {n} {k}-hop questions with 1..{max_answers} answers; "
                              "raise max_answers or the KG size")
+    return out
+
+
+def _evidence(idx: OutIndex, topic: int, chain: list[int], answers: np.ndarray) -> list[tuple[int, int, int]]:
+    """Triples of the relation chain from ``topic`` that end at an answer (1 or 2 hops)."""
+    if len(chain) == 1:
+        return [(topic, chain[0], int(a)) for a in answers]
+    out = []
+    keep = set(answers.tolist())
+    for y in idx.tails_of(np.array([topic]), chain[0]).tolist():
+        ends = [z for z in idx.tails_of(np.array([y]), chain[1]).tolist() if z in keep]
+        if ends:
+            out.append((topic, chain[0], y))
+            out.extend((y, chain[1], z) for z in ends)
     return out
 
 
@@ -278,7 +305,8 @@ def bad_line_texts(kg: SynthKG, n: int, seed: int, names: pa.Array, rel_names: p
     out = []
     for i in range(n):
         j = int(rng.integers(len(kg.heads)))
-        h, r, t = names[int(kg.heads[j])].as_py(), rel_names[int(kg.relations[j])].as_py(), names[int(kg.tails[j])].as_py()
+        h, t = names[int(kg.heads[j])].as_py(), names[int(kg.tails[j])].as_py()
+        r = rel_names[int(kg.relations[j])].as_py()
         kind = i % 3
         line = f"{h}\t{t}" if kind == 0 else f"{h}\t \t{t}" if kind == 1 else f"{h}\t{r}\t{t}"
         out.append((line + "\n").encode())
@@ -287,10 +315,12 @@ def bad_line_texts(kg: SynthKG, n: int, seed: int, names: pa.Array, rel_names: p
 
 def write_synth(
     *, out: str | Path, n_triples: int, entities_per_triple: float, n_relations: int, n_types: int, skew: float,
-    relation_skew: float, questions: int, hops: tuple[int, ...], max_answers: int, bad_lines: int, seed: int,
-    chunk: int = 1_000_000,
+    relation_skew: float, questions: int, hops: tuple[int, ...], max_answers: int, graph_extra: int, bad_lines: int,
+    seed: int, chunk: int = 1_000_000,
 ) -> dict:
-    """Generate a synthetic KG and write ``triples.tsv``, ``questions.jsonl`` and ``manifest.json`` to ``out``.
+    """Generate a synthetic KG and write ``triples.tsv``, ``questions.jsonl`` (over the whole KG: the
+    ``triples`` loader's ``questions``), ``questions_graphs.jsonl`` (each question with its own graph: the
+    ``jsonl`` loader's input) and ``manifest.json`` to ``out``.
 
     Bad lines (``bad_lines``) are inserted after seeded line positions; a duplicate bad line repeats a
     triple that appears earlier in the file, so the first copy stays the valid one. Returns the manifest.
@@ -301,7 +331,8 @@ def write_synth(
                      n_types=n_types, skew=skew, relation_skew=relation_skew, seed=seed)
     names = kg.entity_names()
     rel_names = pa.array(kg.relation_names(), pa.string())
-    qs = generate_questions(kg=kg, n_questions=questions, hops=tuple(hops), max_answers=max_answers, seed=seed)
+    qs = generate_questions(kg=kg, n_questions=questions, hops=tuple(hops), max_answers=max_answers, seed=seed,
+                            graph_extra=graph_extra)
     rng = np.random.default_rng(seed + 2)
     bad = bad_line_texts(kg, bad_lines, seed, names, rel_names)
     # a bad line goes after line `pos` (1..n); duplicates must follow their original, so they go at the end
@@ -328,24 +359,27 @@ def write_synth(
             f.write(block)
         f.writelines(dup)
     tmp.replace(out / "triples.tsv")
-    with open(out / "questions.jsonl.tmp", "w") as f:
-        for q in qs:
-            f.write(json.dumps(q) + "\n")
-    (out / "questions.jsonl.tmp").replace(out / "questions.jsonl")
+    for name, rows in (("questions.jsonl", [{k: v for k, v in q.items() if k != "graph"} for q in qs]),
+                       ("questions_graphs.jsonl", qs)):
+        with open(out / f"{name}.tmp", "w") as f:
+            for q in rows:
+                f.write(json.dumps(q) + "\n")
+        (out / f"{name}.tmp").replace(out / name)
     deg = np.bincount(np.concatenate([kg.heads, kg.tails]), minlength=kg.n_entities)
     used = deg[deg > 0]
     manifest = {
         "synthetic": True, "notice": NOTICE, "seed": seed,
         "params": {"n_triples": n_triples, "entities_per_triple": entities_per_triple, "n_relations": n_relations,
                    "n_types": n_types, "skew": skew, "relation_skew": relation_skew, "questions": questions,
-                   "hops": list(hops), "max_answers": max_answers, "bad_lines": bad_lines},
+                   "hops": list(hops), "max_answers": max_answers, "graph_extra": graph_extra, "bad_lines": bad_lines},
         "triples": int(n_triples), "lines": int(n_triples + len(bad)), "bad_lines": len(bad),
         "entities": int(len(used)), "relations": int(n_relations), "types": kg.type_names(),
         "relation_types": {n: [kg.type_names()[int(a)], kg.type_names()[int(b)]]
                            for n, (a, b) in zip(kg.relation_names(), kg.relation_types)},
         "degree": {"max": int(used.max()), "median": float(np.median(used)), "mean": float(used.mean()),
                    "top1pct_edge_share": float(np.sort(used)[::-1][: max(1, len(used) // 100)].sum() / used.sum())},
-        "questions": len(qs), "files": {"triples": "triples.tsv", "questions": "questions.jsonl"},
+        "questions": len(qs), "files": {"triples": "triples.tsv", "questions": "questions.jsonl",
+                                        "questions_graphs": "questions_graphs.jsonl"},
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest

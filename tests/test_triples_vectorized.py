@@ -174,7 +174,7 @@ def test_engine_choice(tmp_path):
 
 def test_agrees_on_synth_sample_with_bad_lines(tmp_path):
     m = write_synth(out=tmp_path / "s", n_triples=20_000, entities_per_triple=0.3, n_relations=6, n_types=3, skew=1.0,
-                    relation_skew=1.0, questions=30, hops=(1, 2), max_answers=30, bad_lines=30, seed=5)
+                    relation_skew=1.0, questions=30, hops=(1, 2), max_answers=30, graph_extra=5, bad_lines=30, seed=5)
     py, vec = both(path=str(tmp_path / "s" / "triples.tsv"), questions=str(tmp_path / "s" / "questions.jsonl"))
     assert_same(py, vec)
     assert vec.triples.num_rows == m["triples"] and vec.entities.num_rows == m["entities"]

@@ -28,6 +28,9 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,8 +55,9 @@ from kgrag.types import KGTables
 
 WHITESPACE = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "  # the ASCII characters for which str.isspace() holds
 SCAN_BYTES = 1 << 26  # bytes classified per numpy pass (bounds temporary memory)
-UTF8_BLOCK = 1 << 16  # lines decoded together to check UTF-8 (a failing block sends its non-ASCII lines to the slow lane)
+UTF8_BLOCK = 1 << 16  # lines decoded together to check UTF-8 (a failing block: its non-ASCII lines go slow)
 SPLIT_LINES = 1 << 20  # lines split per pyarrow pass
+THREADS = min(2, os.cpu_count() or 1)  # chunks split and encoded in parallel
 UNSURE_SLOW_MAX = 50_000  # at most this many (or 1 %) possibly-blank lines go to the slow lane; more: byte counts
 
 # byte classes: 0 ASCII non-whitespace, 1 ASCII whitespace other than CR, 2 CR, 3 non-ASCII, 4 NUL
@@ -266,12 +270,101 @@ def _blank_fields(field: pa.Array) -> np.ndarray:
     return blank
 
 
+@dataclass
+class _Chunk:
+    """A block of plain lines, split: record errors, kept line numbers, dictionary-encoded head / relation / tail."""
+
+    bad: list[tuple[int, str, str]]
+    lines: np.ndarray
+    fields: list[pa.DictionaryArray]
+
+
+def _split_chunk(
+    *, data: bytes, databuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray, cend: np.ndarray, idx: np.ndarray,
+    plain: np.ndarray, delimiter: str, expected: int, cols: tuple[int, int, int],
+) -> _Chunk:
+    """Split plain lines ``idx`` (indices, ascending) on the delimiter and check their fields."""
+    from kgrag.loaders.triples import empty_reason, field_count_reason
+
+    bad: list[tuple[int, str, str]] = []
+    lo, hi = int(idx[0]), int(idx[-1]) + 1
+    offsets = np.append(starts[lo:hi], ends[hi - 1]).astype(np.int64)
+    block = pa.Array.from_buffers(pa.large_binary(), hi - lo, [None, pa.py_buffer(offsets), databuf])
+    if len(idx) != hi - lo:
+        block = block.filter(pa.array(plain[lo:hi]))
+    parts = pc.split_pattern(block, pattern=delimiter)
+    nf = pc.list_value_length(parts).to_numpy(zero_copy_only=False)
+    ok = nf == expected
+    if not ok.all():
+        for j in np.flatnonzero(~ok).tolist():
+            k = int(idx[j])
+            bad.append((k + 1, field_count_reason(expected, int(nf[j]), delimiter),
+                        _text(data, starts[k], cend[k])[:RECORD_CHARS]))
+        parts, idx = parts.filter(pa.array(ok)), idx[ok]
+    fields = []
+    for c in cols:
+        v = pc.list_element(parts, c).view(pa.large_string())
+        if c == expected - 1:  # the last field still holds the line's CR/LF
+            v = pc.ascii_rtrim(v, characters="\r\n")
+        fields.append(v)
+    blank = np.stack([_blank_fields(v) for v in fields], axis=1)
+    drop = blank.any(axis=1)
+    if drop.any():
+        for j in np.flatnonzero(drop).tolist():
+            k = int(idx[j])
+            names = [nm for nm, b in zip(("head", "relation", "tail"), blank[j]) if b]
+            bad.append((k + 1, empty_reason(names), _text(data, starts[k], cend[k])[:RECORD_CHARS]))
+        good = pa.array(~drop)
+        fields, idx = [v.filter(good) for v in fields], idx[~drop]
+    return _Chunk(bad=bad, lines=idx + 1, fields=[pc.dictionary_encode(v) for v in fields])
+
+
+def _global_ids(columns: list[list[pa.DictionaryArray]]) -> tuple[pa.Array, list[np.ndarray]]:
+    """Sorted distinct values over every chunk of ``columns`` and, per column, each row's position in them."""
+    dicts = [d.dictionary for col in columns for d in col]
+    allv = pa.concat_arrays(dicts) if dicts else pa.array([], pa.large_string())
+    values = pc.unique(allv)
+    values = values.take(pc.sort_indices(values))
+    pos = pc.index_in(allv, value_set=values).to_numpy(zero_copy_only=False).astype(np.int64)
+    out, at = [], 0
+    for col in columns:
+        parts = []
+        for d in col:
+            m = pos[at:at + len(d.dictionary)]
+            at += len(d.dictionary)
+            parts.append(m[d.indices.to_numpy(zero_copy_only=False)])
+        out.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+    return values, out
+
+
+def duplicate_rows(hid: np.ndarray, rid: np.ndarray, tid: np.ndarray, *, n_entities: int, n_relations: int
+                   ) -> np.ndarray:
+    """Whether each row repeats an earlier row's (head, relation, tail)."""
+    n = len(hid)
+    if n_entities and n_relations and n_entities * n_relations * n_entities < 1 << 62:
+        key = pa.array((hid * n_relations + rid) * n_entities + tid)
+        if pc.count_distinct(key).as_py() == n:  # the usual case: one hash pass, no duplicate
+            return np.zeros(n, dtype=bool)
+        first = pa.table({"k": key, "i": pa.array(np.arange(n))}).group_by("k").aggregate([("i", "min")])
+        dup = np.ones(n, dtype=bool)
+        dup[first.column("i_min").to_numpy()] = False
+        return dup
+    hr = hid * max(n_relations, 1) + rid
+    order = np.lexsort((tid, hr))  # stable: the first line of a copy first
+    sk, st = hr[order], tid[order]
+    repeat = np.zeros(n, dtype=bool)
+    repeat[1:] = (sk[1:] == sk[:-1]) & (st[1:] == st[:-1])
+    dup = np.zeros(n, dtype=bool)
+    dup[order[repeat]] = True
+    return dup
+
+
 def load_triples_vectorized(
     *, path: str, questions: str | None, split: str, delimiter: str, header: bool, head: int | str,
     relation: int | str, tail: int | str, columns: int | None, sample: int, seed: int,
 ) -> KGTables:
     """The ``triples`` loader's tables computed in bulk (same output as the python engine; see the module doc)."""
-    from kgrag.loaders.triples import column_layout, empty_reason, field_count_reason, record_problem
+    from kgrag.loaders.triples import column_layout, record_problem
 
     src = Path(path)
     f = str(src)
@@ -319,37 +412,15 @@ def load_triples_vectorized(
                                       tail=tail, columns=columns)
     cols = (h, r, t)
 
-    kept_lines: list[np.ndarray] = []
-    kept_fields: list[list[pa.Array]] = [[], [], []]
-    for a in range(0, len(plain_idx), SPLIT_LINES):
-        idx = plain_idx[a:a + SPLIT_LINES]
-        lo, hi = int(idx[0]), int(idx[-1]) + 1
-        offsets = np.append(starts[lo:hi], ends[hi - 1]).astype(np.int64)
-        block = pa.Array.from_buffers(pa.large_binary(), hi - lo, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        block = block.filter(pa.array(plain[lo:hi]))
-        parts = pc.split_pattern(block, pattern=delimiter)
-        nf = pc.list_value_length(parts).to_numpy(zero_copy_only=False)
-        for j in np.flatnonzero(nf != expected).tolist():
-            k = int(idx[j])
-            rec_bad.append((k + 1, field_count_reason(expected, int(nf[j]), delimiter),
-                            _text(data, starts[k], cend[k])[:RECORD_CHARS]))
-        ok = nf == expected
-        parts, idx = parts.filter(pa.array(ok)), idx[ok]
-        fields = []
-        for c in cols:
-            v = pc.list_element(parts, c).view(pa.large_string())
-            if c == expected - 1:  # the last field still holds the line's CR/LF
-                v = pc.ascii_rtrim(v, characters="\r\n")
-            fields.append(v)
-        blank = np.stack([_blank_fields(v) for v in fields], axis=1)
-        for j in np.flatnonzero(blank.any(axis=1)).tolist():
-            k = int(idx[j])
-            names = [nm for nm, b in zip(("head", "relation", "tail"), blank[j]) if b]
-            rec_bad.append((k + 1, empty_reason(names), _text(data, starts[k], cend[k])[:RECORD_CHARS]))
-        good = pa.array(~blank.any(axis=1))
-        kept_lines.append(idx[~blank.any(axis=1)] + 1)
-        for c in range(3):
-            kept_fields[c].append(fields[c].filter(good))
+    databuf = pa.py_buffer(data)
+    chunks = [plain_idx[a:a + SPLIT_LINES] for a in range(0, len(plain_idx), SPLIT_LINES)]
+
+    def split_block(idx: np.ndarray) -> _Chunk:
+        return _split_chunk(data=data, databuf=databuf, starts=starts, ends=ends, cend=cend, idx=idx, plain=plain,
+                            delimiter=delimiter, expected=expected, cols=cols)
+
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:  # pyarrow kernels release the GIL
+        done = list(pool.map(split_block, chunks))
     slow_text: dict[int, str] = {}
     slow_kept: list[tuple[int, list[str]]] = []
     for no, fields, raw in slow_rows:
@@ -360,34 +431,21 @@ def load_triples_vectorized(
             slow_kept.append((no, fields))
             slow_text[no] = raw
     if slow_kept:
-        kept_lines.append(np.array([no for no, _ in slow_kept], dtype=np.int64))
-        for c, col in enumerate(cols):
-            kept_fields[c].append(pa.array([fl[col] for _, fl in slow_kept], pa.large_string()))
-    lines = np.concatenate(kept_lines) if kept_lines else np.zeros(0, dtype=np.int64)
+        done.append(_Chunk(bad=[], lines=np.array([no for no, _ in slow_kept], dtype=np.int64), fields=[
+            pc.dictionary_encode(pa.array([fl[col] for _, fl in slow_kept], pa.large_string())) for col in cols]))
+    for c in done:
+        rec_bad.extend(c.bad)
+    lines = np.concatenate([c.lines for c in done]) if done else np.zeros(0, dtype=np.int64)
     if not len(lines):
         raise LoaderInputError(f"{src}: no valid triple (every line quarantined)")
-    hs, rs, ts = (pa.concat_arrays(parts) if parts else pa.array([], pa.large_string()) for parts in kept_fields)
-    if slow_kept:  # slow records come last: put every kept row back in line order
-        order = np.argsort(lines, kind="stable")
-        lines = lines[order]
-        take = pa.array(order)
-        hs, rs, ts = hs.take(take), rs.take(take), ts.take(take)
 
     # ids: entities by sorted key, relations by sorted name (KGBuilder.tables), then duplicates
-    dh, dr, dt = (pc.dictionary_encode(x) for x in (hs, rs, ts))
-    keys = pc.unique(pa.concat_arrays([dh.dictionary, dt.dictionary]))
-    keys = keys.take(pc.sort_indices(keys))
-    rel_names = dr.dictionary.take(pc.sort_indices(dr.dictionary))
-    hid = pc.index_in(dh.dictionary, value_set=keys).to_numpy(zero_copy_only=False)[dh.indices.to_numpy(zero_copy_only=False)]
-    tid = pc.index_in(dt.dictionary, value_set=keys).to_numpy(zero_copy_only=False)[dt.indices.to_numpy(zero_copy_only=False)]
-    rid = pc.index_in(dr.dictionary, value_set=rel_names).to_numpy(zero_copy_only=False)[dr.indices.to_numpy(zero_copy_only=False)]
-    hid, rid, tid = (x.astype(np.int64) for x in (hid, rid, tid))
-    order = np.lexsort((tid, hid * max(len(rel_names), 1) + rid))  # stable: the first line of a copy first
-    sk, st = (hid * max(len(rel_names), 1) + rid)[order], tid[order]
-    repeat = np.zeros(len(order), dtype=bool)
-    repeat[1:] = (sk[1:] == sk[:-1]) & (st[1:] == st[:-1])
-    dup = np.zeros(len(lines), dtype=bool)
-    dup[order[repeat]] = True
+    keys, (hid, tid) = _global_ids([[c.fields[0] for c in done], [c.fields[2] for c in done]])
+    rel_names, (rid,) = _global_ids([[c.fields[1] for c in done]])
+    if slow_kept:  # slow records come last: put every kept row back in line order
+        order = np.argsort(lines, kind="stable")
+        lines, hid, rid, tid = lines[order], hid[order], rid[order], tid[order]
+    dup = duplicate_rows(hid, rid, tid, n_entities=len(keys), n_relations=len(rel_names))
     for j in np.flatnonzero(dup).tolist():
         no = int(lines[j])
         text = slow_text[no] if no in slow_text else _text(data, starts[no - 1], cend[no - 1])

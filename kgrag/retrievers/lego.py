@@ -175,6 +175,7 @@ def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, m
     final = [paths[int(i)] for i in keep]
     nodes, edges = path_nodes_edges(final, seeds)
     record("refine", params.refine.name, t0, nodes, paths=len(final))
+    kg.names(graph.nodes[nodes])  # the names the path texts below need, in one look-up (one query on DuckKGStore)
 
     e = graph.edges[edges]
     return Subgraph(
