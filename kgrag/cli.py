@@ -199,9 +199,9 @@ def _compare(args: argparse.Namespace) -> int:
               + (f"; skipped: {', '.join(f'{s.name} ({s.reason})' for s in skipped)}" if skipped else ""),
               file=sys.stderr)
         return 1
-    metrics = [m.strip() for x in (args.metrics or [",".join(compare.KEY_METRICS)]) for m in x.split(",")
-               if m.strip()]
     known = compare.numeric_metric_keys(chosen)
+    metrics = [m.strip() for x in (args.metrics or [",".join(k for k in compare.KEY_METRICS if k in known)])
+               for m in x.split(",") if m.strip()]
     unknown = [m for m in metrics if m not in known]
     if unknown:
         print(f"error: unknown metric(s) {', '.join(unknown)}; numeric metrics of these experiments: "
@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="look at the experiments of every commit (`dvc exp show --all-commits`), not only HEAD's")
     k.add_argument("--metrics", action="append", metavar="KEY[,KEY...]",
                    help="metric keys of the metrics file to compare, comma-separated or repeated (nested keys "
-                   f"dotted); default: {', '.join(KEY_METRICS)}")
+                   f"dotted); default: those of {', '.join(KEY_METRICS)} the experiments have")
     k.add_argument("--out", default="reports/compare.md",
                    help="markdown file to write; plots go to the folder of the same name without the extension "
                    "(default: reports/compare.md, plots in reports/compare/)")

@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-# The metrics compared by default (keys of reports/metrics.json); LABELS names them, the two sets give their direction.
+# The metrics compared by default (keys of reports/metrics.json; those the experiments have: `accuracy` only for
+# label tasks such as ExplaGraphs); LABELS names them, the two sets give their direction.
 KEY_METRICS: tuple[str, ...] = (
-    "hit_at_1", "hit_any", "f1", "retrieval_recall", "failed", "reasoner_calls_per_question", "tokens_per_question",
+    "accuracy", "hit_at_1", "hit_any", "f1", "retrieval_recall", "failed", "reasoner_calls_per_question", "tokens_per_question",
 )
 LABELS: dict[str, str] = {
+    "accuracy": "accuracy",
+    "accuracy_answered": "accuracy (answered)",
     "hit_at_1": "Hit@1",
     "hit_any": "Hit",
     "em": "EM",
@@ -37,12 +40,13 @@ LABELS: dict[str, str] = {
     "generate_ms_median": "generate ms / q",
 }
 HIGHER_IS_BETTER = frozenset({
+    "accuracy", "accuracy_answered",
     "hit_at_1", "hit_any", "em", "precision", "recall", "f1", "rouge_l", "judge", "retrieval_recall",
     "hit_at_1_answered", "f1_answered", "answered",
 })
 LOWER_IS_BETTER = frozenset({
     "failed", "reasoner_calls_per_question", "llm_calls_per_question", "tokens_per_question", "context_tokens_mean",
-    "tokens_out_mean", "unparseable_outputs", "judge_unparseable", "retrieve_ms_median", "generate_ms_median",
+    "tokens_out_mean", "unparseable_outputs", "label_unparseable", "judge_unparseable", "retrieve_ms_median", "generate_ms_median",
 })
 # `dvc exp show` executor states of experiments that have no (complete) results
 NOT_DONE = frozenset({"queued", "running", "failed"})

@@ -198,6 +198,10 @@ def test_real_dvc_exp_show(toy_repo, tmp_path, monkeypatch, capsys):
     assert main(["compare", "m2", "m8", "--metrics", "nope", "--metrics-file", "metrics.json",
                  "--out", str(out)]) == 2
     assert "unknown metric(s) nope" in capsys.readouterr().err
+    # default metrics: the key metrics these experiments have (no accuracy column for entity questions)
+    assert main(["compare", "m2", "m8", "--metrics-file", "metrics.json", "--out", str(out)]) == 0
+    head = [x for x in out.read_text().splitlines() if x.startswith("|")][0]
+    assert [c.strip() for c in head.strip("|").split("|")][3:] == ["Hit@1 ↑", "failed ↓"]
 
 
 def test_help_lists_options(capsys):
