@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any, Iterator
 
 from kgrag.params import ClusterParams
@@ -23,7 +21,6 @@ def run_flow(flow: Any, cluster: ClusterParams, **kwargs: Any) -> Any:
     Prefect API they can reach (``shared_api``)."""
     module = TASK_RUNNERS.get(cluster.task_runner).impl(cluster.module_params())
     with ExitStack() as stack:
-        stack.enter_context(project_settings())
         if module.separate_processes:
             stack.enter_context(shared_api())
         return flow.with_options(task_runner=module.task_runner())(**kwargs)
@@ -46,14 +43,3 @@ def shared_api() -> Iterator[str]:
     server.start()
     with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
         yield server.api_url
-
-
-@contextmanager
-def project_settings() -> Iterator[None]:
-    """Prefect's result store where ``kgrag.env.setup`` put it (``.kgrag_cache/prefect_results``), also in a
-    process that imported Prefect before ``setup`` ran (a deployment's flow run): the cache is the stages'."""
-    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, PREFECT_RESULTS_PERSIST_BY_DEFAULT, temporary_settings
-
-    with temporary_settings(updates={PREFECT_LOCAL_STORAGE_PATH: Path(os.environ["PREFECT_LOCAL_STORAGE_PATH"]),
-                                     PREFECT_RESULTS_PERSIST_BY_DEFAULT: True}):
-        yield

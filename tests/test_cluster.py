@@ -160,9 +160,10 @@ def _small_llm_params(project: Path) -> None:
 
 @pytest.mark.e2e
 def test_dask_cluster_run_equals_single_process_run(tmp_path):
-    """The experiment flow (retrieve → generate → evaluate) once in one process (the `local` runner) and once
-    with its shards on a 2-worker Dask cluster, each from empty caches: same metrics, predictions and rows,
-    the same Prefect cache keys, and every shard task ran on a cluster worker, both workers taking some."""
+    """The experiment flow (retrieve → generate → evaluate, each stage in its process) once with the `local`
+    runner (every shard in the stage's process) and once with its shards on a 2-worker Dask cluster, each from
+    empty caches: same metrics, predictions and rows, the same Prefect cache keys (result file names), and
+    every shard task ran on a cluster worker, both workers taking some."""
     project = copy_repo(tmp_path / "proj", sample=SAMPLE, shard_size=SHARD)
     _small_llm_params(project)
     _prepare(project)
