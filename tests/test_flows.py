@@ -62,3 +62,32 @@ def test_retrieve_flow_caches_shards(tiny_project, monkeypatch):
     # a changed param is a new key: everything runs again
     retrieve_flow(**{**kw, "params": RetrieveParams(method="pcst", shard_size=2, pcst={"topk": 4})})
     assert len(calls) == 12
+
+
+def test_shards_are_gathered_in_shard_order_whatever_finishes_first(tiny_project, monkeypatch):
+    """Shards run concurrently (3 threads) and the first one finishes last: rows still come in question order."""
+    import threading
+    import time
+
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from flows.retrieve import retrieve_flow
+
+    entry = RETRIEVERS.get("pcst")
+    finished: list[str] = []
+    lock = threading.Lock()
+
+    def slow_first(**kw):
+        qid = kw["question"].question_id
+        if qid == "q0":
+            time.sleep(1.5)
+        with lock:
+            finished.append(qid)
+        return entry.impl(**kw)
+
+    monkeypatch.setitem(RETRIEVERS._entries, "pcst", dataclasses.replace(entry, impl=slow_first))
+    rows = retrieve_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
+        question_rows=tiny_project["rows"], db_path=tiny_project["db"], db_hash=uuid.uuid4().hex,
+        index_dir=tiny_project["index"], index_hash="i", index_model=MODEL, params=RetrieveParams(shard_size=1))
+    assert finished[-1] == "q0" or finished.index("q0") > finished.index("q1"), finished  # q0 did finish late
+    assert [r[S.QUESTION_ID] for r in rows] == [f"q{i}" for i in range(5)]
