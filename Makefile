@@ -20,12 +20,13 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF
 LLAMA_WHEEL := .wheels/llama-$(LLAMA_VERSION).built
 
-.PHONY: install repro test test-fast bench clean help
+.PHONY: install repro test test-fast bench train clean help
 
 help:
 	@echo "make repro   set up if needed, then run the default experiment (dvc repro)"
 	@echo "make test    set up if needed, then run the whole test suite"
 	@echo "make bench   run the benchmarks (writes reports/bench/*.json)"
+	@echo "make train   train a G-Retriever preset: make train DATASET=explagraphs PRESET=g_retriever"
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +42,7 @@ $(STAMP): $(LLAMA_WHEEL) | $(VENV)/bin/python
 	# torch first and pinned: the CPU wheel on disk (an unpinned torch pulls GBs of CUDA packages).
 	$(VENV)/bin/python -m pip install --quiet torch==2.13.0
 	$(VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps .wheels/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	$(VENV)/bin/python -m pip install --quiet -e ".[dev,server]"
+	$(VENV)/bin/python -m pip install --quiet -e ".[dev,server,train]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -63,6 +64,13 @@ bench: install
 	python bench/constrain.py
 	python bench/reasoners.py
 	python bench/scale.py
+
+# G-Retriever training is its own pipeline (gretriever/dvc.yaml), never run by `make repro`.
+DATASET ?= explagraphs
+PRESET ?= g_retriever
+train: install
+	dvc repro gretriever/dvc.yaml:train-$(DATASET)@$(PRESET)
+	python -m stages.gretriever_table
 
 clean:
 	rm -rf data .kgrag_cache

@@ -3,4 +3,4 @@
 A backend is a class ``Backend(params, *, timeout_s)`` implementing ``kgrag.llm.LLMBackend``.
 """
 
-from kgrag.backends import llamacpp, openai, vllm  # noqa: F401
+from kgrag.backends import gretriever, llamacpp, openai, vllm  # noqa: F401

@@ -1,0 +1,360 @@
+"""G-Retriever training examples: question, retrieved subgraph (named triples), target text; the seeded split,
+the prompt layout and the graph arrays the encoder reads.
+
+An ``Example`` holds everything one training or test row needs, as plain Python values; the graph tensors
+(``GraphArrays``: node and edge text embeddings plus ``edge_index``) are built from its triples with a text
+embedder, the same way at training time and in the ``gretriever`` LLM backend, so a checkpoint sees at
+inference the inputs it was trained on.
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from kgrag import schema as S
+from kgrag.generate import clean_question
+from kgrag.textualize import csv_text
+
+Triple = tuple[str, str, str]
+
+# System message of every G-Retriever prompt (training and inference alike).
+SYSTEM = "Answer from the graph. Reply with the answer only; separate several answers with '|'."
+# What separates several answers in a target text (G-Retriever's WebQSP labels are '|'.join(answers)).
+LABEL_SEPARATOR = "|"
+# The header ``kgrag.generate.build_request`` puts before a prompt's context (parsed by ``parse_prompt``).
+CONTEXT_HEADER = "Knowledge graph facts (head, relation, tail):\n"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One question over its retrieved subgraph, with the text the LLM is trained to produce."""
+
+    example_id: str
+    question: str
+    triples: tuple[Triple, ...]
+    label: str
+    answers: tuple[str, ...]
+    choices: tuple[str, ...] = ()  # a label task's choices (ExplaGraphs: support / counter); () = entity answers
+
+
+@dataclass(frozen=True)
+class GraphArrays:
+    """A subgraph as the graph encoder reads it: node features, ``edge_index`` (2, E) and edge features."""
+
+    x: np.ndarray
+    edge_index: np.ndarray
+    edge_attr: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes."""
+        return int(self.x.shape[0])
+
+
+def split_indices(n: int, *, ratios: Sequence[float], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Train / validation / test row indices: a seeded permutation of ``range(n)`` cut by ``ratios``.
+
+    The cut points are ``floor(n * r_train)`` and ``floor(n * (r_train + r_val))``; the test part takes the
+    rest. Each part is returned sorted.
+
+    References
+    ----------
+    He et al., G-Retriever (2024), Appendix C: ExplaGraphs' train and dev rows split 6:2:2 at random.
+    """
+    if len(ratios) != 3 or any(r < 0 for r in ratios) or not np.isclose(sum(ratios), 1.0):
+        raise ValueError(f"ratios must be three non-negative shares summing to 1, got {list(ratios)}")
+    perm = np.random.default_rng(seed).permutation(n)
+    a = int(np.floor(n * ratios[0]))
+    b = int(np.floor(n * (ratios[0] + ratios[1])))
+    return np.sort(perm[:a]), np.sort(perm[a:b]), np.sort(perm[b:])
+
+
+def examples_from_tables(tables: Any, *, separator: str = LABEL_SEPARATOR, choices: Sequence[str] = ()
+                         ) -> list[Example]:
+    """One example per question of a loader's output (``KGTables``) whose questions carry their own graph.
+
+    The subgraph is the question's whole graph in file order (G-Retriever gives ExplaGraphs' small graphs
+    whole: k = 0); the label is the answers joined by ``separator``.
+    """
+    names = dict(zip(tables.entities[S.ENTITY_ID].to_pylist(), tables.entities[S.NAME].to_pylist()))
+    rels = dict(zip(tables.relations[S.RELATION_ID].to_pylist(), tables.relations[S.NAME].to_pylist()))
+    t = tables.triples
+    by_graph: dict[str, list[Triple]] = {}
+    if S.GRAPH_ID in t.column_names:
+        for h, r, tl, g in zip(t[S.HEAD].to_pylist(), t[S.RELATION].to_pylist(), t[S.TAIL].to_pylist(),
+                               t[S.GRAPH_ID].to_pylist()):
+            by_graph.setdefault(g, []).append((names[h], rels[r], names[tl]))
+    out = []
+    for q in tables.questions.to_pylist():
+        answers = tuple(a for a in (q[S.ANSWERS] or []) if a)
+        out.append(Example(example_id=q[S.QUESTION_ID], question=q[S.TEXT],
+                           triples=tuple(by_graph.get(q[S.GRAPH_ID], [])), label=separator.join(answers),
+                           answers=answers, choices=tuple(choices)))
+    return out
+
+
+def explagraphs_examples(*, path: str, ratios: Sequence[float], seed: int) -> dict[str, list[Example]]:
+    """ExplaGraphs' train and dev rows (in that order) split 6:2:2 (``ratios``) with ``seed``.
+
+    References
+    ----------
+    He et al., G-Retriever (2024), Appendix C (ExplaGraphs, split 6:2:2) and B.1 (the whole graph is used).
+    """
+    from kgrag.loaders.explagraphs import STANCES, load_explagraphs
+
+    rows: list[Example] = []
+    for split in ("train", "dev"):
+        rows += examples_from_tables(load_explagraphs(path=path, split=split), choices=STANCES)
+    tr, va, te = split_indices(len(rows), ratios=ratios, seed=seed)
+    return {"train": [rows[i] for i in tr], "val": [rows[i] for i in va], "test": [rows[i] for i in te]}
+
+
+def examples_from_triples(*, questions: Sequence[Any], triples: Sequence[Sequence[Triple]],
+                          separator: str = LABEL_SEPARATOR) -> list[Example]:
+    """Examples of global-KG questions (``kgrag.types.Question``) and their retrieved triples."""
+    return [Example(example_id=q.question_id, question=q.text, triples=tuple(tuple(x) for x in tr),
+                    label=separator.join(q.answers), answers=tuple(q.answers))
+            for q, tr in zip(questions, triples)]
+
+
+def retrieved_triples(*, questions: Sequence[Any], kg: Any, index: Any, retrieve: Any, mode: str) -> list[list[Triple]]:
+    """Named triples of each question's subgraph: ``pcst`` = G-Retriever's retrieval (``retrieve.pcst``
+    params) best first; ``none`` = the whole ``retrieve.hops`` neighbourhood (capped at
+    ``retrieve.max_neighbourhood_edges``), closest hop first, as the paper's no-retrieval baselines see it.
+    """
+    from kgrag.runner import retrieve_one
+
+    if mode not in ("pcst", "none"):
+        raise ValueError(f"retrieval mode {mode!r}: choose pcst or none")
+    out: list[list[Triple]] = []
+    if mode == "pcst":
+        params = retrieve.model_copy(update={"method": "pcst"})
+        vecs = index.encode([q.text for q in questions])
+        for q, v in zip(questions, vecs):
+            sub, _ = retrieve_one(question=q, query_vec=v, kg=kg, index=index, params=params)
+            out.append(kg.named_triples(sub.heads, sub.relations, sub.tails))
+        return out
+    for q in questions:
+        topics = [t for t in q.topic_ids if 0 <= t < kg.num_entities]
+        nb = kg.question_neighbourhood(topics, retrieve.hops, retrieve.max_neighbourhood_edges, graph_id=q.graph_id)
+        e = nb.edges
+        out.append(kg.named_triples(kg.heads[e], kg.relations[e], kg.tails[e]))
+    return out
+
+
+# ---- prompt ------------------------------------------------------------------------------------------
+
+
+def graph_text(triples: Sequence[Triple]) -> str:
+    """The textualized graph put in the prompt: G-Retriever's node table and edge table (``csv_text``)."""
+    return csv_text(list(triples)) if triples else ""
+
+
+def question_text(question: str) -> str:
+    """The question line(s) of the prompt."""
+    return f"Question: {clean_question(question)}"
+
+
+def relation_text(relation: str) -> str:
+    """An edge's text for its embedding (as the index stage embeds relations)."""
+    return relation.replace("_", " ")
+
+
+def parse_prompt(user: str) -> tuple[str, list[Triple]]:
+    """(question, triples) of a user message written by ``kgrag.generate.build_request``.
+
+    The context block (after ``CONTEXT_HEADER``, before the first blank line followed by ``Question:``) is
+    read as G-Retriever's CSV tables (``generate.context: csv``, exact) or as ``(head, relation, tail)`` lines
+    (``triples``; a name containing ", " cannot be told apart there, so such a line is split at its first
+    and last ", "). The question is what follows ``Question:``, without a trailing ``Choices:`` line and the
+    final ``Answer:``.
+    """
+    text = user.strip()
+    context = ""
+    if text.startswith(CONTEXT_HEADER):
+        body = text[len(CONTEXT_HEADER):]
+        cut = body.find("\n\nQuestion: ")
+        if cut < 0:
+            raise ValueError("prompt has a context block but no 'Question:' after it")
+        context, text = body[:cut], body[cut + 2:]
+    if text.startswith("Question: "):
+        text = text[len("Question: "):]
+    if text.endswith("Answer:"):
+        text = text[: -len("Answer:")].rstrip("\n")
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1].startswith("Choices: "):
+        text = "\n".join(lines[:-1])
+    return text.strip(), parse_context(context)
+
+
+def parse_context(context: str) -> list[Triple]:
+    """Triples of a textualized context: G-Retriever CSV tables, or ``(h, r, t)`` lines."""
+    context = context.strip()
+    if not context:
+        return []
+    if context.startswith("node_id,node_attr"):
+        nodes_part, _, edges_part = context.partition("\n\nsrc,edge_attr,dst")
+        names = {}
+        for row in csv.reader(_io.StringIO(nodes_part.split("\n", 1)[1] if "\n" in nodes_part else "")):
+            if len(row) >= 2:
+                names[row[0]] = ",".join(row[1:])
+        out = []
+        for row in csv.reader(_io.StringIO(edges_part.strip())):
+            if len(row) == 3 and row[0] in names and row[2] in names:
+                out.append((names[row[0]], row[1], names[row[2]]))
+        return out
+    out = []
+    for line in context.splitlines():
+        line = line.strip()
+        if not (line.startswith("(") and line.endswith(")")):
+            continue
+        inner = line[1:-1]
+        a, b = inner.find(", "), inner.rfind(", ")
+        if a < 0 or a == b:
+            continue
+        head, mid, tail = inner[:a], inner[a + 2: b], inner[b + 2:]
+        if ", " in mid:  # ambiguous: the relation is taken as the middle part's last piece
+            extra, mid = mid.rsplit(", ", 1)
+            head = f"{head}, {extra}"
+        out.append((head, mid, tail))
+    return out
+
+
+# ---- graph arrays ------------------------------------------------------------------------------------
+
+
+class TextEmbedder:
+    """Texts → unit embeddings with a sentence-transformers model, each distinct text encoded once.
+
+    ``preset`` seeds the cache with known vectors (say, the index stage's entity and relation vectors),
+    so those texts are not re-encoded.
+    """
+
+    def __init__(self, model: str, preset: dict[str, np.ndarray] | None = None,
+                 encode: Callable[[list[str]], np.ndarray] | None = None) -> None:
+        self.model = model
+        self._cache: dict[str, np.ndarray] = dict(preset or {})
+        self._encode = encode
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        if self._encode is not None:
+            return self._encode(texts)
+        from kgrag.embed import encode
+
+        return encode(texts, model=self.model)
+
+    def __call__(self, texts: Iterable[str]) -> np.ndarray:
+        texts = list(texts)
+        missing = sorted({t for t in texts if t not in self._cache})
+        if missing:
+            for t, v in zip(missing, self._run(missing)):
+                self._cache[t] = np.asarray(v, dtype=np.float32)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts]).astype(np.float32)
+
+    @property
+    def dim(self) -> int:
+        """Embedding size."""
+        if self._cache:
+            return int(next(iter(self._cache.values())).shape[-1])
+        return int(self._run(["x"]).shape[-1])
+
+
+def graph_arrays(triples: Sequence[Triple], embed: Callable[[list[str]], np.ndarray]) -> GraphArrays:
+    """Nodes in first-appearance order (the node table of ``graph_text``), edges head → tail, features the
+    embeddings of node names and of relation texts (``relation_text``).
+
+    References
+    ----------
+    He et al., G-Retriever (2024), section 4 (indexing: node and edge attributes encoded by a language
+    model) and eq. 9 (the encoder reads the retrieved subgraph S*).
+    """
+    ids: dict[str, int] = {}
+    for h, _, t in triples:
+        ids.setdefault(h, len(ids))
+        ids.setdefault(t, len(ids))
+    x = embed(list(ids))
+    edge_index = np.array([[ids[h] for h, _, _ in triples], [ids[t] for _, _, t in triples]], dtype=np.int64)
+    edge_attr = embed([relation_text(r) for _, r, _ in triples])
+    if not triples:
+        edge_index = np.zeros((2, 0), dtype=np.int64)
+    return GraphArrays(x=np.asarray(x, dtype=np.float32), edge_index=edge_index.reshape(2, -1),
+                       edge_attr=np.asarray(edge_attr, dtype=np.float32))
+
+
+# ---- MetaQA ------------------------------------------------------------------------------------------
+
+
+def metaqa_questions(*, kg: Any, path: str, hops: int, split: str, sample: int, seed: int) -> list[Any]:
+    """``sample`` seeded MetaQA questions of ``split`` with topic and answer ids of the store ``kg`` (mapped
+    by name: the loader numbers entities itself)."""
+    from dataclasses import replace
+
+    from kgrag.loaders.metaqa import load_metaqa
+    from kgrag.store import questions_from_table
+
+    tabs = load_metaqa(path=path, hops=hops, split=split, sample=sample, seed=seed)
+    names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
+    return [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids]),
+                    answer_ids=kg.ids_of([names[i] for i in q.answer_ids]))
+            for q in questions_from_table(tabs.questions)]
+
+
+def metaqa_examples(*, kg: Any, index: Any, retrieve: Any, path: str, hops: int, train: int, val: int, test: int,
+                    seed: int, mode: str) -> dict[str, list[Example]]:
+    """MetaQA splits: ``train`` + ``val`` questions sampled from the dev file (a seeded permutation decides
+    which are which), ``test`` questions from the test file; each with its retrieved triples
+    (``retrieved_triples`` in ``mode``)."""
+    dev = metaqa_questions(kg=kg, path=path, hops=hops, split="dev", sample=train + val, seed=seed)
+    order = np.random.default_rng(seed).permutation(len(dev))
+    parts = {"train": [dev[i] for i in np.sort(order[:train])], "val": [dev[i] for i in np.sort(order[train:])],
+             "test": metaqa_questions(kg=kg, path=path, hops=hops, split="test", sample=test, seed=seed)}
+    return {k: examples_from_triples(questions=qs, triples=retrieved_triples(
+                questions=qs, kg=kg, index=index, retrieve=retrieve, mode=mode))
+            for k, qs in parts.items()}
+
+
+def index_vectors(*, kg: Any, index: Any) -> dict[str, np.ndarray]:
+    """Text → vector of every entity name and relation text already embedded by the index stage."""
+    out: dict[str, np.ndarray] = {}
+    for i, n in enumerate(kg.entity_names):
+        if n is not None and i < len(index.entity_vectors):
+            out.setdefault(str(n), index.entity_vectors[i])
+    for i, n in enumerate(kg.relation_names):
+        if n is not None and i < len(index.relation_vectors):
+            out.setdefault(relation_text(str(n)), index.relation_vectors[i])
+    return out
+
+
+# ---- scores ------------------------------------------------------------------------------------------
+
+
+def scores(examples: Sequence[Example], predictions: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Task metrics of generated answers: ``accuracy`` for label tasks (``kgrag.evaluate.label_scores``),
+    ``hit`` (a gold answer occurs in the text: G-Retriever's Hit@1 rule) and ``hit_at_1`` (the first parsed
+    answer is gold) for entity answers; ``score`` is the one the paper reports (accuracy or hit)."""
+    from kgrag.evaluate import answer_scores, label_scores
+    from kgrag.generate import parse_answers
+
+    by_id = {p["id"]: p for p in predictions}
+    if not examples:
+        return {"score": float("nan"), "n": 0}
+    if all(e.choices for e in examples):
+        res = [label_scores(prediction=by_id[e.example_id]["prediction"],
+                            predicted=parse_answers(by_id[e.example_id]["prediction"], LABEL_SEPARATOR),
+                            gold=e.answers, choices=e.choices) for e in examples]
+        acc = float(np.mean([r["correct"] for r in res]))
+        return {"score": acc, "accuracy": acc, "unparseable": int(sum(r["label"] is None for r in res)),
+                "n": len(examples)}
+    res = [answer_scores(prediction=by_id[e.example_id]["prediction"],
+                         predicted=parse_answers(by_id[e.example_id]["prediction"], LABEL_SEPARATOR),
+                         gold=e.answers) for e in examples]
+    hit = float(np.mean([r["hit_any"] for r in res]))
+    return {"score": hit, "hit": hit, "hit_at_1": float(np.mean([r["hit_at_1"] for r in res])),
+            "f1": float(np.mean([r["f1"] for r in res])), "n": len(examples)}

@@ -1,0 +1,47 @@
+"""Stage train (gretriever/dvc.yaml): train a G-Retriever preset on one dataset, test it, write its reports.
+
+``python -m stages.train --dataset explagraphs --preset g_retriever``. Checkpoints go to
+``data/gretriever/{dataset}-{preset}/`` (resumed after an interruption), reports (summary, per-epoch history
+with seeds, test predictions, learning-curve PNG) to ``reports/gretriever/{dataset}-{preset}/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from stages._common import params_from_argv, timed
+from kgrag import io
+from kgrag.gretriever.presets import PRESETS
+from kgrag.gretriever.report import plot_history
+from kgrag.gretriever.run import DATASETS, run_preset
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the stage."""
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--dataset", required=True, choices=DATASETS)
+    ap.add_argument("--preset", required=True, choices=list(PRESETS))
+    ap.add_argument("--limit", default="", help="smoke runs only: cap rows per split, e.g. train=8,val=4,test=4")
+    args, rest = ap.parse_known_args(argv if argv is not None else sys.argv[1:])
+    params = params_from_argv(__doc__, rest)
+    name = f"{args.dataset}-{args.preset}"
+    ckpt, rep = io.DATA / "gretriever" / name, io.REPORTS / "gretriever" / name
+    log = lambda m: print(f"[train {name}] {m}", file=sys.stderr, flush=True)  # noqa: E731
+    with timed("train", rep, {"dataset": args.dataset, "preset": args.preset}) as info:
+        limit = {k: int(v) for k, v in (x.split("=") for x in args.limit.split(",") if x)}
+        out = run_preset(dataset=args.dataset, preset=args.preset, params=params, ckpt_dir=ckpt, log=log,
+                         limit=limit or None)
+        s = out["summary"]
+        io.write_json(rep / "summary.json", s)
+        io.write_json(rep / "history.json", {"seeds": s["seeds"], "epochs": out["history"],
+                                             "best_epoch": s["best_epoch"], "train_config": s["train_config"]})
+        io.write_json(rep / "predictions.json", out["predictions"])
+        if out["history"]:
+            plot_history(out["history"], rep / "curve.png", title=f"G-Retriever {args.preset} on {args.dataset}")
+        info.update(test=s["test"], seconds=s["seconds"], epochs_run=s["epochs_run"])
+        log(f"test {s['test']} in {s['seconds']}")
+
+
+if __name__ == "__main__":
+    main()
