@@ -43,7 +43,7 @@ from kgrag.store import Neighbourhood
 SIDECAR_VERSION = "3"  # bump when the sidecar's tables change
 ROW_GROUP_SIZE = 16384  # rows per row group of the sidecar (zone-map granularity of a node lookup)
 INLIST_MAX = 64  # frontiers (and name look-ups) up to this size are an IN list (pruned per value); larger: a join
-CACHE_MAX = 2_000_000  # cached edges / degrees / names before the oldest are dropped
+CACHE_MAX = 500_000  # cached edges / degrees / names before the oldest are dropped
 HOP_COLS = ("node", "edge", S.HEAD, S.RELATION, S.TAIL, "head_degree", "tail_degree")
 
 
@@ -56,7 +56,7 @@ def sidecar_path(db: str | Path, cache_dir: str | Path) -> Path:
 
 def build_adjacency(db: str | Path, out: str | Path, *, row_group_size: int = ROW_GROUP_SIZE,
                     threads: int | None = None) -> Path:
-    """Write the sidecar tables ``adjacency`` and ``degree`` of KG file ``db`` to ``out`` (atomically)."""
+    """Write the sidecar tables ``adjacency``, ``degree`` and ``names`` of KG file ``db`` to ``out`` (atomically)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -78,7 +78,8 @@ def build_adjacency(db: str | Path, out: str | Path, *, row_group_size: int = RO
                                          JOIN side.degree dt ON dt.node = t.{S.TAIL})
             SELECT * FROM (SELECT {S.HEAD} AS node, * FROM e UNION ALL SELECT {S.TAIL} AS node, * FROM e)
             ORDER BY node, edge""")
-        con.execute(f"CREATE TABLE side.names ({S.ENTITY_ID} BIGINT PRIMARY KEY, {S.NAME} VARCHAR)")  # ART: point look-ups
+        # a primary key is an ART index: name look-ups by id read a few rows, not the whole column
+        con.execute(f"CREATE TABLE side.names ({S.ENTITY_ID} BIGINT PRIMARY KEY, {S.NAME} VARCHAR)")
         con.execute(f"INSERT INTO side.names SELECT {S.ENTITY_ID}, {S.NAME} FROM kg.entities ORDER BY {S.ENTITY_ID}")
         con.execute("CHECKPOINT side")
     finally:

@@ -87,7 +87,8 @@ def test_ingest_through_the_triples_loader(proj):
     assert sum(r["reason"] == "duplicate triple" for r in q) == BAD // 3
     ents = pq.read_table(ing / "entities.parquet").to_pydict()
     name = dict(zip(ents["entity_id"], ents["name"]))
-    src = {json.loads(x)["id"]: json.loads(x) for x in (proj / "data" / "synth" / "questions.jsonl").read_text().splitlines()}
+    lines = (proj / "data" / "synth" / "questions.jsonl").read_text().splitlines()
+    src = {q["id"]: q for q in map(json.loads, lines)}
     rows = pq.read_table(ing / "questions.parquet").to_pylist()
     assert len(rows) == QUESTIONS
     for r in rows:  # every answer resolved to an entity whose name is the generated answer
