@@ -1,5 +1,6 @@
 """The synth stage end to end: `dvc repro synth` in a copy of the project, then the real ingest stage on its
-files through the triples loader (the whole KG) and the jsonl loader (per-question graphs)."""
+files through the triples loader (the whole KG) and the jsonl loader (per-question graphs), and the real
+retrieve stage on it with `retrieve.store: duckdb` against `memory` (same retrieved rows)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def proj(tmp_path_factory) -> Path:
     """A DVC project (no git) with the repo's code, dvc.yaml and params, `dvc repro synth` done."""
     dst = tmp_path_factory.mktemp("synth") / "proj"
     dst.mkdir()
-    for d in ("kgrag", "stages"):
+    for d in ("kgrag", "stages", "flows"):
         shutil.copytree(ROOT / d, dst / d, ignore=shutil.ignore_patterns("__pycache__"))
     for f in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / f, dst / f)
@@ -104,3 +105,29 @@ def test_ingest_through_the_jsonl_loader(proj):
     assert set(t["graph_id"]) == {r["question_id"] for r in pq.read_table(ing / "questions.parquet").to_pylist()}
     assert pq.read_table(proj / "data" / "quarantine" / "ingest.parquet").num_rows == 0
     assert len(pq.read_table(ing / "questions.parquet").to_pylist()) == QUESTIONS
+
+
+def _untimed(rows: list[dict]) -> list[dict]:
+    out = []
+    for r in rows:
+        trace = json.loads(r["trace"])
+        for st in trace.get("stages", []):
+            st.pop("ms", None)
+        out.append({**{k: v for k, v in r.items() if k not in ("retrieve_ms", "trace")}, "trace": trace})
+    return out
+
+
+def test_retrieve_stage_with_the_duckdb_store(proj):
+    _params(proj, dataset="triples", triples={"path": "data/synth/triples.tsv",
+                                              "questions": "data/synth/questions.jsonl"})
+    for stage in ("ingest", "validate", "index"):
+        _run([sys.executable, "-m", f"stages.{stage}"], proj)
+    got = {}
+    for store in ("duckdb", "memory"):
+        _run([sys.executable, "-m", "stages.retrieve", "--set", "retrieve.method=lego", "--set",
+              "retrieve.lego={preset: lego-00}", "--set", f"retrieve.store={store}"], proj)
+        got[store] = pq.read_table(proj / "data" / "retrieve" / "retrieved.parquet").to_pylist()
+    assert len(got["duckdb"]) == QUESTIONS
+    assert _untimed(got["duckdb"]) == _untimed(got["memory"])
+    assert sum(len(r["triple_heads"]) for r in got["duckdb"]) > 0
+    assert list((proj / ".kgrag_cache" / "duckstore").glob("adjacency-*.duckdb"))  # the sidecar was built
