@@ -364,8 +364,9 @@ class GRTrainParams(Strict):
     eval_batch_size: int = Field(16, ge=1, description="rows per batch when scoring or generating")
     checkpoint_every: int = Field(50, ge=0, description="optimizer steps between mid-epoch checkpoints (0 = epoch ends)")
     seed: int = Field(0, description="initialisation, row order and dropout")
-    threads: int = Field(2, ge=1, description="torch CPU threads")
-    dtype: Literal["float32", "bfloat16"] = Field("float32", description="the frozen LLM's weights")
+    threads: int = Field(1, ge=1, description="torch CPU threads")
+    dtype: Literal["float32", "bfloat16"] = Field("bfloat16", description="the frozen LLM's weights")
+    attention: Literal["eager", "sdpa"] = Field("eager", description="the LLM's attention implementation")
 
     @model_validator(mode="after")
     def _lr(self) -> "GRTrainParams":

@@ -30,6 +30,15 @@ pytestmark = pytest.mark.skipif(not (EXPLAGRAPHS / "train.tsv").exists(), reason
 # ---- fixtures ----------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread (as gretriever.train.threads): far faster than two on the shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="session")
 def llm_dir(tmp_path_factory) -> str:
     """The converted SmolLM2 folder: the convert_llm stage's output when present, else converted here."""

@@ -88,5 +88,5 @@ def model_config(preset: Preset, g: Any, *, embed_model: str, node_dim: int) -> 
         virtual_tokens=g.virtual_tokens if preset.virtual_tokens < 0 else preset.virtual_tokens,
         lora=LoraConfig(r=lo.r, alpha=lo.alpha, dropout=lo.dropout, targets=tuple(lo.targets)) if preset.lora else None,
         textualize=preset.textualize, max_text_length=g.max_text_length, max_new_tokens=g.max_new_tokens,
-        dtype=g.train.dtype, seed=g.train.seed,
+        dtype=g.train.dtype, attention=g.train.attention, seed=g.train.seed,
     )
