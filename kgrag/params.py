@@ -149,7 +149,6 @@ class DataParams(BaseModel):
                 f"data.input is the ingest stage's DVC dependency, so set it to a file or folder holding every "
                 f"input (e.g. data.input={hint})")
 
-
     def _build_loader_params(self) -> BaseModel:
         name = self.dataset
         section = dict((self.model_extra or {}).get(name) or {})
@@ -358,9 +357,10 @@ class GRTrainParams(Strict):
     warmup_epochs: float = Field(1.0, ge=0.0, description="epochs of linear warm-up")
     patience: int = Field(2, ge=1, description="early stopping: epochs without validation improvement")
     grad_clip: float = Field(0.1, ge=0.0, description="gradient-norm clip (0 = none)")
-    early_stop: Literal["loss", "score"] = Field("score", description="validation criterion: target loss or task score")
+    early_stop: Literal["loss", "score"] = Field("loss", description="validation criterion: target loss or task score")
     val_loss: bool = Field(True, description="compute the validation target loss every epoch")
     val_generate: bool = Field(True, description="score the validation rows by generation every epoch")
+    val_generate_rows: int = Field(0, ge=0, description="validation rows generated each epoch (0 = all)")
     eval_batch_size: int = Field(16, ge=1, description="rows per batch when scoring or generating")
     checkpoint_every: int = Field(50, ge=0, description="optimizer steps between mid-epoch checkpoints (0 = epoch ends)")
     seed: int = Field(0, description="initialisation, row order and dropout")
@@ -381,6 +381,8 @@ class GRExplaGraphsParams(Strict):
     path: str = Field("../shared/data/explagraphs", description="folder with train.tsv and dev.tsv")
     ratios: tuple[float, float, float] = Field((0.6, 0.2, 0.2), description="train / validation / test shares")
     split_seed: int = Field(0, description="seed of the split")
+    train_rows: int = Field(0, ge=0, description="training rows used: the first N of the seeded train split (0 = all)")
+    val_rows: int = Field(0, ge=0, description="validation rows used: the first N of the val split (0 = all)")
 
     @model_validator(mode="after")
     def _shares(self) -> "GRExplaGraphsParams":
@@ -428,9 +430,9 @@ class Params(Strict):
     reason: ReasonParams = ReasonParams()
     evaluate: EvaluateParams = EvaluateParams()
     report: ReportParams = ReportParams()
-    gretriever: GRetrieverParams = GRetrieverParams()
     synth: SynthParams = SynthParams()
     cluster: ClusterParams = ClusterParams()
+    gretriever: GRetrieverParams = GRetrieverParams()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

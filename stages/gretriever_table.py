@@ -1,5 +1,6 @@
 """Collect the finished G-Retriever runs (reports/gretriever/*/summary.json) into Table 3 / Table 6 against
-the paper's numbers: reports/gretriever/table.md and table.json."""
+the paper's numbers: reports/gretriever/table.md and table.json; runs made with ``stages.train --tag T``
+(reports/gretriever/T/*/summary.json) get their own table in the same file."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ def main() -> None:
     """Write the table."""
     root = io.REPORTS / "gretriever"
     md, rows = table(collect(root))
+    out = {"runs": rows}
+    subs = root.iterdir() if root.is_dir() else []
+    for sub in sorted(p for p in subs if p.is_dir() and any(p.glob("*/summary.json"))):
+        md_t, rows_t = table(collect(sub), hide_missing=True)
+        md += f"\n### Runs tagged `{sub.name}`\n\n{md_t}"
+        out[sub.name] = rows_t
     (root / "table.md").write_text(md)
-    io.write_json(root / "table.json", rows)
+    io.write_json(root / "table.json", out)
     print(md)
 
 

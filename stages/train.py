@@ -2,7 +2,8 @@
 
 ``python -m stages.train --dataset explagraphs --preset g_retriever``. Checkpoints go to
 ``data/gretriever/{dataset}-{preset}/`` (resumed after an interruption), reports (summary, per-epoch history
-with seeds, test predictions, learning-curve PNG) to ``reports/gretriever/{dataset}-{preset}/``.
+with seeds, test predictions, learning-curve PNG) to ``reports/gretriever/{dataset}-{preset}/``; with
+``--tag T`` both go one level down, in a ``T/`` folder (runs outside the DVC outputs, e.g. budgeted comparisons).
 """
 
 from __future__ import annotations
@@ -19,14 +20,19 @@ from kgrag.gretriever.run import DATASETS, run_preset
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
-    ap = argparse.ArgumentParser(add_help=False)
+    ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dataset", required=True, choices=DATASETS)
     ap.add_argument("--preset", required=True, choices=list(PRESETS))
     ap.add_argument("--limit", default="", help="smoke runs only: cap rows per split, e.g. train=8,val=4,test=4")
-    args, rest = ap.parse_known_args(argv if argv is not None else sys.argv[1:])
-    params = params_from_argv(__doc__, rest)
+    ap.add_argument("--tag", default="", help="run outside the DVC outputs, in data/gretriever/TAG/ and "
+                    "reports/gretriever/TAG/ (e.g. a budgeted comparison with -S gretriever.train.epochs=1)")
+    ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    ap.add_argument("--set", "-S", action="append", default=[], metavar="KEY=VALUE", help="override a param")
+    args = ap.parse_args(argv if argv is not None else sys.argv[1:])
+    params = params_from_argv(__doc__, ["--params", args.params] + [x for kv in args.set for x in ("--set", kv)])
     name = f"{args.dataset}-{args.preset}"
-    ckpt, rep = io.DATA / "gretriever" / name, io.REPORTS / "gretriever" / name
+    sub = [args.tag] if args.tag else []
+    ckpt, rep = io.DATA.joinpath("gretriever", *sub, name), io.REPORTS.joinpath("gretriever", *sub, name)
     log = lambda m: print(f"[train {name}] {m}", file=sys.stderr, flush=True)  # noqa: E731
     with timed("train", rep, {"dataset": args.dataset, "preset": args.preset}) as info:
         limit = {k: int(v) for k, v in (x.split("=") for x in args.limit.split(",") if x)}

@@ -55,9 +55,9 @@ def collect(root: str | Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def table(runs: dict[str, dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+def table(runs: dict[str, dict[str, Any]], *, hide_missing: bool = False) -> tuple[str, list[dict[str, Any]]]:
     """Markdown table (one row per preset: ours on ExplaGraphs and MetaQA 2-hop, the paper's numbers, run
-    times) and its rows as dicts."""
+    times, training budget) and its rows as dicts; ``hide_missing`` leaves out presets with no run."""
     rows = []
     for name, p in PRESETS.items():
         ex, mq = runs.get(f"explagraphs-{name}"), runs.get(f"metaqa-{name}")
@@ -72,16 +72,23 @@ def table(runs: dict[str, dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
             "metaqa_minutes": round(mq["seconds"]["total"] / 60, 1) if mq else None,
             "explagraphs_epochs": ex.get("epochs_run") if ex else None,
             "metaqa_epochs": mq.get("epochs_run") if mq else None,
+            "explagraphs_train_rows": ex["sizes"]["train"] if ex else None,
+            "metaqa_train_rows": mq["sizes"]["train"] if mq else None,
         })
     head = ("| Table | Preset | ExplaGraphs acc. (ours) | MetaQA-2 Hit (ours) | MetaQA-2 Hit@1 strict (ours) "
-            "| ExplaGraphs acc. (paper) | WebQSP Hit@1 (paper) | minutes (ExplaGraphs / MetaQA) |\n"
-            "|---|---|---|---|---|---|---|---|\n")
+            "| ExplaGraphs acc. (paper) | WebQSP Hit@1 (paper) | minutes (ExplaGraphs / MetaQA) "
+            "| training rows × epochs run (ExplaGraphs / MetaQA) |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")
 
     def line(r: dict[str, Any]) -> str:
         web = "–" if r["paper_webqsp"] is None else f"{r['paper_webqsp']:.2f}"
         mins = " / ".join("–" if r[k] is None else str(r[k]) for k in ("explagraphs_minutes", "metaqa_minutes"))
+        budget = " / ".join("–" if r[f"{d}_epochs"] is None else
+                            ("no training" if not r[f"{d}_epochs"] else f"{r[f'{d}_train_rows']} × {r[f'{d}_epochs']}")
+                            for d in ("explagraphs", "metaqa"))
         return (f"| {r['table']} | {r['row']} | {_fmt(r['explagraphs_accuracy'])} | {_fmt(r['metaqa_hit'], True)} "
-                f"| {_fmt(r['metaqa_hit_at_1'], True)} | {_fmt(r['paper_explagraphs'])} | {web} | {mins} |\n")
+                f"| {_fmt(r['metaqa_hit_at_1'], True)} | {_fmt(r['paper_explagraphs'])} | {web} | {mins} | {budget} |\n")
 
-    body = "".join(line(r) for r in rows)
+    body = "".join(line(r) for r in rows if any(r[k] is not None for k in (
+        "explagraphs_accuracy", "metaqa_hit", "metaqa_hit_at_1")) or not hide_missing)
     return head + body, rows

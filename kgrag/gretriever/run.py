@@ -35,8 +35,12 @@ def load_splits(*, dataset: str, params: Any, retrieval: str, db_path: str | Pat
     if dataset == "explagraphs":
         e = g.explagraphs
         splits = explagraphs_examples(path=e.path, ratios=e.ratios, seed=e.split_seed)
+        for split, cap in (("train", e.train_rows), ("val", e.val_rows)):
+            if cap:
+                splits[split] = splits[split][:cap]
         return splits, TextEmbedder(params.index.model), {"source": e.path, "split_seed": e.split_seed,
-                                                          "ratios": list(e.ratios)}
+                                                          "ratios": list(e.ratios), "train_rows": e.train_rows,
+                                                          "val_rows": e.val_rows}
     if dataset == "metaqa":
         from kgrag.embed import EmbeddingIndex
         from kgrag.store import KGStore
@@ -93,6 +97,7 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
                      batch_size=g.train.batch_size, grad_steps=g.train.grad_steps, epochs=g.train.epochs,
                      warmup_epochs=g.train.warmup_epochs, patience=g.train.patience, grad_clip=g.train.grad_clip,
                      early_stop=g.train.early_stop, val_loss=g.train.val_loss, val_generate=g.train.val_generate,
+                     val_generate_rows=g.train.val_generate_rows,
                      eval_batch_size=g.train.eval_batch_size, checkpoint_every=g.train.checkpoint_every,
                      seed=g.train.seed)
     key = run_key(cfg.to_dict(), tc, dataset, data_info, [e.example_id for e in splits["train"]],

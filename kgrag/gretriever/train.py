@@ -2,8 +2,9 @@
 
 AdamW on the trainable parameters only; the learning rate warms up linearly over ``warmup_epochs`` and then
 decays along a half cycle of a cosine to ``min_lr`` (G-Retriever's schedule, stepped every optimizer step);
-gradient-norm clipping; one validation pass per epoch (target loss, and the task score by greedy
-generation); early stopping when the validation criterion has not improved for ``patience`` epochs.
+gradient-norm clipping; one validation pass per epoch (target loss over every validation row, and the task
+score by greedy generation, optionally on the first ``val_generate_rows`` of them); early stopping when the
+validation criterion (by default the loss) has not improved for ``patience`` epochs.
 
 Checkpoints: ``last.pt`` (trainable weights, optimizer, position in the run, history) every
 ``checkpoint_every`` optimizer steps and at each epoch's end, ``best.pt`` (weights of the best validation
@@ -39,9 +40,10 @@ class TrainConfig:
     warmup_epochs: float = 1.0
     patience: int = 2
     grad_clip: float = 0.1
-    early_stop: str = "score"  # score (validation task score) | loss (validation target loss)
+    early_stop: str = "loss"  # loss (validation target loss) | score (validation task score)
     val_loss: bool = True  # compute the validation target loss every epoch
     val_generate: bool = True  # score validation rows by generation every epoch
+    val_generate_rows: int = 0  # the first this many validation rows are generated (0 = all)
     eval_batch_size: int = 16
     checkpoint_every: int = 50  # optimizer steps between mid-epoch checkpoints (0 = epoch ends only)
     seed: int = 0
@@ -225,7 +227,8 @@ def train(
         val_loss = mean_loss(model, val_rows, graphs, batch_size=cfg.eval_batch_size) if cfg.val_loss else None
         val_score = None
         if cfg.val_generate and val_rows:
-            val_score = score(val_rows, predict(model, val_rows, graphs, batch_size=cfg.eval_batch_size))
+            gen_rows = val_rows[: cfg.val_generate_rows] if cfg.val_generate_rows else val_rows
+            val_score = score(gen_rows, predict(model, gen_rows, graphs, batch_size=cfg.eval_batch_size))
         if cfg.early_stop == "loss" and val_loss is not None:
             value = -val_loss
         elif val_score is not None:
