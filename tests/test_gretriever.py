@@ -200,6 +200,39 @@ def test_lr_schedule_warms_up_then_half_cosine():
     assert lrs[40] == pytest.approx(1e-5)
 
 
+def test_table_shows_budget_and_tagged_runs(tmp_path, monkeypatch):
+    """stages.gretriever_table: one table for the DVC runs, one per ``--tag`` folder, each row saying the
+    training budget (rows × epochs run; "no training" for inference-only) next to the paper's number."""
+    from stages import gretriever_table
+
+    def summary(dataset, preset, acc, train_rows, epochs):
+        test = {"accuracy": acc} if dataset == "explagraphs" else {"hit": acc, "hit_at_1": acc / 2}
+        return {"test": test, "seconds": {"total": 120.0}, "epochs_run": epochs,
+                "sizes": {"train": train_rows, "val": 5, "test": 7}}
+
+    root = tmp_path / "reports" / "gretriever"
+    runs = {root / "explagraphs-g_retriever": summary("explagraphs", "g_retriever", 0.75, 1659, 2),
+            root / "explagraphs-inference_only": summary("explagraphs", "inference_only", 0.5, 1659, 0),
+            root / "budget" / "explagraphs-lora": summary("explagraphs", "lora", 0.625, 400, 1),
+            root / "budget" / "metaqa-lora": summary("metaqa", "lora", 0.25, 400, 1)}
+    for folder, s in runs.items():
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps(s))
+    monkeypatch.chdir(tmp_path)
+    gretriever_table.main()
+    md = (root / "table.md").read_text()
+    main, tagged = md.split("### Runs tagged `budget`")
+    g_line = next(line for line in main.splitlines() if "G-Retriever |" in line)
+    assert "0.7500" in g_line and "0.8516" in g_line and "1659 × 2" in g_line and "2.0 / –" in g_line
+    assert "no training" in next(line for line in main.splitlines() if "Inference-only" in line)
+    assert len([line for line in main.splitlines() if line.startswith("| 3") or line.startswith("| 6")]) == len(PRESETS)
+    lora = [line for line in tagged.splitlines() if line.startswith("| 3") or line.startswith("| 6")]
+    assert len(lora) == 1 and "0.6250" in lora[0] and "25.00" in lora[0] and "12.50" in lora[0]
+    assert "400 × 1 / 400 × 1" in lora[0]
+    out = json.loads((root / "table.json").read_text())
+    assert set(out) == {"runs", "budget"} and out["budget"][0]["preset"] == "lora"
+
+
 # ---- the model through the real LLM --------------------------------------------------------------------
 
 

@@ -89,6 +89,7 @@ def table(runs: dict[str, dict[str, Any]], *, hide_missing: bool = False) -> tup
         return (f"| {r['table']} | {r['row']} | {_fmt(r['explagraphs_accuracy'])} | {_fmt(r['metaqa_hit'], True)} "
                 f"| {_fmt(r['metaqa_hit_at_1'], True)} | {_fmt(r['paper_explagraphs'])} | {web} | {mins} | {budget} |\n")
 
-    body = "".join(line(r) for r in rows if any(r[k] is not None for k in (
-        "explagraphs_accuracy", "metaqa_hit", "metaqa_hit_at_1")) or not hide_missing)
+    if hide_missing:
+        rows = [r for r in rows if any(r[k] is not None for k in ("explagraphs_accuracy", "metaqa_hit"))]
+    body = "".join(line(r) for r in rows)
     return head + body, rows
