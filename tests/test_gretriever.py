@@ -207,7 +207,7 @@ def test_table_shows_budget_and_tagged_runs(tmp_path, monkeypatch):
 
     def summary(dataset, preset, acc, train_rows, epochs):
         test = {"accuracy": acc} if dataset == "explagraphs" else {"hit": acc, "hit_at_1": acc / 2}
-        return {"test": test, "seconds": {"total": 120.0}, "epochs_run": epochs,
+        return {"test": test, "seconds": {"setup": 10.0, "train": 90.0, "test": 20.0, "total": 80.0}, "epochs_run": epochs,
                 "sizes": {"train": train_rows, "val": 5, "test": 7}}
 
     root = tmp_path / "reports" / "gretriever"

@@ -47,6 +47,13 @@ def _fmt(x: Any, pct: bool = False) -> str:
     return f"{100 * x:.2f}" if pct else f"{x:.4f}"
 
 
+def run_minutes(summary: dict[str, Any]) -> float:
+    """Minutes of a run: setup + training (summed over the processes of a resumed run) + test."""
+    sec = summary["seconds"]
+    parts = [sec.get(k) for k in ("setup", "train", "test")]
+    return round((sum(parts) if None not in parts else sec["total"]) / 60, 1)
+
+
 def collect(root: str | Path) -> dict[str, dict[str, Any]]:
     """Summaries of the finished runs under ``root`` (``{dataset}-{preset}/summary.json``), by run name."""
     out = {}
@@ -68,8 +75,8 @@ def table(runs: dict[str, dict[str, Any]], *, hide_missing: bool = False) -> tup
             "metaqa_hit_at_1": mq["test"].get("hit_at_1") if mq else None,
             "paper_explagraphs": PAPER.get(name, {}).get("explagraphs"),
             "paper_webqsp": PAPER.get(name, {}).get("webqsp"),
-            "explagraphs_minutes": round(ex["seconds"]["total"] / 60, 1) if ex else None,
-            "metaqa_minutes": round(mq["seconds"]["total"] / 60, 1) if mq else None,
+            "explagraphs_minutes": run_minutes(ex) if ex else None,
+            "metaqa_minutes": run_minutes(mq) if mq else None,
             "explagraphs_epochs": ex.get("epochs_run") if ex else None,
             "metaqa_epochs": mq.get("epochs_run") if mq else None,
             "explagraphs_train_rows": ex["sizes"]["train"] if ex else None,
