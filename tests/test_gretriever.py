@@ -413,6 +413,21 @@ def test_train_stage_writes_reports_and_checkpoints(llm_dir, tmp_path, monkeypat
 
 
 @pytest.mark.e2e
+def test_train_stage_inference_only_writes_its_dvc_output(llm_dir, tmp_path, monkeypatch):
+    """No training, yet the checkpoint folder (a DVC output) exists, with the config marked untrained."""
+    from stages import train as stage
+
+    monkeypatch.chdir(tmp_path)
+    stage.main(["--dataset", "explagraphs", "--preset", "inference_only", "--limit", "train=2,val=2,test=2",
+                "--params", str(ROOT / "params.yaml"), "--set", f"gretriever.llm_dir={llm_dir}",
+                "--set", f"gretriever.explagraphs.path={EXPLAGRAPHS}", "--set", "gretriever.max_new_tokens=4"])
+    cfg = json.loads((tmp_path / "data" / "gretriever" / "explagraphs-inference_only" / "config.json").read_text())
+    assert cfg["trained"] is False and cfg["preset"] == "inference_only" and not cfg["model"]["graph_token"]
+    s = json.loads((tmp_path / "reports" / "gretriever" / "explagraphs-inference_only" / "summary.json").read_text())
+    assert s["epochs_run"] == 0 and s["test"]["n"] == 2 and s["seconds"]["train"] == 0.0
+
+
+@pytest.mark.e2e
 def test_metaqa_examples_from_pcst_and_whole_neighbourhood(tmp_path):
     """Real MetaQA KB: dev questions for train / val, test questions for test, each with its retrieved
     subgraph (PCST, or the whole 2-hop neighbourhood), labels joining the gold answers."""

@@ -110,8 +110,11 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
         if stop_after_steps is not None and not state["done"]:
             return {"summary": None, "history": state["history"], "predictions": [], "state": state}
         best = load_best(model, ckpt_dir)
-        Path(ckpt_dir, "config.json").write_text(json.dumps(
-            {"model": cfg.to_dict(), "preset": preset, "dataset": dataset, "run_key": key}, indent=2) + "\n")
+    # written for every run (an inference-only one has no weights but still a DVC output folder)
+    Path(ckpt_dir).mkdir(parents=True, exist_ok=True)
+    Path(ckpt_dir, "config.json").write_text(json.dumps(
+        {"model": cfg.to_dict(), "preset": preset, "dataset": dataset, "run_key": key,
+         "trained": best is not None}, indent=2) + "\n")
     t_test = time.perf_counter()
     preds = predict(model, splits["test"], graphs, batch_size=g.train.eval_batch_size,
                     log=lambda m: log(f"test {m}"))
