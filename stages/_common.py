@@ -13,18 +13,23 @@ from kgrag.io import write_json
 from kgrag.params import Params, ParamsError, load
 
 
-def params_from_argv(description: str, argv: list[str] | None = None) -> Params:
-    """Parse ``--params`` / ``--set`` and validate the whole params file (exit 2 on invalid params)."""
+def args_and_params(ap: argparse.ArgumentParser, argv: list[str] | None = None) -> tuple[argparse.Namespace, Params]:
+    """Add ``--params`` / ``--set`` to a stage's parser, parse, and validate the whole params file (exit 2 on
+    invalid params)."""
     setup()
-    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param")
+    ap.add_argument("--set", "-S", action="append", default=[], metavar="KEY=VALUE", help="override a param")
     args = ap.parse_args(argv)
     try:
-        return load(args.params, args.set)
+        return args, load(args.params, args.set)
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def params_from_argv(description: str, argv: list[str] | None = None) -> Params:
+    """Parse ``--params`` / ``--set`` and validate the whole params file (exit 2 on invalid params)."""
+    return args_and_params(argparse.ArgumentParser(description=description), argv)[1]
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stages._common import params_from_argv, timed
+from stages._common import args_and_params, timed
 from kgrag import io
 from kgrag.gretriever.presets import PRESETS
 from kgrag.gretriever.report import plot_history
@@ -26,10 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--limit", default="", help="smoke runs only: cap rows per split, e.g. train=8,val=4,test=4")
     ap.add_argument("--tag", default="", help="run outside the DVC outputs, in data/gretriever/TAG/ and "
                     "reports/gretriever/TAG/ (e.g. a budgeted comparison with -S gretriever.train.epochs=1)")
-    ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-    ap.add_argument("--set", "-S", action="append", default=[], metavar="KEY=VALUE", help="override a param")
-    args = ap.parse_args(argv if argv is not None else sys.argv[1:])
-    params = params_from_argv(__doc__, ["--params", args.params] + [x for kv in args.set for x in ("--set", kv)])
+    args, params = args_and_params(ap, argv)
     name = f"{args.dataset}-{args.preset}"
     sub = [args.tag] if args.tag else []
     ckpt, rep = io.DATA.joinpath("gretriever", *sub, name), io.REPORTS.joinpath("gretriever", *sub, name)
