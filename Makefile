@@ -11,6 +11,8 @@ export GX_ANALYTICS_ENABLED := false
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
+# llama.cpp and torch wait through OpenMP: sleeping, not spinning, keeps a shared 2-core machine usable
+export OMP_WAIT_POLICY := PASSIVE
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # llama-cpp-python is an sdist, built once into .wheels/ (git-ignored) for a portable x86-64 target
 # (AVX2, no AVX512/AMX): a -march=native build crashed at the first decode on these VMs, and CI machines

@@ -24,12 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import io, schema as S  # noqa: E402
-from kgrag.backends.llamacpp import LlamaCppBackend  # noqa: E402
 from kgrag.constrain import context_entities  # noqa: E402
 from kgrag.duckdb_io import read_tables  # noqa: E402
 from kgrag.evaluate import answer_scores, normalize, rouge_l  # noqa: E402
 from kgrag.generate import parse_answers  # noqa: E402
-from kgrag.llm import LLMClient  # noqa: E402
+from kgrag.clients import client_for  # noqa: E402
 from kgrag.params import load  # noqa: E402
 from kgrag.reasoners import ReasonInput, Sampling, run_batched  # noqa: E402
 from kgrag.reasoners.answer import answer  # noqa: E402
@@ -57,11 +56,9 @@ def main() -> None:
     rows = [retrieved[i] for i in pick]
     questions = [qs[r[S.QUESTION_ID]] for r in rows]
     contexts = contexts_for(rows, kg=kg, params=g)
-    lp = g.module_params("llamacpp")
-    if args.threads:
-        lp = lp.model_copy(update={"n_threads": args.threads})
-    backend = LlamaCppBackend(lp, timeout_s=g.timeout_s)
-    client = LLMClient(backend, cache=None, retries=g.retries, backoff_s=g.backoff_s)
+    client = client_for(g.model_copy(update={"backend": "llamacpp"}), cache=None, shared=False,
+                        overrides={"n_threads": args.threads} if args.threads else None)
+    backend = client.backend
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
     _ = backend.llm  # load the model before timing

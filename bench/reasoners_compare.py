@@ -21,10 +21,9 @@ from kgrag import io, schema as S  # noqa: E402
 from kgrag.duckdb_io import read_tables  # noqa: E402
 from kgrag.embed import open_index  # noqa: E402
 from kgrag.evaluate import answer_scores, summarize  # noqa: E402
-from kgrag.llm import CallCache, LLMClient  # noqa: E402
+from kgrag.clients import backend_params, client_for  # noqa: E402
 from kgrag.params import load  # noqa: E402
 from kgrag.reasoners import Sampling  # noqa: E402
-from kgrag.registry import BACKENDS  # noqa: E402
 from kgrag.runner import contexts_for, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
@@ -58,15 +57,14 @@ def main() -> None:
     questions = questions_from_table(pa.Table.from_pylist(qrows, schema=S.QUESTIONS))
     by_id = {r[S.QUESTION_ID]: r for r in io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()}
     contexts = contexts_for([by_id[q.question_id] for q in questions], kg=kg, params=g)
-    entry = BACKENDS.get(g.backend)
-    backend_params = g.module_params().model_copy(update={k: type(getattr(g.module_params(), k))(v) for k, v in
-                                                          (x.split("=", 1) for x in args.backend_param)})
-    client = LLMClient(entry.impl(backend_params, timeout_s=g.timeout_s),
-                       cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=g.retries, backoff_s=g.backoff_s)
+    base = g.module_params()
+    overrides = {k: type(getattr(base, k))(v) for k, v in (x.split("=", 1) for x in args.backend_param)}
+    client = client_for(g, cache=io.CACHE / "llm_calls.sqlite", overrides=overrides or None)
+    used_params = backend_params(g, overrides or None)
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
     result = {"machine": machine(), "questions": len(questions), "backend": client.model_id,
-              "backend_params": backend_params.model_dump(),
+              "backend_params": used_params.model_dump(),
               "retrieval": params.retrieve.method, "rows": []}
     limits = {k: int(v) for k, v in (x.split("=", 1) for x in args.questions_for)}
     for name, over in CONFIGS:

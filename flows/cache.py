@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from kgrag.versioning import code_version, folder_hash  # noqa: F401 (the flows' cache-key helpers)
+from kgrag.versioning import closure_version, code_version, folder_hash  # noqa: F401 (the flows' cache-key helpers)
 
 
 def shard_key(_context: Any, parameters: dict[str, Any]) -> str:

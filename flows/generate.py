@@ -19,31 +19,18 @@ import hashlib  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from flows.runners import default_task_runner  # noqa: E402
-from flows.cache import code_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
-from kgrag import community, generate, llm, reasoners, runner, textualize  # noqa: E402
+from flows.cache import closure_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
 
 from kgrag import schema as S  # noqa: E402
 from kgrag.embed import open_index  # noqa: E402
-from kgrag.llm import CallCache, LLMClient  # noqa: E402
+from kgrag.clients import client_for  # noqa: E402
 from kgrag.params import GenerateParams, ReasonParams, section_hash  # noqa: E402
 from kgrag.reasoners import Sampling  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
 from kgrag.runner import contexts_for, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
-_CLIENTS: dict[str, LLMClient] = {}
-
-
-def make_client(params: GenerateParams, cache_path: str) -> LLMClient:
-    """The configured backend behind the call cache and retry policy (one per process and config)."""
-    k = f"{params.model_dump_json()}|{cache_path}"
-    if k not in _CLIENTS:
-        entry = BACKENDS.get(params.backend)
-        backend = entry.impl(params.module_params(), timeout_s=params.timeout_s)
-        _CLIENTS[k] = LLMClient(backend, cache=CallCache(cache_path), retries=params.retries,
-                                backoff_s=params.backoff_s)
-    return _CLIENTS[k]
-
+MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)
 
 class IncompleteShard(Exception):
     """A shard with failed LLM calls: its rows travel in the exception, so Prefect does not cache them
@@ -66,7 +53,7 @@ def generate_shard(*, key: dict, question_rows: list[dict], contexts: list[str],
 
     params = GenerateParams.model_validate_json(params_json)
     reason = ReasonParams.model_validate_json(reason_json)
-    client = make_client(params, cache_path)
+    client = client_for(params, cache=cache_path)
     questions = questions_from_table(pa.Table.from_pylist(question_rows, schema=S.QUESTIONS))
     index = open_index(index_dir, index_model) if index_dir and Path(index_dir, "entities.parquet").exists() else None
     sampling = Sampling(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
@@ -88,7 +75,7 @@ def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_p
     by_id = {r[S.QUESTION_ID]: r for r in retrieved_rows}
     kg = open_store(db_path)
     entry = BACKENDS.get(params.backend)
-    core = code_version(community, generate, llm, reasoners, runner, textualize)
+    core = closure_version("flows.generate")
     futures = []
     for shard in shards(question_rows, params.shard_size):
         ids = [q[S.QUESTION_ID] for q in shard]

@@ -15,14 +15,15 @@ setup()
 from prefect import flow, task  # noqa: E402
 
 from flows.runners import default_task_runner  # noqa: E402
-from flows.cache import code_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
-from kgrag import embed, lego, retrievers, runner, store, textualize  # noqa: E402
+from flows.cache import closure_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
 from kgrag.embed import open_index  # noqa: E402
 from kgrag.params import RetrieveParams, section_hash  # noqa: E402
 from kgrag.registry import RETRIEVERS  # noqa: E402
 from kgrag.runner import retrieve_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 from kgrag import schema as S  # noqa: E402
+
+MODULE_KINDS = ('retriever',)  # looked up by name (kgrag.depgraph)
 
 
 @task(cache_key_fn=shard_key, persist_result=True, name="retrieve_shard")
@@ -42,7 +43,7 @@ def retrieve_flow(*, question_rows: list[dict], db_path: str, db_hash: str, inde
                   index_model: str, params: RetrieveParams) -> list[dict]:
     """Retrieve a subgraph for every question, shard by shard."""
     entry = RETRIEVERS.get(params.method)
-    core = code_version(embed, runner, store, textualize, retrievers, lego)
+    core = closure_version("flows.retrieve")
     futures = []
     for shard in shards(question_rows, params.shard_size):
         key = shard_key_parts(task="retrieve", module_version=f"{entry.name}-{entry.version}", core=core,

@@ -23,6 +23,31 @@ def _modules(args: argparse.Namespace) -> int:
     return 0
 
 
+PIPELINES = ("dvc.yaml", "finetune/dvc.yaml", "gretriever/dvc.yaml")
+
+
+def _deps(args: argparse.Namespace) -> int:
+    from kgrag import depgraph
+
+    root = Path.cwd()
+    missing = 0
+    for rel in PIPELINES:
+        path = root / rel
+        if not path.exists():
+            continue
+        if args.write:
+            changed = depgraph.write(root, path)
+            print(f"{rel}: {'rewrote deps of ' + ', '.join(changed) if changed else 'deps up to date'}")
+        for stage, files in depgraph.check(root, path).items():
+            missing += len(files)
+            if files or not (args.write or args.check):
+                entry = depgraph.stage_entries(path)[stage]
+                need = depgraph.compress(root, depgraph.closure(root, entry))
+                print(f"{rel}:{stage} ({entry}): {len(need)} code deps" +
+                      (f"; NOT covered: {', '.join(files)}" if files else ""))
+    return 1 if missing and args.check else 0
+
+
 def _params(args: argparse.Namespace):
     """The validated params of ``--params`` with ``--set`` overrides, or None after printing the error."""
     from kgrag.params import ParamsError, load
@@ -45,12 +70,11 @@ def _check(args: argparse.Namespace) -> int:
 def _ask(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from kgrag import io
+    from kgrag import io, runner
     from kgrag.embed import EmbeddingIndex
     from kgrag.generate import context_text, parse_answers
-    from kgrag.llm import CallCache, LLMClient
+    from kgrag.clients import client_for
     from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_one
-    from kgrag.registry import BACKENDS
     from kgrag.runner import retrieve_one
     from kgrag.store import KGStore
     from kgrag.textualize import triples_text
@@ -79,8 +103,7 @@ def _ask(args: argparse.Namespace) -> int:
     print(triples_text(named[: args.show]) + (f"\n... ({len(named) - args.show} more)" if len(named) > args.show else ""))
     g = p.generate
     ctx = context_text(named, form=g.context, max_triples=g.max_context_triples)
-    backend = BACKENDS.get(g.backend).impl(g.module_params(), timeout_s=g.timeout_s)
-    client = LLMClient(backend, cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=g.retries, backoff_s=g.backoff_s)
+    client = client_for(g, cache=io.CACHE / "llm_calls.sqlite")
     # the same reasoner as the generate stage (reason.method), one question
     entry = REASONERS.get(p.reason.method)
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
@@ -104,7 +127,7 @@ def _ask(args: argparse.Namespace) -> int:
 def _lego_table(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
-    from kgrag import embed, evaluate, io, lego, retrievers, runner, store
+    from kgrag import io, runner
     from kgrag import schema as S
     from kgrag.duckdb_io import file_hash, read_tables
     from kgrag.embed import EmbeddingIndex
@@ -112,7 +135,7 @@ def _lego_table(args: argparse.Namespace) -> int:
     from kgrag.lego.table import instance_row, render, row_key, uses_llm
     from kgrag.params import RetrieveParams
     from kgrag.store import KGStore, questions_from_table
-    from kgrag.versioning import code_version, folder_hash, machine
+    from kgrag.versioning import closure_version, folder_hash, machine
 
     p = _params(args)
     if p is None:
@@ -124,13 +147,14 @@ def _lego_table(args: argparse.Namespace) -> int:
         return 2
     db = Path(io.VALIDATED / "kg.duckdb")
     if not db.exists() or not (io.INDEX / "entities.parquet").exists():
-        print("error: no ingested KG and index; run `dvc repro index` (and `dvc repro finetune`) first",
+        print("error: no ingested KG and index; run `dvc repro index` (and `dvc repro finetune/dvc.yaml` for "
+              "the st-ft presets) first",
               file=sys.stderr)
         return 1
     kg = KGStore(db)
     index = EmbeddingIndex.load(io.INDEX, p.index.model)
     qrows = read_tables(db, ("questions",))["questions"].to_pylist()
-    code = "-".join([code_version(embed, evaluate, lego, retrievers, runner, store), file_hash(db),
+    code = "-".join([closure_version("kgrag.lego.table"), closure_version("kgrag.runner"), file_hash(db),
                      file_hash(io.INDEX / "entities.parquet"), folder_hash(io.ST_MODEL)])
     out_json = Path(f"{args.out}.json")
     done = {r["key"]: r for r in (json.loads(out_json.read_text())["rows"] if out_json.exists() else [])}
@@ -268,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--exp-json", metavar="PATH",
                    help="read this saved `dvc exp show --json` output instead of running dvc")
     k.set_defaults(fn=_compare)
+    d = sub.add_parser("deps", help="print each DVC stage's code deps computed from its import closure "
+                                    "(kgrag.depgraph); --write puts them into the dvc.yaml files")
+    d.add_argument("--write", action="store_true", help="rewrite the code entries of the stages' deps lists")
+    d.add_argument("--check", action="store_true", help="exit 1 when a stage's deps miss a file it can run")
+    d.set_defaults(fn=_deps)
     for p in (c, a, t):
         p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -15,9 +15,8 @@ from typing import Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from kgrag.reasoners.core import REASONERS
-from kgrag.registry import BACKENDS, LOADERS, RETRIEVERS, Registry, UnknownModuleError
-from kgrag.task_runners import TASK_RUNNERS
+from kgrag.registry import BACKENDS, GRAPH_ENCODERS, LOADERS, REASONERS, RETRIEVERS, TASK_RUNNERS, Registry, \
+    UnknownModuleError
 
 
 class Strict(BaseModel):
@@ -273,7 +272,7 @@ class EvaluateParams(Strict):
     answer_separator: str = Field("|", description="separator the prompt asks the LLM to put between answers")
     judge: bool = Field(False, description="LLM-judge metric: the judge says yes / no to each prediction given "
                                            "the question and the gold answers (calls through the LLM call cache)")
-    judge_backend: JudgeBackendParams = JudgeBackendParams()
+    judge_backend: JudgeBackendParams = Field(default_factory=JudgeBackendParams)
 
 
 class ReportParams(Strict):
@@ -326,8 +325,6 @@ class GREncoderParams(Strict):
 
     @model_validator(mode="after")
     def _known(self) -> "GREncoderParams":
-        from kgrag.gretriever.encoders import GRAPH_ENCODERS
-
         if self.name not in GRAPH_ENCODERS:
             raise ValueError(f"name: unknown graph encoder {self.name!r}; valid choices: "
                              f"{', '.join(GRAPH_ENCODERS.names())}")
@@ -411,28 +408,28 @@ class GRetrieverParams(Strict):
     max_text_length: int = Field(512, ge=1, description="tokens of the textualized graph kept in the prompt")
     max_new_tokens: int = Field(32, ge=1, description="target tokens kept in training; generation budget")
     virtual_tokens: int = Field(10, ge=1, description="soft-prompt tokens of prompt tuning / w/o graph encoder")
-    encoder: GREncoderParams = GREncoderParams()
-    lora: GRLoraParams = GRLoraParams()
-    train: GRTrainParams = GRTrainParams()
-    explagraphs: GRExplaGraphsParams = GRExplaGraphsParams()
-    metaqa: GRMetaQAParams = GRMetaQAParams()
+    encoder: GREncoderParams = Field(default_factory=GREncoderParams)
+    lora: GRLoraParams = Field(default_factory=GRLoraParams)
+    train: GRTrainParams = Field(default_factory=GRTrainParams)
+    explagraphs: GRExplaGraphsParams = Field(default_factory=GRExplaGraphsParams)
+    metaqa: GRMetaQAParams = Field(default_factory=GRMetaQAParams)
 
 
 class Params(Strict):
     """The whole ``params.yaml``."""
 
-    data: DataParams = DataParams()
-    validate_: ValidateParams = Field(ValidateParams(), alias="validate")
-    index: IndexParams = IndexParams()
-    finetune: FinetuneParams = FinetuneParams()
-    retrieve: RetrieveParams = RetrieveParams()
-    generate: GenerateParams = GenerateParams()
-    reason: ReasonParams = ReasonParams()
-    evaluate: EvaluateParams = EvaluateParams()
-    report: ReportParams = ReportParams()
-    synth: SynthParams = SynthParams()
-    cluster: ClusterParams = ClusterParams()
-    gretriever: GRetrieverParams = GRetrieverParams()
+    data: DataParams = Field(default_factory=DataParams)
+    validate_: ValidateParams = Field(default_factory=ValidateParams, alias="validate")
+    index: IndexParams = Field(default_factory=IndexParams)
+    finetune: FinetuneParams = Field(default_factory=FinetuneParams)
+    retrieve: RetrieveParams = Field(default_factory=RetrieveParams)
+    generate: GenerateParams = Field(default_factory=GenerateParams)
+    reason: ReasonParams = Field(default_factory=ReasonParams)
+    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
+    report: ReportParams = Field(default_factory=ReportParams)
+    synth: SynthParams = Field(default_factory=SynthParams)
+    cluster: ClusterParams = Field(default_factory=ClusterParams)
+    gretriever: GRetrieverParams = Field(default_factory=GRetrieverParams)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -1,17 +1,23 @@
-"""Name → implementation registries, one per module kind.
+"""Name → implementation registries, one per module kind. A leaf: it imports no module it registers.
 
-A module is one file that calls ``REGISTRY.register("name", params=ParamsModel)`` on its class.
+A module is one file that calls ``REGISTRY.register("name", params=ParamsModel, version="1")`` on its class
+or function. The built-in names and the files that register them are listed in ``kgrag.catalogue`` (strings
+only); ``get`` imports a listed file the first time one of its names is looked up, so a stage imports only the
+modules its params choose, and layers point one way: plugins import the registry, never the reverse.
 Unknown names fail and list the valid choices; registering a name twice fails.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+
+from kgrag.catalogue import BUILTINS
 
 T = TypeVar("T")
 
@@ -69,8 +75,12 @@ class Registry(Generic[T]):
         return deco
 
     def get(self, name: str) -> Entry[T]:
-        """The entry for ``name``; an unknown name raises and lists the valid ones."""
-        _ensure_loaded()
+        """The entry for ``name`` (importing its built-in module on first use); an unknown name raises and
+        lists the valid ones."""
+        if name not in self._entries:
+            module = BUILTINS.get(self.kind, {}).get(name)
+            if module is not None:
+                importlib.import_module(module)
         try:
             return self._entries[name]
         except KeyError:
@@ -79,13 +89,17 @@ class Registry(Generic[T]):
             ) from None
 
     def names(self) -> list[str]:
-        """Registered names, sorted."""
-        _ensure_loaded()
-        return sorted(self._entries)
+        """Registered and built-in names, sorted (imports nothing)."""
+        return sorted(set(self._entries) | set(BUILTINS.get(self.kind, {})))
+
+    def load_all(self) -> "Registry[T]":
+        """Import every built-in module of this kind (for listings and contract tests)."""
+        for name in BUILTINS.get(self.kind, {}):
+            self.get(name)
+        return self
 
     def __contains__(self, name: str) -> bool:
-        _ensure_loaded()
-        return name in self._entries
+        return name in self._entries or name in BUILTINS.get(self.kind, {})
 
 
 def _where(obj: Any) -> str:
@@ -101,38 +115,27 @@ def _code_version(impl: Any, version: str) -> str:
     return f"{version}-{hashlib.sha256(src.encode()).hexdigest()[:12]}"
 
 
-RETRIEVERS: Registry[Any] = Registry("retriever")
-BACKENDS: Registry[Any] = Registry("backend")
 LOADERS: Registry[Any] = Registry("loader")
+RETRIEVERS: Registry[Any] = Registry("retriever")
 TEXTUALIZERS: Registry[Any] = Registry("textualizer")
+BACKENDS: Registry[Any] = Registry("backend")
+REASONERS: Registry[Any] = Registry("reasoner")
+DETECTORS: Registry[Any] = Registry("community_detector")
+EXTRACTORS: Registry[Any] = Registry("lego_extractor")
+FILTERS: Registry[Any] = Registry("lego_filter")
+REFINERS: Registry[Any] = Registry("lego_refiner")
+SCORERS: Registry[Any] = Registry("lego_scorer")
+TASK_RUNNERS: Registry[Any] = Registry("task_runner")
+GRAPH_ENCODERS: Registry[Any] = Registry("graph_encoder")
 
 ALL: dict[str, Registry[Any]] = {
-    r.kind: r for r in (LOADERS, RETRIEVERS, TEXTUALIZERS, BACKENDS)
+    r.kind: r
+    for r in (LOADERS, RETRIEVERS, TEXTUALIZERS, BACKENDS, REASONERS, DETECTORS, EXTRACTORS, FILTERS, REFINERS,
+              SCORERS, TASK_RUNNERS, GRAPH_ENCODERS)
 }
-
-_loaded = False
+assert set(ALL) == set(BUILTINS), "every kind in kgrag.catalogue needs its registry here"
 
 
 def all_registries() -> dict[str, Registry[Any]]:
-    """Every registry by kind, with the built-in modules loaded."""
-    _ensure_loaded()
-    return dict(ALL)
-
-
-def _ensure_loaded() -> None:
-    """Import the built-in module packages so that their registrations run."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import kgrag.backends  # noqa: F401
-    import kgrag.loaders  # noqa: F401
-    import kgrag.retrievers  # noqa: F401
-    import kgrag.textualize  # noqa: F401
-    import kgrag.reasoners  # noqa: F401
-    from kgrag.community import DETECTORS
-    from kgrag.reasoners.core import REASONERS
-    from kgrag.lego.registries import EXTRACTORS, FILTERS, REFINERS, SCORERS
-    from kgrag.task_runners import TASK_RUNNERS
-
-    ALL.update({r.kind: r for r in (EXTRACTORS, FILTERS, REFINERS, SCORERS, DETECTORS, REASONERS, TASK_RUNNERS)})
+    """Every registry by kind, with every built-in module imported."""
+    return {kind: reg.load_all() for kind, reg in ALL.items()}

@@ -18,6 +18,8 @@ from kgrag.registry import RETRIEVERS, TEXTUALIZERS
 from kgrag.store import KGStore
 from kgrag.types import Question, Subgraph
 
+MODULE_KINDS = ('reasoner', 'retriever', 'textualizer')  # looked up by name (kgrag.depgraph)
+
 
 def retrieve_one(
     *, question: Question, query_vec: np.ndarray, kg: KGStore, index: EmbeddingIndex, params: RetrieveParams

@@ -27,6 +27,20 @@ def code_version(*modules: ModuleType) -> str:
     return f"{kgrag.__version__}-{hashlib.sha256(src.encode()).hexdigest()[:12]}"
 
 
+def closure_version(entry: str) -> str:
+    """Hash of every project file module ``entry`` (``flows.retrieve``) can run: its import closure plus the
+    built-in modules of the kinds it looks up (``kgrag.depgraph.closure``, the same set as its stage's DVC
+    deps), so no hand-kept module list can miss a file."""
+    from kgrag.depgraph import closure
+
+    root = Path(kgrag.__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for rel in sorted(closure(root, entry)):
+        h.update(rel.encode())
+        h.update((root / rel).read_bytes())
+    return f"{kgrag.__version__}-{h.hexdigest()[:12]}"
+
+
 def folder_hash(folder: str | Path) -> str:
     """sha256 over the relative paths and bytes of every file under ``folder`` ("absent" when missing)."""
     folder = Path(folder)

@@ -17,11 +17,9 @@ STAGES = ("ingest", "validated", "index", "retrieve", "generate")
 
 def judge_client(jb):
     """The LLM judge (``evaluate.judge_backend``) behind the shared LLM call cache and the retry policy."""
-    from kgrag.llm import CallCache, LLMClient
-    from kgrag.registry import BACKENDS
+    from kgrag.clients import client_for
 
-    backend = BACKENDS.get(jb.backend).impl(jb.module_params(), timeout_s=jb.timeout_s)
-    return LLMClient(backend, cache=CallCache(io.CACHE / "llm_calls.sqlite"), retries=jb.retries)
+    return client_for(jb, cache=io.CACHE / "llm_calls.sqlite")
 
 
 def main(argv: list[str] | None = None) -> None:

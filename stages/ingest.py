@@ -7,6 +7,8 @@ from kgrag import io
 from kgrag.registry import LOADERS
 from kgrag.duckdb_io import write_duckdb
 
+MODULE_KINDS = ('loader',)  # looked up by name (kgrag.depgraph)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""

@@ -56,6 +56,14 @@ def test_metrics_fields_and_ranges(project, first_run):
     assert {"question", "gold", "prediction", "retrieved_triples", "hit_at_1", "f1"} <= set(preds[0])
 
 
+def test_default_repro_runs_only_what_the_experiment_reads(project, first_run):
+    """The default experiment (PCST) reads no fine-tuned scorer: `dvc repro` ran the default DAG only, not
+    finetune/dvc.yaml nor gretriever/dvc.yaml."""
+    ran = {line.split("'")[1] for line in first_run.splitlines() if line.startswith("Running stage '")}
+    assert ran == {"ingest", "validate", "index", "retrieve", "generate", "evaluate", "report"}, ran
+    assert not (project / "data" / "finetune").exists()
+
+
 def test_repro_again_runs_nothing(project, first_run):
     out = _run(["dvc", "repro"], project)
     assert "Running stage" not in out, out
@@ -86,7 +94,12 @@ def test_ask_answers_from_the_graph(project, first_run):
 
 
 def test_lego_presets_through_dvc_experiments(project, first_run):
-    """Three LEGO-GraphRAG presets as `dvc exp run -S` experiments: per-module metrics reach the report."""
+    """Three LEGO-GraphRAG presets as `dvc exp run -S` experiments: per-module metrics reach the report. lego-18
+    scores with the fine-tuned ST, built first by its own pipeline (finetune/dvc.yaml)."""
+    out = _run(["dvc", "repro", "finetune/dvc.yaml"], project)
+    assert "Running stage 'finetune'" in out
+    _run(["git", "add", "-A"], project)
+    _run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "finetuned scorer"], project)
     for preset in ("lego-00", "lego-08", "lego-18"):  # 18 scores with the fine-tuned ST
         out = _run(["dvc", "exp", "run", "-S", "retrieve.method=lego", "-S", f"retrieve.lego.preset={preset}"],
                    project)
@@ -103,7 +116,7 @@ def test_lego_presets_through_dvc_experiments(project, first_run):
 
 
 def test_finetune_stage_and_lego_table(project, first_run):
-    """The finetune stage ran in the pipeline and improved its held-out pairs; `kgrag lego-table` runs presets
+    """The finetune pipeline ran (test above) and improved its held-out pairs; `kgrag lego-table` runs presets
     (one on the fine-tuned ST) on the experiment's questions and writes both tables."""
     ft = json.loads((project / "reports" / "finetune.json").read_text())
     assert ft["train_triplets"] > 0 and ft["val_triplets"] > 0

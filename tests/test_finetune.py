@@ -124,5 +124,5 @@ def test_missing_finetuned_model_names_the_stage(kg):
     index = EmbeddingIndex(model=MODEL, entity_vectors=np.zeros((1, 384), np.float32),
                            relation_vectors=np.zeros((1, 384), np.float32))
     ctx = Context(question=QUESTION, query_vec=index.encode([QUESTION])[0], kg=kg, index=index)
-    with pytest.raises(FileNotFoundError, match="dvc repro finetune"):
+    with pytest.raises(FileNotFoundError, match="dvc repro finetune/dvc.yaml"):
         entry.impl(query=QUESTION, docs=["x"], params=entry.params(model="no/such/st_model"), ctx=ctx)

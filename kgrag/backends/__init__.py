@@ -1,6 +1,5 @@
-"""LLM backends: one file each, registered in ``kgrag.registry.BACKENDS``.
+"""LLM backends: one file each, registered in ``kgrag.registry.BACKENDS`` and listed in
+``kgrag.catalogue``.
 
 A backend is a class ``Backend(params, *, timeout_s)`` implementing ``kgrag.llm.LLMBackend``.
 """
-
-from kgrag.backends import gretriever, llamacpp, openai, vllm  # noqa: F401

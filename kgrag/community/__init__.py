@@ -5,5 +5,3 @@ Each detector is one file registered in ``DETECTORS``; it yields the partitions 
 """
 
 from kgrag.community.core import DETECTORS, coarse_prune, community_modularity, detect, simple_edges  # noqa: F401
-
-from kgrag.community import girvan_newman, hierarchical, louvain, random_partition, spectral  # noqa: E402,F401,I001

@@ -7,9 +7,10 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from kgrag.registry import Registry
+from kgrag.registry import DETECTORS
 
-DETECTORS: Registry[Any] = Registry("community_detector")
+MODULE_KINDS = ('community_detector',)  # looked up by name (kgrag.depgraph)
+
 
 
 class Detector(Protocol):

@@ -13,9 +13,10 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag.registry import Registry
+from kgrag.registry import GRAPH_ENCODERS
 
-GRAPH_ENCODERS: Registry[Callable[..., Any]] = Registry("graph_encoder")
+MODULE_KINDS = ('graph_encoder',)  # looked up by name (kgrag.depgraph)
+
 
 
 class EncoderShape(BaseModel):

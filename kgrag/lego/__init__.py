@@ -18,9 +18,3 @@ Exploration (2024), sections 3-4, Tables 2 and 4.
 """
 
 from kgrag.lego.registries import EXTRACTORS, FILTERS, REFINERS, SCORERS  # noqa: F401
-
-# scorers first: filters and refiners name them in their params
-from kgrag.lego import score_bm25, score_llm, score_reranker, score_st  # noqa: E402,F401,I001
-from kgrag.lego import extract_ego, extract_ppr, extract_rwr  # noqa: E402,F401
-from kgrag.lego import filter_beam, filter_complete, filter_shortest  # noqa: E402,F401
-from kgrag.lego import refine_llm, refine_random, refine_scored  # noqa: E402,F401

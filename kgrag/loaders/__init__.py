@@ -2,5 +2,3 @@
 
 Shared helpers (line reading, quarantine, the KG builder, JSONL questions) are in ``common``.
 """
-
-from kgrag.loaders import explagraphs, gretriever, jsonl, metaqa, ntriples, triples  # noqa: F401

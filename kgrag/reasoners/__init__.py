@@ -4,7 +4,3 @@ and, for the graph reasoners, the KG itself. See ``core`` for the protocol and t
 from kgrag.reasoners.core import (  # noqa: F401
     REASONERS, ReasonInput, Reasoning, Sampling, rows_of, run_batched, run_one,
 )
-
-from kgrag.reasoners import answer, baselines  # noqa: E402,F401,I001
-from kgrag.reasoners import fasttog, tog  # noqa: E402,F401,I001
-from kgrag.reasoners import agent, explore  # noqa: E402,F401,I001

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kgrag.llm import CallRecord, LLMClient, LLMRequest
-from kgrag.registry import Registry
+from kgrag.registry import REASONERS
 from kgrag.types import Question
 
-REASONERS: Registry[Any] = Registry("reasoner")
 
 
 @dataclass(frozen=True)

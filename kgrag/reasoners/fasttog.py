@@ -41,6 +41,8 @@ from kgrag.reasoners.tog import (
     parse_reasoning, prune_request, rel_words, valid_topics,
 )
 
+MODULE_KINDS = ('community_detector',)  # looked up by name (kgrag.depgraph)
+
 Triple = tuple[str, str, str]
 
 # ------------------------------------------------------------------------------------------ prompts

@@ -32,6 +32,8 @@ from kgrag.reasoners.baselines import cot_answer, cot_request, io_request
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoners.parsing import final_answer, is_unknown, letters, parse_choices
 
+MODULE_KINDS = ('lego_scorer',)  # looked up by name (kgrag.depgraph)
+
 # ------------------------------------------------------------------------------------------ prompts
 
 TOG_SYSTEM = "You explore a knowledge graph to answer a question. Follow the instructions exactly."

@@ -28,5 +28,3 @@ class Retriever(Protocol):
         max_edges: int,
     ) -> Subgraph: ...
 
-
-from kgrag.retrievers import lego, none, pcst  # noqa: E402,F401

@@ -23,6 +23,8 @@ from kgrag.lego.types import Context, LocalGraph, Path, path_text
 from kgrag.registry import BACKENDS, RETRIEVERS
 from kgrag.types import Subgraph
 
+MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)
+
 
 class LLMSettings(BaseModel):
     """The LLM used by LLM scorers and the LLM refiner (built only when a chosen stage calls it)."""
@@ -78,15 +80,12 @@ _LOCK = threading.Lock()
 
 def llm_client(settings: LLMSettings) -> Any:
     """A process-wide ``LLMClient`` per settings (backend loaded on first use)."""
-    from kgrag.llm import CallCache, LLMClient
+    from kgrag.clients import client_for
 
     key = json.dumps(settings.model_dump(mode="json"), sort_keys=True)
     with _LOCK:
         if key not in _CLIENTS:
-            entry = BACKENDS.get(settings.backend)
-            backend = entry.impl(entry.params.model_validate(settings.backend_params), timeout_s=settings.timeout_s)
-            _CLIENTS[key] = LLMClient(backend, cache=CallCache(settings.cache) if settings.cache else None,
-                                      retries=settings.retries, backoff_s=settings.backoff_s)
+            _CLIENTS[key] = client_for(settings, cache=settings.cache, shared=False)
         return _CLIENTS[key]
 
 

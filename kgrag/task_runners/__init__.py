@@ -6,5 +6,3 @@ Prefect and the cluster libraries are imported only when a runner is built, so p
 """
 
 from kgrag.task_runners.core import TASK_RUNNERS, TaskRunnerModule  # noqa: F401
-
-from kgrag.task_runners import dask_cluster, local  # noqa: E402,F401,I001

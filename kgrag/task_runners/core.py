@@ -6,9 +6,8 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
-from kgrag.registry import Registry
+from kgrag.registry import TASK_RUNNERS
 
-TASK_RUNNERS: Registry[Any] = Registry("task_runner")
 
 
 class TaskRunnerModule(Protocol):
