@@ -126,9 +126,22 @@ def copy_repo(dst: Path, *, sample: int, shard_size: int) -> Path:
     return dst
 
 
+_VECTORS: dict[tuple[str, str], object] = {}
+
+
 def metaqa_entity_vectors(names: list[str], model: str = "all-MiniLM-L6-v2"):
     """Vectors of the 43k MetaQA entity names: the ``index`` stage's output when the repository has it and it
-    matches (same row count, 32 sampled names re-encoded to the same vectors), else encoded here (~1 min+)."""
+    matches (same row count, 32 sampled names re-encoded to the same vectors), else encoded here (~1 min+),
+    once per test session (several modules ask for the same names)."""
+    import hashlib
+
+    key = (model, hashlib.sha256("\n".join(names).encode()).hexdigest())
+    if key not in _VECTORS:
+        _VECTORS[key] = _metaqa_entity_vectors(names, model)
+    return _VECTORS[key]
+
+
+def _metaqa_entity_vectors(names: list[str], model: str):
     import numpy as np
 
     from kgrag.embed import encode, read_vectors
