@@ -30,19 +30,30 @@ class LLMScoreParams(BaseModel):
     seed: int = Field(0, description="sampling seed")
 
 
-def parse_scores(text: str, n: int) -> np.ndarray:
-    """Scores by 1-based item number from a reply; items not rated get 0."""
+def parse_scores(text: str, n: int, lo: float = 0.0, hi: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, rated) by 1-based item number from a reply: each score clipped to the prompt's [lo, hi] (an echoed
+    ``300`` scores 1, not 300); items not rated get 0 and ``rated`` False."""
     out = np.zeros(n)
+    rated = np.zeros(n, dtype=bool)
     for num, val in LINE.findall(text):
         i = int(num) - 1
         if 0 <= i < n:
-            out[i] = float(val)
-    return out
+            out[i] = min(hi, max(lo, float(val)))
+            rated[i] = True
+    return out, rated
 
 
-@SCORERS.register("llm", params=LLMScoreParams, version="1")
+@SCORERS.register("llm", params=LLMScoreParams, version="2")
 def score_llm(*, query: str, docs: Sequence[str], params: LLMScoreParams, ctx: Context) -> np.ndarray:
-    """Relevance of each doc as rated by the LLM; a failed call rates its docs 0.
+    """Relevance of each doc as rated by the LLM, clipped to the prompt's 0-1 scale.
+
+    Never silent: a doc the reply does not rate (or whose call failed) scores 0 and is counted in
+    ``llm_unparsed`` of the stage's trace entry (``Context.count``), surfaced by the evaluate stage as
+    ``retrieval_llm_unparsed`` and per module.
+
+    The prompt rates a numbered list of items on 0-1; the paper's own retrieval prompt (Appendix A.2
+    ``score_prompt``) rates relations separated by semicolons, summing to 1, with a worked Freebase example —
+    not reproduced here (one prompt serves relations, triples and paths, and the example is Freebase-specific).
 
     References
     ----------
@@ -61,5 +72,9 @@ def score_llm(*, query: str, docs: Sequence[str], params: LLMScoreParams, ctx: C
         for chunk in chunks
     ]
     records = ctx.client().generate(reqs)
-    parts = [np.zeros(len(c)) if r.failed else parse_scores(r.reply.text, len(c)) for c, r in zip(chunks, records)]
+    parts = []
+    for c, r in zip(chunks, records):
+        scores, rated = (np.zeros(len(c)), np.zeros(len(c), dtype=bool)) if r.failed else parse_scores(r.reply.text, len(c))
+        ctx.count("llm_unparsed", int((~rated).sum()))
+        parts.append(scores)
     return np.concatenate(parts)
