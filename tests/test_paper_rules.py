@@ -262,3 +262,28 @@ def test_gretriever_table_rescores_committed_predictions(tmp_path, monkeypatch):
     cells = [c.strip() for c in line.split("|")]
     assert cells[3] == "0.2500" and cells[4] == "0.5000" and cells[5] == "0.5650"
     assert "G-Retriever rule" in md.splitlines()[0] or "G-Retriever" in md
+
+
+def test_llm_scorer_paper_prompt():
+    """``prompt: paper``: LEGO-GraphRAG's Appendix A.2 score_prompt, docs separated by semicolons, one Score line."""
+    from kgrag.lego.score_llm import LLMScoreParams, score_llm
+
+    client = _Client(["Score: 0.7, 0.3\nbecause ..."])
+    from kgrag.lego.types import Context
+
+    seen = []
+
+    class Spy:
+        def generate(self, reqs):
+            seen.extend(reqs)
+            return client.generate(reqs)
+
+    ctx = Context(question="who directed Heat", query_vec=np.zeros(1), kg=None, index=None, topic_names=("Heat",),
+                  llm=lambda: Spy())
+    s = score_llm(query="who directed Heat", docs=["directed by", "starred actors", "release year"],
+                  params=LLMScoreParams(prompt="paper"), ctx=ctx)
+    assert s.tolist() == [0.7, 0.3, 0.0] and ctx.take_counts() == {"llm_unparsed": 1}
+    prompt = seen[0].messages[-1][1]
+    assert prompt.startswith("Please score the relations (separated by semicolon)") and "Score: 0.4, 0.3, 0.2, 0.0" in prompt
+    assert prompt.endswith("Q: who directed Heat\nTopic Entity: Heat\nRelations: directed by; starred actors; "
+                           "release year\nScore:")
