@@ -248,6 +248,22 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rules(args: argparse.Namespace) -> int:
+    """Print kgrag's and the papers' scoring rules side by side, recomputed from a predictions file."""
+    import pyarrow.parquet as pq
+
+    from kgrag.evaluate import RULES, rescore_rows
+
+    rows = pq.read_table(args.predictions).to_pylist()
+    got = rescore_rows(rows)
+    print(f"{args.predictions}: {got['questions']} questions (rules: docs/metrics.md)\n")
+    print("| rules of | metric | value | rule |\n|---|---|---|---|")
+    for fam, key, rule in RULES:
+        v = got[key]
+        print(f"| {fam} | {key} | {'–' if v is None else f'{v:.4f}'} | {rule} |")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to render --help)."""
     from kgrag.compare import KEY_METRICS
@@ -269,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="questions for instances that call the LLM (slow on CPU; 0 = the whole sample)")
     t.add_argument("--out", default="reports/lego_instances", help="output path without extension")
     t.set_defaults(fn=_lego_table)
+    r = sub.add_parser("rules", help="kgrag's and the papers' scoring rules (hit_gretriever, accuracy_gretriever, "
+                       "em_tog) side by side, recomputed from a predictions file (docs/metrics.md)")
+    r.add_argument("predictions", nargs="?", default="reports/predictions.parquet",
+                   help="per-question file of the evaluate stage (default: reports/predictions.parquet)")
+    r.set_defaults(fn=_rules)
     k = sub.add_parser(
         "compare", help="side-by-side table and plots of DVC experiments (reports/compare.md)",
         description="Compare DVC experiments (read from `dvc exp show --json`): a markdown table with one row per "

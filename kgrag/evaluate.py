@@ -1,10 +1,14 @@
-"""Metrics: per-question scores and their aggregates, each named by its rule.
+"""Metrics: per-question scores and their aggregates, each named by its rule (every key: ``docs/metrics.md``).
+
+kgrag's own (strict) rules, on ``normalize``d text:
 
 - ``hit_at_1``: the first predicted answer equals a gold answer after normalization.
-- ``hit_any``: some gold answer occurs in the raw prediction text (the RoG / G-Retriever "Hit" rule).
+- ``hit_any``: some gold answer occurs in the prediction text as whole words (normalized both sides).
 - ``em``: the set of predicted answers equals the set of gold answers (normalized).
 - ``precision`` / ``recall`` / ``f1``: over the normalized answer sets.
-- ``retrieval_recall``: share of gold answer entities among the retrieved subgraph's nodes.
+- ``retrieval_recall``: share of gold answer entities among the entities of the triples the prompt holds (the
+  first ``generate.max_context_triples`` retrieved triples); ``retrieval_recall_uncapped``: among the whole
+  retrieved subgraph's nodes. ``context_triples`` / ``context_triples_uncapped`` likewise.
 - ``rouge_l``: Rouge-L F1 (longest common subsequence of normalized words) between the prediction text
   and the gold answers joined by `` | `` (the grounding paper's rule-based metric, Lin 2004).
 - ``judge``: an LLM judge's yes / no to "does the model answer match the ground truth answer?" (the
@@ -12,6 +16,13 @@
 - ``accuracy`` (label tasks: questions with ``choices``, e.g. ExplaGraphs' support / counter): the prediction
   parsed to one label (``parse_label``) equals the gold label; an unparseable prediction is wrong and counted
   in ``label_unparseable``. ``accuracy_answered`` leaves out failed generations.
+
+The papers' own rules, to compare with a paper's numbers only under that paper's rule (each far more lenient):
+
+- ``hit_gretriever``: G-Retriever's Hit (``hit_gretriever_rule``), the number its paper reports as WebQSP
+  "Hit@1".
+- ``accuracy_gretriever``: G-Retriever's ExplaGraphs accuracy (``accuracy_gretriever_rule``).
+- ``em_tog``: Think-on-Graph's exact match (``em_tog_rule``), the "Hits@1" / EM of ToG and FastToG.
 
 ``llm_calls_per_question`` counts backend attempts (0 for an answer served from the call cache);
 ``llm_answers_from_cache`` counts those cached answers, so stage times can be read right.
@@ -21,6 +32,7 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
@@ -29,17 +41,106 @@ if TYPE_CHECKING:
     from kgrag.llm import LLMClient, LLMRequest
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_ACRONYM = re.compile(r"\b(?:[^\W\d_]\.){2,}")
+_APOSTROPHES = re.compile(r"['\u2018\u2019\u02bc`\u00b4]")
+_SEPARATORS = re.compile(r"[^\w\s]|_")
 
 
 def normalize(s: str) -> str:
-    """Lower-case, drop punctuation and articles, fold white space (SQuAD normalization)."""
-    s = s.lower().translate(_PUNCT)
+    """An answer or a prediction in the form both sides are compared in (kgrag's rule, applied to both).
+
+    In order: ``%XX`` escapes decoded (N-Triples local names: ``Ocean%27s_Eleven``); accents folded
+    (NFKD, combining marks dropped: ``Josèphe`` → ``josephe``); lower-cased; dotted acronyms joined
+    (``L.A.`` → ``la``, ``J.R.R.`` → ``jrr``); ``&`` read as ``and``; apostrophes deleted (they join a word:
+    ``Schindler's`` → ``schindlers``); every other punctuation mark, symbol and separator — ``_`` and ``-``
+    of underscore-style and N-Triples names, ``|`` between answers, ``.``, ``,``, ``:``, ``/`` … — read as
+    a space (``Drama|Crime`` → ``drama crime``, ``marie_josephe_of_saxony`` and ``Marie-Josephe of Saxony``
+    → ``marie josephe of saxony``); the articles a / an / the dropped; white space folded.
+
+    Unlike SQuAD's normalization (which deletes punctuation, so ``Drama|Crime`` became ``dramacrime``) a
+    separator never glues two words together.
+    """
+    if "%" in s:
+        from urllib.parse import unquote
+
+        s = _PERCENT.sub(lambda m: unquote(m.group(0)), s)
+    s = "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c)).lower()
+    s = _ACRONYM.sub(lambda m: m.group(0).replace(".", ""), s)
+    s = _APOSTROPHES.sub("", s.replace("&", " and "))
+    s = _SEPARATORS.sub(" ", s)
     return " ".join(_ARTICLES.sub(" ", s).split())
 
 
+# ---- the papers' own rules ---------------------------------------------------------------------------------
+
+_GR_PUNCT = set(string.punctuation)
+
+
+def gretriever_normalize(s: str) -> str:
+    """G-Retriever's ``normalize`` (``src/utils/evaluate.py``), verbatim: lower-case, *delete* ASCII
+    punctuation, drop articles and ``<pad>``, fold white space."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _GR_PUNCT)
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    s = re.sub(r"\b(<pad>)\b", " ", s)
+    return " ".join(s.split())
+
+
+def hit_gretriever_rule(prediction: str, gold: Sequence[str]) -> float:
+    """G-Retriever's Hit (``get_accuracy_webqsp`` / ``eval_hit`` of its code), the number its paper reports
+    as WebQSP "Hit@1" (He et al., 2024, section 5 and Table 3).
+
+    The prediction's ``|`` become new lines, its lines are joined by a space, and a question is a hit when
+    some gold answer, normalized by ``gretriever_normalize``, is a *substring* of the normalized prediction
+    (no word boundary: gold ``art`` hits ``party``; punctuation deleted, so ``Drama|Crime`` still reads
+    ``drama crime`` because the ``|`` became a space first). An empty normalized gold answer hits any
+    prediction (as in the original code).
+    """
+    text = " ".join(prediction.replace("|", "\n").split("\n"))
+    norm = gretriever_normalize(text)
+    return float(any(gretriever_normalize(a) in norm for a in gold))
+
+
+def accuracy_gretriever_rule(prediction: str, gold: Sequence[str], choices: Sequence[str]) -> float:
+    """G-Retriever's ExplaGraphs accuracy (``get_accuracy_expla_graphs`` of its code; the paper's Table 3
+    "Accuracy"): the *first* occurrence in the stripped prediction of a choice written lower-case or
+    capitalized (``support|Support|Counter|counter`` for ExplaGraphs, no word boundary: ``supports``,
+    ``counterargument`` and ``does not support`` count) decides; correct when it equals the gold label
+    (lower-cased). No occurrence is wrong; naming both labels counts the first."""
+    forms = [f for c in choices for f in dict.fromkeys((c.lower(), c.capitalize()))]
+    if not forms:
+        return 0.0
+    m = re.search("|".join(re.escape(f) for f in forms), prediction.strip())
+    return float(m is not None and m.group(0).lower() in {g.lower() for g in gold})
+
+
+def em_tog_rule(prediction: str, gold: Sequence[str]) -> float:
+    """Think-on-Graph's exact match (``exact_match`` in ToG's ``eval/utils.py``; Sun et al., 2024, section 3.1
+    "Hits@1"; FastToG reports the same, its section "Dataset and Evaluation Metric").
+
+    When the prediction holds ``{``, only the text between the first ``{`` and the first ``}`` counts (ToG's
+    ``clean_results``). Both sides are lower-cased with every space removed (nothing else); a match is
+    equality or either string containing the other (``mann`` matches ``michaelmann`` and vice versa).
+    One deviation: an empty prediction matches nothing (in ToG's code ``"" in answer`` is always true).
+    """
+    text = prediction
+    if "{" in text:
+        start = text.find("{") + 1
+        text = text[start: text.find("}")]
+    p = text.strip().replace(" ", "").lower()
+    if not p:
+        return 0.0
+    for a in gold:
+        g = a.strip().replace(" ", "").lower()
+        if p == g or p in g or g in p:
+            return 1.0
+    return 0.0
+
+
 def answer_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
-    """Hit@1, Hit, EM, precision, recall, F1 of one question."""
+    """Hit@1, Hit, EM, precision, recall, F1 of one question (kgrag's rules), and the papers' ``hit_gretriever``
+    and ``em_tog``."""
     gold_n = {normalize(g) for g in gold if normalize(g)}
     pred_n = [normalize(p) for p in predicted if normalize(p)]
     pred_set = set(pred_n)
@@ -55,7 +156,14 @@ def answer_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[s
         "precision": precision,
         "recall": recall,
         "f1": f1,
+        "hit_gretriever": hit_gretriever_rule(prediction, gold),
+        "em_tog": em_tog_rule(prediction, gold),
     }
+
+
+# a negation up to two words before a label, on normalized text (where "doesn't" reads "doesnt")
+_NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|without|cannot|(?:do|does|did|is|are|was|were|has|have|had"
+                       r"|would|could|should|ca|wo)nt)(?:\s+\w+){0,2}\s*$")
 
 
 def parse_label(*, prediction: str, predicted: Sequence[str], choices: Sequence[str]) -> str | None:
@@ -65,7 +173,10 @@ def parse_label(*, prediction: str, predicted: Sequence[str], choices: Sequence[
     exactly one (``Counter.``), and none when they name several (``support | counter``); when no parsed
     answer is a label, the labels the text mentions as words, allowing an inflection (``supports``,
     ``countered``, ``supporting``), decide when exactly one is mentioned (``support or counter`` is
-    ambiguous, so unparseable).
+    ambiguous, so unparseable). A mention negated by one of not / n't / no / never / neither / nor / without
+    up to two words before it (``does not support``, ``doesn't really support``) does not name the label:
+    a negation is not read as the other label (that is an inference the model did not state), so
+    ``does not support`` alone is unparseable and ``does not support it, it counters it`` is counter.
     """
     labels = {normalize(c): c for c in choices if normalize(c)}
     exact = {labels[normalize(p)] for p in predicted if normalize(p) in labels}
@@ -73,16 +184,19 @@ def parse_label(*, prediction: str, predicted: Sequence[str], choices: Sequence[
         return exact.pop() if len(exact) == 1 else None
     text = normalize(prediction)
     named = [lab for key, lab in labels.items()
-             if re.search(r"(?<!\w)" + re.escape(key) + r"(?:s|es|ed|d|ing)?(?!\w)", text)]
+             if any(not _NEGATION.search(text[: m.start()])
+                    for m in re.finditer(r"(?<!\w)" + re.escape(key) + r"(?:s|es|ed|d|ing)?(?!\w)", text))]
     return named[0] if len(named) == 1 else None
 
 
 def label_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[str], choices: Sequence[str]
                  ) -> dict[str, object]:
-    """``label`` (the parsed label or None) and ``correct`` (1.0 when it is a gold label) of one label question."""
+    """``label`` (the parsed label or None), ``correct`` (1.0 when it is a gold label) and ``correct_gretriever``
+    (G-Retriever's rule, ``accuracy_gretriever_rule``) of one label question."""
     label = parse_label(prediction=prediction, predicted=predicted, choices=choices)
     gold_n = {normalize(g) for g in gold}
-    return {"label": label, "correct": float(label is not None and normalize(label) in gold_n)}
+    return {"label": label, "correct": float(label is not None and normalize(label) in gold_n),
+            "correct_gretriever": accuracy_gretriever_rule(prediction, gold, choices)}
 
 
 def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
@@ -136,16 +250,23 @@ def judge_request(*, question: str, gold: Sequence[str], prediction: str, max_to
                       max_tokens=max_tokens, seed=seed)
 
 
-_VERDICT = re.compile(r"\b(yes|no|correct|incorrect|true|false|matches|does not match|doesn't match)\b", re.I)
+_VERDICT = re.compile(r"\b(yes|no|correct|incorrect|true|false|matches|match|does not match|doesn't match)\b", re.I)
+_POSITIVE = ("yes", "correct", "true", "matches", "match")
+_NEGATED = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:\w+\s+)?$", re.I)
 
 
 def parse_verdict(text: str) -> bool | None:
     """A judge's verdict: the first yes / no (or correct / incorrect, true / false, matches / does not
-    match) in the reply; None when there is none."""
-    m = _VERDICT.search(text or "")
+    match) in the reply, a positive word negated just before it (``not correct``, ``isn't a match``,
+    ``not really true``) read as no; None when there is none."""
+    t = (text or "").replace("\u2019", "'")
+    m = _VERDICT.search(t)
     if m is None:
         return None
-    return m.group(1).lower() in ("yes", "correct", "true", "matches")
+    word = m.group(1).lower()
+    if word in _POSITIVE:
+        return not _NEGATED.search(t[: m.start()])
+    return False
 
 
 def judge_scores(*, client: "LLMClient", items: Sequence[tuple[str, Sequence[str], str]], max_tokens: int = 8,
@@ -172,6 +293,43 @@ def retrieval_recall(*, answer_ids: Iterable[int], node_ids: Iterable[int]) -> f
     return len(gold & set(node_ids)) / len(gold)
 
 
+def prompt_triples(retrieved: dict, max_triples: int | None) -> tuple[int, list[int]]:
+    """(triples, entity ids of those triples) of what the prompt holds: the first ``max_triples`` retrieved
+    triples (``kgrag.runner.contexts_for``; None = all)."""
+    from kgrag import schema as S
+
+    heads = list(retrieved.get(S.TRIPLE_HEADS) or [])
+    tails = list(retrieved.get(S.TRIPLE_TAILS) or [])
+    n = len(heads) if max_triples is None else min(len(heads), max_triples)
+    return n, heads[:n] + tails[:n]
+
+
+def llm_stage_counts(trace: str | None) -> dict[str, int]:
+    """LLM replies a multi-stage retriever could not use, summed over its stages' trace entries:
+    ``llm_unparsed`` (items an LLM scorer did not rate, replies the refiner matched to no path) and
+    ``llm_fallbacks`` (stages that fell back to their documented default)."""
+    import json
+
+    out = {"llm_unparsed": 0, "llm_fallbacks": 0}
+    try:
+        stages = json.loads(trace or "{}").get("stages") or []
+    except (TypeError, ValueError):
+        return out
+    for st in stages:
+        for k in out:
+            out[k] += int(st.get(k, 0) or 0)
+    return out
+
+
+def echoes_demo(prediction: str) -> bool:
+    """Whether a prediction names an entity of the prompts' worked example (``kgrag.generate.DEMO_NAMES``,
+    placeholders no KG holds): the model copied the example instead of answering."""
+    from kgrag.generate import DEMO_NAMES
+
+    text = normalize(prediction or "")
+    return any(re.search(r"(?<!\w)" + re.escape(normalize(n)) + r"(?!\w)", text) for n in DEMO_NAMES)
+
+
 def summarize(values: Sequence[float | None]) -> float | None:
     """Mean of the non-null values (None when there are none)."""
     v = [x for x in values if x is not None]
@@ -186,6 +344,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 def evaluate_rows(
     *, questions: Sequence[dict], retrieved: Sequence[dict], generations: Sequence[dict],
     judge: "LLMClient | None" = None, judge_max_tokens: int = 8, judge_seed: int = 0,
+    max_context_triples: int | None = None,
 ) -> tuple[list[dict], dict]:
     """Join questions, retrieval and generation rows; score each question and aggregate.
 
@@ -194,6 +353,8 @@ def evaluate_rows(
     and the aggregates ``accuracy``, ``accuracy_answered``, ``label_unparseable`` and ``label_counts``;
     ``task`` says ``entity``, ``label`` or ``mixed``. With a ``judge`` client every prediction is also
     LLM-judged (``judge``, ``judge_unparseable``); without one those metrics are absent.
+    ``retrieval_recall`` and ``context_triples`` count what the prompt holds, the first ``max_context_triples``
+    triples (``generate.max_context_triples``; None = no cap); ``*_uncapped`` the whole retrieved subgraph.
     """
     from kgrag import schema as S
 
@@ -207,17 +368,22 @@ def evaluate_rows(
         scores = answer_scores(prediction=g.get(S.PREDICTION) or "", predicted=g.get(S.PREDICTED_ANSWERS) or [],
                                gold=q[S.ANSWERS] or [])
         choices = [c for c in (q.get(S.CHOICES) or []) if c is not None]
+        answer_ids = [i for i in (q[S.ANSWER_IDS] or []) if i is not None]
+        n_prompt, prompt_nodes = prompt_triples(r, max_context_triples)
         labels = (label_scores(prediction=g.get(S.PREDICTION) or "", predicted=g.get(S.PREDICTED_ANSWERS) or [],
-                               gold=q[S.ANSWERS] or [], choices=choices) if choices else {"label": None, "correct": None})
+                               gold=q[S.ANSWERS] or [], choices=choices) if choices
+                  else {"label": None, "correct": None, "correct_gretriever": None})
         rows.append(
             {
                 S.QUESTION_ID: qid, "question": q[S.TEXT], S.QTYPE: q.get(S.QTYPE) or "", S.HOPS: q.get(S.HOPS),
                 "gold": list(q[S.ANSWERS] or []), S.PREDICTION: g.get(S.PREDICTION) or "",
                 S.PREDICTED_ANSWERS: list(g.get(S.PREDICTED_ANSWERS) or []),
                 "retrieved_triples": r.get(S.CONTEXT_TRIPLES, ""),
-                "context_triples": len(r.get(S.TRIPLE_HEADS) or []),
-                "retrieval_recall": retrieval_recall(answer_ids=[i for i in (q[S.ANSWER_IDS] or []) if i is not None],
-                                                     node_ids=r.get(S.NODE_IDS) or []),
+                "context_triples": n_prompt,
+                "context_triples_uncapped": len(r.get(S.TRIPLE_HEADS) or []),
+                "retrieval_recall": retrieval_recall(answer_ids=answer_ids, node_ids=prompt_nodes),
+                "retrieval_recall_uncapped": retrieval_recall(answer_ids=answer_ids, node_ids=r.get(S.NODE_IDS) or []),
+                **llm_stage_counts(r.get(S.TRACE)),
                 **scores, S.CHOICES: choices, **labels,
                 "rouge_l": rouge_l(g.get(S.PREDICTION) or "", " | ".join(q[S.ANSWERS] or [])),
                 S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
@@ -244,8 +410,17 @@ def evaluate_rows(
         "hit_at_1_answered": summarize([x["hit_at_1"] for x in rows if not x[S.FAILED]]),
         "f1_answered": summarize([x["f1"] for x in rows if not x[S.FAILED]]),
         **{k: summarize(col(k)) for k in ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "rouge_l",
-                                          "retrieval_recall")},
+                                          "retrieval_recall", "retrieval_recall_uncapped")},
+        # the papers' own rules (compare with a paper only under its rule): G-Retriever's Hit, ToG's EM
+        "hit_gretriever": summarize(col("hit_gretriever")),
+        "em_tog": summarize(col("em_tog")),
         "context_triples_mean": summarize(col("context_triples")),
+        "context_triples_uncapped_mean": summarize(col("context_triples_uncapped")),
+        "max_context_triples": max_context_triples,
+        # LLM stages of the retriever (LEGO llm scorer / refiner): replies not used, fallbacks taken
+        "retrieval_llm_unparsed": sum(col("llm_unparsed")),
+        "retrieval_llm_fallbacks": sum(col("llm_fallbacks")),
+        "demo_echoes": sum(echoes_demo(x[S.PREDICTION]) for x in rows),
         "context_tokens_mean": summarize(col(S.TOKENS_IN)),
         "tokens_out_mean": summarize(col(S.TOKENS_OUT)),
         "tokens_per_question": summarize([x[S.TOKENS_IN] + x[S.TOKENS_OUT] for x in rows]),
@@ -261,6 +436,7 @@ def evaluate_rows(
     metrics["task"] = "label" if labelled and len(labelled) == n else "mixed" if labelled else "entity"
     if labelled:
         metrics["accuracy"] = summarize([x["correct"] for x in labelled])
+        metrics["accuracy_gretriever"] = summarize([x["correct_gretriever"] for x in labelled])
         metrics["accuracy_answered"] = summarize([x["correct"] for x in labelled if not x[S.FAILED]])
         metrics["label_unparseable"] = sum(1 for x in labelled if x["label"] is None and not x[S.FAILED])
         counts: dict[str, int] = {}
@@ -274,12 +450,48 @@ def evaluate_rows(
     return rows, metrics
 
 
+RULES = (
+    ("kgrag", "hit_at_1", "first parsed answer equals a gold answer (normalize both)"),
+    ("kgrag", "hit_any", "a gold answer occurs in the text as whole words (normalize both)"),
+    ("kgrag", "em", "parsed answer set equals the gold set"),
+    ("kgrag", "f1", "F1 of the parsed answer set"),
+    ("kgrag", "accuracy", "label tasks: parse_label equals the gold label"),
+    ("G-Retriever", "hit_gretriever", "'|' to line breaks, substring match (its WebQSP 'Hit@1')"),
+    ("G-Retriever", "accuracy_gretriever", "label tasks: first support|counter match (its ExplaGraphs accuracy)"),
+    ("ToG", "em_tog", "bidirectional substring on space-stripped lower-cased text (ToG / FastToG 'Hits@1')"),
+)
+
+
+def rescore_rows(rows: Sequence[dict]) -> dict[str, float | int | None]:
+    """Today's kgrag rules and the papers' rules recomputed from per-question rows of
+    ``reports/predictions.parquet`` (``prediction``, ``predicted_answers``, ``gold``, ``choices``): the
+    numbers ``RULES`` names, plus ``questions``."""
+    from kgrag import schema as S
+
+    per = []
+    for x in rows:
+        pred = x.get(S.PREDICTION) or ""
+        predicted = list(x.get(S.PREDICTED_ANSWERS) or [])
+        gold = [g for g in (x.get("gold") or []) if g is not None]
+        choices = [c for c in (x.get(S.CHOICES) or []) if c is not None]
+        sc = answer_scores(prediction=pred, predicted=predicted, gold=gold)
+        if choices:
+            sc.update(label_scores(prediction=pred, predicted=predicted, gold=gold, choices=choices))
+        per.append(sc)
+    out: dict[str, float | int | None] = {"questions": len(per)}
+    for _, key, _ in RULES:
+        src = {"accuracy": "correct", "accuracy_gretriever": "correct_gretriever"}.get(key, key)
+        out[key] = summarize([x.get(src) for x in per])
+    return out
+
+
 def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict]) -> list[dict]:
     """Per-module retrieval metrics of multi-stage retrievers (the ``stages`` of a retrieved row's trace).
 
     For each stage: precision, recall, F1 and hit ratio of the gold answer entities among the stage's
     output nodes, mean output size and mean and median wall time (the median is robust to one-time model
-    loads in the first question), averaged over questions with answer entities.
+    loads in the first question), averaged over questions with answer entities; ``llm_unparsed`` /
+    ``llm_fallbacks``: LLM replies of the stage not used / fallbacks taken, summed.
     Rows whose trace has no ``stages`` (single-shot retrievers) contribute nothing.
 
     References
@@ -306,7 +518,8 @@ def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict]) -> li
             p = tp / len(nodes) if nodes else 0.0
             rec = tp / len(answers)
             a = acc.setdefault((pos, st["stage"], st.get("module", "")),
-                               {"precision": [], "recall": [], "f1": [], "hit": [], "nodes": [], "ms": []})
+                               {"precision": [], "recall": [], "f1": [], "hit": [], "nodes": [], "ms": [],
+                                "llm_unparsed": [], "llm_fallbacks": []})
             a["precision"].append(p)
             a["recall"].append(rec)
             a["f1"].append(2 * p * rec / (p + rec) if p + rec else 0.0)
@@ -314,9 +527,12 @@ def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict]) -> li
             a["nodes"].append(float(len(nodes)))
             if "ms" in st:
                 a["ms"].append(float(st["ms"]))
+            a["llm_unparsed"].append(float(st.get("llm_unparsed", 0) or 0))
+            a["llm_fallbacks"].append(float(st.get("llm_fallbacks", 0) or 0))
     return [
         {"stage": stage, "module": module, "questions": len(v["recall"]),
          **{k: summarize(v[k]) for k in ("precision", "recall", "f1", "hit")},
-         "nodes_mean": summarize(v["nodes"]), "ms_mean": summarize(v["ms"]), "ms_median": percentile(v["ms"], 50)}
+         "nodes_mean": summarize(v["nodes"]), "ms_mean": summarize(v["ms"]), "ms_median": percentile(v["ms"], 50),
+         "llm_unparsed": int(sum(v["llm_unparsed"])), "llm_fallbacks": int(sum(v["llm_fallbacks"]))}
         for (_, stage, module), v in sorted(acc.items())
     ]

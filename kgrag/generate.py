@@ -18,12 +18,18 @@ SYSTEM = (
     "Reply with the answer names only, separated by ' | '. No sentences."
 )
 # One worked example shown before the question (``generate.few_shot``): it teaches small models the
-# answer format. Made-up facts in the (head, relation, tail) form the prompt uses.
+# answer format. Its entities are placeholders no KG holds ("Example ..."), so that a model copying the
+# example (small models do) cannot be scored right by accident; every reasoner's worked example uses only
+# these names, and the evaluate stage counts predictions that echo them (``demo_echoes``). A prompt whose
+# output is constrained (``reason.constrain_answer``) shows no example.
+DEMO_NAMES = ("Example Film One", "Example Film Two", "Example Actor", "Example Director One",
+              "Example Director Two")
 DEMO = (
-    "Knowledge graph facts (head, relation, tail):\n(Heat, directed_by, Michael Mann)\n"
-    "(Heat, starred_actors, Al Pacino)\n(The Irishman, starred_actors, Al Pacino)\n"
-    "(The Irishman, directed_by, Martin Scorsese)\n\nQuestion: who directed the movies starred by Al Pacino\nAnswer:",
-    "Michael Mann | Martin Scorsese",
+    "Knowledge graph facts (head, relation, tail):\n(Example Film One, directed_by, Example Director One)\n"
+    "(Example Film One, starred_actors, Example Actor)\n(Example Film Two, starred_actors, Example Actor)\n"
+    "(Example Film Two, directed_by, Example Director Two)\n\n"
+    "Question: who directed the movies starred by Example Actor\nAnswer:",
+    "Example Director One | Example Director Two",
 )
 
 

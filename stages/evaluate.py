@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> None:
         ev = params.evaluate
         judge = judge_client(ev.judge_backend) if ev.judge else None  # off: no model is loaded
         rows, metrics = evaluate_rows(questions=questions, retrieved=retrieved, generations=generations, judge=judge,
-                                      judge_max_tokens=ev.judge_backend.max_tokens, judge_seed=ev.judge_backend.seed)
+                                      judge_max_tokens=ev.judge_backend.max_tokens, judge_seed=ev.judge_backend.seed,
+                                      max_context_triples=params.generate.max_context_triples)
         stage_s = {}
         for s in STAGES:
             f = io.DATA / s / "timing.json"
@@ -55,14 +56,18 @@ def main(argv: list[str] | None = None) -> None:
         plots.mkdir(parents=True, exist_ok=True)
         with open(plots / "recall_vs_context.csv", "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["question_id", "context_triples", "retrieval_recall", "hit_any"])
+            w.writerow(["question_id", "context_triples", "retrieval_recall", "hit_any", "context_triples_uncapped",
+                        "retrieval_recall_uncapped"])
             for r in rows:
-                w.writerow([r["question_id"], r["context_triples"], r["retrieval_recall"], r["hit_any"]])
+                w.writerow([r["question_id"], r["context_triples"], r["retrieval_recall"], r["hit_any"],
+                            r["context_triples_uncapped"], r["retrieval_recall_uncapped"]])
     if "accuracy" in metrics:
         print(f"[evaluate] {metrics['task']} task: accuracy={metrics['accuracy']} "
+              f"accuracy_gretriever={metrics['accuracy_gretriever']} "
               f"label_unparseable={metrics['label_unparseable']} labels={metrics['label_counts']}")
     print(f"[evaluate] hit_at_1={metrics['hit_at_1']} hit_any={metrics['hit_any']} f1={metrics['f1']} "
-          f"rouge_l={metrics['rouge_l']} retrieval_recall={metrics['retrieval_recall']} failed={metrics['failed']}"
+          f"rouge_l={metrics['rouge_l']} retrieval_recall={metrics['retrieval_recall']} failed={metrics['failed']} "
+          f"(papers' rules: hit_gretriever={metrics['hit_gretriever']} em_tog={metrics['em_tog']})"
           + (f" judge={metrics['judge']} judge_unparseable={metrics['judge_unparseable']}" if judge else ""))
 
 

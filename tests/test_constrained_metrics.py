@@ -126,8 +126,10 @@ def test_answer_reasoner_constrained_to_context_entities():
     assert not be.sent[0].constrained
     assert be.sent[1].grammar == list_grammar(["Heat", "Michael Mann", "Al Pacino"])
     assert con.trace["constrained_to"] == 3
-    # the same prompt otherwise: constraint is the only difference
-    assert be.sent[0].messages == be.sent[1].messages
+    # the same prompt otherwise, but a constrained output needs (and shows) no worked example (issue 15 item 4)
+    free_msgs, con_msgs = be.sent[0].messages, be.sent[1].messages
+    assert con_msgs == (free_msgs[0], free_msgs[-1]) and len(free_msgs) == 4
+    assert not any("Example Director" in m for _, m in con_msgs)
 
 
 def test_constrain_answer_param_defaults_off():

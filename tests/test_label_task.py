@@ -88,10 +88,10 @@ def test_answer_prompt_lists_the_choices():
     user = label.messages[-1][1]
     assert "Choices: support | counter" in user and user.endswith("Answer:")
     assert "one of the listed choices" in label.messages[0][1]
-    assert all("Michael Mann" not in m for _, m in label.messages)  # the entity-list example is left out
+    assert all("Example Director One" not in m for _, m in label.messages)  # the entity-list example is left out
     entity = build_request(question="who directed [Heat]", context="", temperature=0.0, top_p=1.0, max_tokens=8,
                            seed=0)
-    assert "Choices" not in entity.messages[-1][1] and any("Michael Mann" in m for _, m in entity.messages)
+    assert "Choices" not in entity.messages[-1][1] and any("Example Director One" in m for _, m in entity.messages)
 
 
 class _Scripted:
@@ -140,7 +140,7 @@ def test_parse_label(prediction, predicted, want):
 
 def test_label_scores():
     assert label_scores(prediction="Support", predicted=["Support"], gold=["support"], choices=STANCE) == \
-        {"label": "support", "correct": 1.0}
+        {"label": "support", "correct": 1.0, "correct_gretriever": 1.0}
     assert label_scores(prediction="counter", predicted=["counter"], gold=["support"], choices=STANCE)["correct"] == 0.0
 
 

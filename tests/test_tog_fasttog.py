@@ -17,7 +17,8 @@ from kgrag.duckdb_io import write_duckdb
 from kgrag.llm import LLMClient, LLMReply
 from kgrag.reasoners import REASONERS, ReasonInput, Sampling, rows_of, run_batched
 from kgrag.reasoners.fasttog import (
-    FastToGParams, LLMGraph2Text, Seq2SeqGraph2Text, call_bound, linearize, local_subgraph, triple2text,
+    FastToGParams, LLMGraph2Text, Seq2SeqGraph2Text, call_bound, implementation_bound, linearize, local_subgraph,
+    triple2text,
 )
 from kgrag.reasoners.tog import ToGParams, parse_reasoning
 from kgrag.report import render, render_trace
@@ -212,14 +213,15 @@ def test_fasttog_follows_the_llm_choices(kg):
     res, calls, b = run("fasttog", kg, fast_script, width=1, d_max=3)
     init = res.trace["initial"]
     assert "Michael Mann" in init["options"][init["chosen"][0]]
-    assert res.answer == "Michael Mann" and res.depth == 1 and res.fallback is None
-    assert res.trace["llm_requests"] == ["prune_multi", "prune", "reason"] and len(calls) == 3
-    assert [k for k, _ in b.seen] == ["prune_multi", "prune", "fast_reason"]
-    assert res.trace["call_bound"] == {"calls": 3, "bound": call_bound(1, 3), "holds": True}
+    # the head community already says who directed: the initial phase's reasoning answers (depth 0)
+    assert res.answer == "Michael Mann" and res.depth == 0 and res.fallback is None
+    assert res.trace["llm_requests"] == ["prune_multi", "reason"] and len(calls) == 2
+    assert [k for k, _ in b.seen] == ["prune_multi", "fast_reason"] and res.trace["depths"] == []
+    assert res.trace["call_bound"] == {"calls": 2, "bound": call_bound(1, 3), "holds": True}
     ctx = b.seen[-1][1]
     assert ctx.startswith("Context:\nS: Al Pacino\nChain 1: ") and "directed by Michael Mann" in ctx
     # a chain never revisits its nodes, and every chosen community joins the history
-    nodes = [n for c in res.trace["depths"][0]["chains"][0] for n in c]
+    nodes = [n for c in init["chains"][0] for n in c]
     assert len(nodes) == len(set(nodes)) and "Al Pacino" not in nodes
 
 
@@ -230,7 +232,8 @@ def test_fasttog_falls_back_when_the_llm_never_answers(kg, fallback):
     assert res.fallback == fallback and res.trace["stop"] in ("max_depth", "exhausted")
     assert res.answer == ("Answer: Robert De Niro" if fallback == "io" else "Robert De Niro")
     assert res.trace["llm_requests"][0] == "prune_multi" and res.trace["llm_requests"][-1] == "fallback"
-    assert len(calls) == len(res.trace["llm_requests"]) <= call_bound(2, 2) and res.depth >= 1
+    assert len(calls) == len(res.trace["llm_requests"]) <= call_bound(2, 2) and res.depth >= 0
+    assert res.trace["llm_requests"][:2] == ["prune_multi", "reason"]  # the initial phase reasons once
 
 
 def test_fasttog_chain_stops_when_the_llm_says_none(kg):
@@ -244,9 +247,9 @@ def test_fasttog_chain_stops_when_the_llm_says_none(kg):
     res, calls, _ = run("fasttog", kg, reply, width=1, d_max=3)
     p = res.trace["depths"][0]["pruning"][0]
     assert p["stopped"] == "llm_none" and p["chosen"] == []
-    # round 1 reasons over the head; round 2 has nothing new: no second reasoning call
-    assert res.trace["stop"] == "exhausted" and res.depth == 1
-    assert res.trace["llm_requests"] == ["prune_multi", "prune", "reason", "fallback"]
+    # the initial phase reasons over the head; round 1 adds nothing new: no second reasoning call
+    assert res.trace["stop"] == "exhausted" and res.depth == 0
+    assert res.trace["llm_requests"] == ["prune_multi", "reason", "prune", "fallback"]
 
 
 def test_fasttog_none_in_the_initial_phase_falls_back(kg):
@@ -260,8 +263,8 @@ def test_fasttog_unparseable_replies_are_counted_and_handled(kg):
     # the initial pruning took the top-W by modularity, each round's single choice the top one
     assert init["parsed"] is False and init["chosen"] == [0, 1]
     prunes = [p for d in res.trace["depths"] for p in d["pruning"] if "parsed" in p]
-    reasons = [d for d in res.trace["depths"] if "reasoning" in d]
-    assert all(p["parsed"] is False and p["chosen"] == [0] for p in prunes)
+    reasons = [d for d in [init, *res.trace["depths"]] if "reasoning" in d]
+    assert all(p["parsed"] is False and p["chosen"] == [0] for p in prunes) and init["reasoning"]["parsed"] is False
     assert res.unparseable == 1 + len(prunes) + len(reasons) and res.answer == "X"
 
 
@@ -289,10 +292,13 @@ def test_fasttog_call_bound_holds(dense, width, d_max):
     q = Question("q", "what is related to [n0]", dense.ids_of(["n0"]))
     res, calls, b = run("fasttog", dense, lambda k, u: "{A} {B} {C}" if "prune" in k else "Answer: Unknown",
                         question=q, width=width, d_max=d_max, text="graph2text", graph2text="llm", rho=1.0)
-    bound = call_bound(width, d_max)
+    # graph2text by the LLM: the paper's bound plus the head communities' W texts and the fallback
+    bound = implementation_bound(width, d_max, True)
+    assert bound == call_bound(width, d_max) + width + 1
     assert len(calls) <= bound and res.trace["call_bound"] == {"calls": len(calls), "bound": bound, "holds": True}
     assert res.trace["llm_requests"].count("prune") <= width * d_max
-    assert res.trace["llm_requests"].count("graph2text") <= width * d_max
+    assert res.trace["llm_requests"].count("graph2text") <= width * (d_max + 1)
+    assert res.trace["llm_requests"].count("reason") == d_max + 1
     # on this graph every chain keeps growing: the worst case is reached exactly
     assert len(calls) == bound and res.depth == d_max
 
@@ -386,10 +392,11 @@ def test_fasttog_graph2text_llm_puts_the_sentences_in_the_reasoning_prompt(kg):
 
     res, calls, b = run("fasttog", kg, reply, width=1, d_max=2, text="graph2text", graph2text="llm")
     kinds = [k for k, _ in b.seen]
-    assert kinds[:4] == ["prune_multi", "prune", "g2t", "fast_reason"] and kinds.count("g2t") <= 2
+    assert kinds[:6] == ["prune_multi", "g2t", "fast_reason", "prune", "g2t", "fast_reason"]
+    assert kinds.count("g2t") <= 3
     reason = [u for k, u in b.seen if k == "fast_reason"][0]
     assert "Chain 1: SENTENCE about" in reason and res.trace["text"] == "graph2text-llm"
-    assert len(calls) <= call_bound(1, 2)
+    assert len(calls) <= implementation_bound(1, 2, True)
 
 
 @pytest.fixture(scope="module")
@@ -429,7 +436,7 @@ def test_fasttog_graph2text_seq2seq_makes_no_text_call(kg, tiny_t5):
     res, calls, b = run("fasttog", kg, fast_script, width=1, d_max=2, text="graph2text", graph2text="seq2seq",
                         seq2seq_path=str(tiny_t5))
     assert "g2t" not in [k for k, _ in b.seen] and res.trace["text"] == "graph2text-seq2seq"
-    assert res.trace["depths"][0]["context"].startswith("Chain 1: ") and len(calls) <= call_bound(1, 2)
+    assert res.trace["initial"]["context"].startswith("Chain 1: ") and len(calls) <= call_bound(1, 2)
 
 
 # ---------------------------------------------------------------------------------------------- params

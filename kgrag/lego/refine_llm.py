@@ -52,9 +52,13 @@ def match_lines(reply: str, texts: Sequence[str]) -> list[int]:
     return out
 
 
-@REFINERS.register("llm", params=LLMRefineParams, version="1")
+@REFINERS.register("llm", params=LLMRefineParams, version="2")
 def refine_llm(*, paths: Sequence[Path], texts: Sequence[str], params: LLMRefineParams, ctx: Context) -> np.ndarray:
     """Indices of the paths the LLM selects (its order, at most ``top_k``).
+
+    Never silent: reply lines that match no listed path are counted in ``llm_unparsed``, and a failed call or a
+    reply that names no path in ``llm_fallbacks`` (with ``fallback`` the filter's first ``top_k`` are kept,
+    else none), both in the stage's trace entry and surfaced by the evaluate stage.
 
     References
     ----------
@@ -71,6 +75,11 @@ def refine_llm(*, paths: Sequence[Path], texts: Sequence[str], params: LLMRefine
     )
     rec = ctx.client().generate([req])[0]
     picked = [] if rec.failed else match_lines(rec.reply.text, shown)
-    if not picked and params.fallback:
-        picked = list(range(min(params.top_k, len(shown))))
+    if not rec.failed:  # reply lines that name no listed path (bullets / numbering / blank lines aside)
+        lines = [ln for ln in rec.reply.text.splitlines() if _norm(re.sub(r"^\s*\d+[.)]\s*", "", ln))]
+        ctx.count("llm_unparsed", max(0, len(lines) - len(picked)))
+    if not picked:
+        ctx.count("llm_fallbacks", 1)
+        if params.fallback:
+            picked = list(range(min(params.top_k, len(shown))))
     return np.asarray(picked[: params.top_k], dtype=np.int64)

@@ -1,9 +1,14 @@
-"""``llm``: an LLM rates each doc's usefulness for the question from 0 to 1 (numbered list in, scores out)."""
+"""``llm``: an LLM rates each doc's usefulness for the question from 0 to 1.
+
+Two prompts (``prompt``): ``items`` (kgrag's default: a numbered list in, ``number: score`` lines out) and
+``paper`` (LEGO-GraphRAG's Appendix A.2 ``score_prompt``, with its worked Freebase example: the docs separated by
+semicolons, one ``Score: a, b, c`` line out, scores summing to 1).
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +24,27 @@ PROMPT = (
 )
 LINE = re.compile(r"^\s*(\d+)\s*[:.)\-]\s*([0-9]*\.?[0-9]+)", re.MULTILINE)
 
+# LEGO-GraphRAG, Appendix A.2, score_prompt (its worked example verbatim; the query part in the example's form)
+PAPER_PROMPT = (
+    "Please score the relations (separated by semicolon) that contribute to the question on a scale from 0 to 1 "
+    "(the sum of the scores of all relations is 1).\n\n"
+    "Q: Name the president of the country whose main spoken language was Brahui in 1980?\n"
+    "Topic Entity: Brahui Language\n"
+    "Relations: language.human_language.main_country; language.human_language.countries_spoken_in; "
+    "base.rosetta.languoid.parent; kg.object_profile.prominent_type\n"
+    "Score: 0.4, 0.3, 0.2, 0.0\n"
+    "language.human_language.main_country is highly relevant as it directly relates to the country whose "
+    "president is being asked for, and the main country where Brahui language is spoken in 1980.\n"
+    "language.human_language.countries_spoken_in is also relevant as it provides information on the countries "
+    "where Brahui language is spoken, which could help narrow down the search for the president.\n"
+    "base.rosetta.languoid.parent is less relevant but still provides some context on the language family to "
+    "which Brahui belongs, which could be useful in understanding the linguistic and cultural background of the "
+    "country in question.\n"
+    "kg.object_profile.prominent_type is not relevant and contributes nothing to the question.\n\n"
+    "Q: {question}\nTopic Entity: {topics}\nRelations: {items}\nScore:"
+)
+_NUMBER = re.compile(r"[-+]?[0-9]*\.?[0-9]+")
+
 
 class LLMScoreParams(BaseModel):
     """Params of the ``llm`` scorer."""
@@ -28,21 +54,51 @@ class LLMScoreParams(BaseModel):
     max_tokens: int = Field(400, ge=1, description="reply length cap")
     temperature: float = Field(0.0, ge=0.0, description="sampling temperature")
     seed: int = Field(0, description="sampling seed")
+    prompt: Literal["items", "paper"] = Field(
+        "items", description="items: numbered list, `number: score` lines; paper: LEGO-GraphRAG's Appendix A.2 "
+                             "score_prompt (semicolon-separated, one `Score: a, b, ...` line)")
 
 
-def parse_scores(text: str, n: int) -> np.ndarray:
-    """Scores by 1-based item number from a reply; items not rated get 0."""
+def parse_scores(text: str, n: int, lo: float = 0.0, hi: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, rated) by 1-based item number from a reply: each score clipped to the prompt's [lo, hi] (an echoed
+    ``300`` scores 1, not 300); items not rated get 0 and ``rated`` False."""
     out = np.zeros(n)
+    rated = np.zeros(n, dtype=bool)
     for num, val in LINE.findall(text):
         i = int(num) - 1
         if 0 <= i < n:
-            out[i] = float(val)
-    return out
+            out[i] = min(hi, max(lo, float(val)))
+            rated[i] = True
+    return out, rated
 
 
-@SCORERS.register("llm", params=LLMScoreParams, version="1")
+def parse_paper_scores(text: str, n: int, lo: float = 0.0, hi: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, rated) from a reply to the paper's prompt: the numbers of its first line holding any (after an
+    optional ``Score:``), in doc order, clipped to [lo, hi]; docs past the numbers given are not rated (0)."""
+    out = np.zeros(n)
+    rated = np.zeros(n, dtype=bool)
+    for line in text.splitlines():
+        nums = _NUMBER.findall(re.sub(r"^\s*score\s*:", "", line, flags=re.IGNORECASE))
+        if nums:
+            for i, v in enumerate(nums[:n]):
+                out[i] = min(hi, max(lo, float(v)))
+                rated[i] = True
+            break
+    return out, rated
+
+
+@SCORERS.register("llm", params=LLMScoreParams, version="2")
 def score_llm(*, query: str, docs: Sequence[str], params: LLMScoreParams, ctx: Context) -> np.ndarray:
-    """Relevance of each doc as rated by the LLM; a failed call rates its docs 0.
+    """Relevance of each doc as rated by the LLM, clipped to the prompt's 0-1 scale.
+
+    Never silent: a doc the reply does not rate (or whose call failed) scores 0 and is counted in
+    ``llm_unparsed`` of the stage's trace entry (``Context.count``), surfaced by the evaluate stage as
+    ``retrieval_llm_unparsed`` and per module.
+
+    ``prompt: items`` (default) rates a numbered list of items on 0-1 (one prompt for relations, triples, paths
+    and names); ``prompt: paper`` is the paper's own ``score_prompt`` (Appendix A.2: docs separated by semicolons,
+    scores summing to 1, its worked Freebase example). The paper's relation-path (subgraph extraction) and
+    path-filtering prompts belong to LLM extractor / filter modules kgrag does not have (docs/papers.md).
 
     References
     ----------
@@ -51,15 +107,21 @@ def score_llm(*, query: str, docs: Sequence[str], params: LLMScoreParams, ctx: C
     if not docs:
         return np.zeros(0)
     chunks = [list(docs[i: i + params.batch]) for i in range(0, len(docs), params.batch)]
+    paper = params.prompt == "paper"
     reqs = [
         LLMRequest(
-            messages=(("user", PROMPT.format(
+            messages=(("user", (PAPER_PROMPT if paper else PROMPT).format(
                 question=query, topics="; ".join(ctx.topic_names),
-                items="\n".join(f"{j + 1}. {d}" for j, d in enumerate(chunk)))),),
+                items="; ".join(chunk) if paper else "\n".join(f"{j + 1}. {d}" for j, d in enumerate(chunk)))),),
             temperature=params.temperature, max_tokens=params.max_tokens, seed=params.seed,
         )
         for chunk in chunks
     ]
     records = ctx.client().generate(reqs)
-    parts = [np.zeros(len(c)) if r.failed else parse_scores(r.reply.text, len(c)) for c, r in zip(chunks, records)]
+    parse = parse_paper_scores if paper else parse_scores
+    parts = []
+    for c, r in zip(chunks, records):
+        scores, rated = (np.zeros(len(c)), np.zeros(len(c), dtype=bool)) if r.failed else parse(r.reply.text, len(c))
+        ctx.count("llm_unparsed", int((~rated).sum()))
+        parts.append(scores)
     return np.concatenate(parts)

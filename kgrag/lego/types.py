@@ -135,6 +135,20 @@ class Context:
     index: Any
     topic_names: tuple[str, ...] = ()
     llm: Callable[[], Any] | None = field(default=None, repr=False)  # lazily built LLMClient
+    # what LLM stages could not use, by key (llm_unparsed, llm_fallbacks); the retriever moves them into the
+    # trace entry of the stage that counted them (``take_counts``)
+    counts: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def count(self, key: str, n: int = 1) -> None:
+        """Add ``n`` to counter ``key`` (stages count unparsed LLM replies and fallbacks here)."""
+        if n:
+            self.counts[key] = self.counts.get(key, 0) + int(n)
+
+    def take_counts(self) -> dict[str, int]:
+        """The counters since the last call, cleared."""
+        out = dict(self.counts)
+        self.counts.clear()
+        return out
 
     def client(self) -> Any:
         """The LLM client; raises when the retriever was configured without one."""

@@ -22,6 +22,11 @@ actions split at the last comma (entity names may hold commas). Documented fallb
 readable action (or ``Finish`` with no answer) is counted in ``Reasoning.unparseable`` and answered with an
 observation that lists the valid actions; when ``max_steps`` end without ``Finish``, one chain-of-thought call
 answers from the observations collected (``Reasoning.fallback = "observations"``).
+
+Defaults that differ from the paper: ``max_steps`` 6 (the paper's Table 1 uses n = 10 steps; its Figure 4 shows
+the agent improving with more steps), ToT / GoT ``branching`` 2 and ``breadth`` 1 (paper k = t = 3, see
+``strategies``). Not given by the paper, as params: ``max_observation_triples`` (15) triples per observation,
+``feature_values`` (5) values shown per relation by ``NodeFeature``.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class AgentParams(StrategyParams):
     max_observation_triples: int = Field(15, ge=1, description="triples / values shown in one observation")
     answer_max_tokens: int = Field(
         160, ge=8, description="tokens of the fallback answer call (chain of thought over the observations)")
+    feature_values: int = Field(5, ge=1, description="values shown per relation when NodeFeature lists every "
+                                "relation of a node")
 
 
 SYSTEM = (
@@ -60,15 +67,16 @@ SYSTEM = (
     "Finish[answer] - the final answer, names separated by ' | '\n"
     "Square brackets in the question mark graph nodes."
 )
-DEMO = (
-    ("user", "Question: who directed the movies starred by [Al Pacino]"),
-    ("assistant", "Thought: I need the movies of Al Pacino.\nAction: NeighborCheck[Al Pacino, starred_actors]"),
-    ("user", "Observation: (Heat, starred_actors, Al Pacino)\n(The Irishman, starred_actors, Al Pacino)"),
-    ("assistant", "Thought: Now the directors of these movies.\nAction: NeighborCheck[Heat, directed_by]"),
-    ("user", "Observation: (Heat, directed_by, Michael Mann)"),
-    ("assistant", "Thought: And The Irishman.\nAction: NeighborCheck[The Irishman, directed_by]"),
-    ("user", "Observation: (The Irishman, directed_by, Martin Scorsese)"),
-    ("assistant", "Thought: I have both directors.\nAction: Finish[Michael Mann | Martin Scorsese]"),
+DEMO = (  # placeholder entities no KG holds (kgrag.generate.DEMO_NAMES)
+    ("user", "Question: who directed the movies starred by [Example Actor]"),
+    ("assistant", "Thought: I need the movies of Example Actor.\nAction: NeighborCheck[Example Actor, starred_actors]"),
+    ("user", "Observation: (Example Film One, starred_actors, Example Actor)\n"
+             "(Example Film Two, starred_actors, Example Actor)"),
+    ("assistant", "Thought: Now the directors of these movies.\nAction: NeighborCheck[Example Film One, directed_by]"),
+    ("user", "Observation: (Example Film One, directed_by, Example Director One)"),
+    ("assistant", "Thought: And Example Film Two.\nAction: NeighborCheck[Example Film Two, directed_by]"),
+    ("user", "Observation: (Example Film Two, directed_by, Example Director Two)"),
+    ("assistant", "Thought: I have both directors.\nAction: Finish[Example Director One | Example Director Two]"),
 )
 ACTIONS = ("RetrieveNode", "NodeFeature", "NeighborCheck", "NodeDegree", "Finish")
 INVALID = ("Invalid action. Use exactly one of: RetrieveNode[text], NodeFeature[node, feature], "
@@ -200,7 +208,8 @@ class AgentDomain:
         parts = []
         for r in rels[: self.p.max_observation_triples]:
             vals = [kg.names([other_end(kg, x, nid)])[0] for x in edges_of(kg, nid, r, graph_id=self.gid).tolist()]
-            shown = ", ".join(vals[:5]) + (f", ... ({len(vals)} in all)" if len(vals) > 5 else "")
+            nv = self.p.feature_values
+            shown = ", ".join(vals[:nv]) + (f", ... ({len(vals)} in all)" if len(vals) > nv else "")
             parts.append(f"{rel_name(kg, r)}: {shown}")
         return note + (f"{node} - " + "; ".join(parts) if parts else f"{node} has no relations.")
 
@@ -261,7 +270,7 @@ class AgentDomain:
         return "\n".join(st["observation"] for st in state.steps if st["valid"] and st["observation"])
 
 
-@REASONERS.register("agent", params=AgentParams, version="1")
+@REASONERS.register("agent", params=AgentParams, version="2")
 def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
     """Graph-CoT agent: Thought → Action → Observation on the KG until ``Finish`` or ``max_steps``.
 

@@ -8,18 +8,21 @@ from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, t
 from kgrag.registry import NoParams
 
 
-@REASONERS.register("answer", params=NoParams, version="1")
+@REASONERS.register("answer", params=NoParams, version="2")
 def answer(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
-    """Question + textualized subgraph (+ the one-shot format example) → answer names.
+    """Question + textualized subgraph (+ the one-shot format example, ``kgrag.generate.DEMO``) → answer names.
 
     With ``inp.constrain_answer`` the output is constrained (grammar) to entity names of the context,
-    one or several joined by `` | ``; a context without entity names leaves it unconstrained. A label
-    question (``Question.choices``) is asked for one of its choices, constrained to exactly one of them.
+    one or several joined by `` | ``, and shows no worked example; a context without entity names leaves it
+    unconstrained. A label question (``Question.choices``) is asked for one of its choices, constrained to
+    exactly one of them.
     """
     s = inp.sampling
     choices = inp.question.choices
+    # a constrained output needs no format example (and so cannot copy one)
     req = build_request(question=inp.question.text, context=inp.context, temperature=s.temperature, top_p=s.top_p,
-                        max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices)
+                        max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot and not inp.constrain_answer,
+                        choices=choices)
     trace: dict = {"reasoner": "answer"}
     if inp.constrain_answer and choices:
         req = constrain_choices(req, choices)

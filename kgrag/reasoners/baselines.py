@@ -17,10 +17,10 @@ from kgrag.registry import NoParams
 COT_SYSTEM = (
     "Answer the question. Think step by step, then give the final line as 'Answer: name | name'."
 )
-COT_DEMO = (
-    "Question: who directed the movies starred by Al Pacino",
-    "Al Pacino starred in Heat and The Irishman. Heat was directed by Michael Mann; The Irishman by Martin "
-    "Scorsese.\nAnswer: Michael Mann | Martin Scorsese",
+COT_DEMO = (  # placeholder entities no KG holds (kgrag.generate.DEMO_NAMES)
+    "Question: who directed the movies starred by Example Actor",
+    "Example Actor starred in Example Film One and Example Film Two. Example Film One was directed by Example "
+    "Director One; Example Film Two by Example Director Two.\nAnswer: Example Director One | Example Director Two",
 )
 
 
@@ -62,7 +62,7 @@ def cot_answer(text: str) -> tuple[str, bool]:
     return (lines[-1] if lines else ""), False
 
 
-@REASONERS.register("io", params=NoParams, version="1")
+@REASONERS.register("io", params=NoParams, version="2")
 def io_baseline(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     """The question alone; the LLM's own knowledge answers.
 
@@ -74,7 +74,7 @@ def io_baseline(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     return Reasoning(answer=text_of(rec), trace={"reasoner": "io"})
 
 
-@REASONERS.register("cot", params=NoParams, version="1")
+@REASONERS.register("cot", params=NoParams, version="2")
 def cot(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     """Chain of thought without the KG; the final ``Answer:`` line is the answer.
 
@@ -96,7 +96,7 @@ class CoTSCParams(BaseModel):
     temperature: float = Field(0.7, ge=0.0, description="sampling temperature of the chains")
 
 
-@REASONERS.register("cot-sc", params=CoTSCParams, version="1")
+@REASONERS.register("cot-sc", params=CoTSCParams, version="2")
 def cot_sc(*, inp: ReasonInput, params: CoTSCParams) -> ReasonGen:
     """``samples`` chains of thought at ``temperature`` in one batch; the majority answer wins.
 

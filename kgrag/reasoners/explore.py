@@ -20,6 +20,12 @@ A question with its own graph (``Question.graph_id``) explores that graph only: 
 edges are its edges (``KGStore.question_neighbourhood``).
 
 After ``max_steps`` without an ``Answer:`` thought, one chain-of-thought call answers from the triples found.
+
+Defaults that differ from the paper: ``max_steps`` 3 (the paper's Table 1 uses n = 10 steps for every method; its
+Figure 4 shows exploration needs few steps), ToT / GoT ``branching`` 2 and ``breadth`` 1 (paper k = t = 3, see
+``strategies``). Settings the paper does not give, as params with these defaults: extraction and pruning calls
+greedy (``extract_temperature``, ``prune_temperature``: 0), at most ``names_per_thought`` (8) extracted names
+matched per thought, the last ``render_facts`` (15) facts of a state shown to the evaluator.
 Documented fallbacks (each counted in ``Reasoning.unparseable``): a pruning reply without a valid letter keeps
 the embedding ranking's best (the listed order without an index); an extraction reply with no matched entity
 adds none. Algorithm 1's ``End?`` check is the thought's ``Answer:`` line (no separate call).
@@ -60,6 +66,11 @@ class ExploreParams(StrategyParams):
     max_context_triples: int = Field(40, ge=1, description="triples shown in the thought and answer prompts")
     answer_max_tokens: int = Field(
         160, ge=8, description="tokens of the final answer call (chain of thought over the triples found)")
+    extract_temperature: float = Field(0.0, ge=0.0, description="sampling temperature of the entity extraction")
+    prune_temperature: float = Field(0.0, ge=0.0, description="sampling temperature of the relation / neighbour "
+                                     "pruning calls")
+    names_per_thought: int = Field(8, ge=1, description="extracted names matched to KG entities per thought")
+    render_facts: int = Field(15, ge=1, description="last facts of a state shown to the ToT / GoT evaluator")
 
 
 SYSTEM = "You answer a question over a knowledge graph, one short thought at a time."
@@ -107,7 +118,7 @@ class ExploreDomain:
     def extract_request(self, thought: str) -> LLMRequest:
         user = (f"Text: {thought}\n\nList the people, movies, places and other named things in the text, "
                 "separated by ' | '. Names only.")
-        return LLMRequest(messages=(("system", EXTRACT_SYSTEM), ("user", user)), temperature=0.0,
+        return LLMRequest(messages=(("system", EXTRACT_SYSTEM), ("user", user)), temperature=self.p.extract_temperature,
                           max_tokens=self.p.prune_max_tokens, seed=self.inp.sampling.seed)
 
     def pick_request(self, what: str, thought: str, options: list[str], keep: int) -> LLMRequest:
@@ -115,7 +126,7 @@ class ExploreDomain:
         user = (f"Question: {clean_question(self.inp.question.text)}\nThought: {thought}\n\n{what}:\n{opts}\n\n"
                 f"Pick up to {keep} of them most useful for answering the question. Reply with the letters in "
                 "braces, e.g. {A} {C}.")
-        return LLMRequest(messages=(("system", PRUNE_SYSTEM), ("user", user)), temperature=0.0,
+        return LLMRequest(messages=(("system", PRUNE_SYSTEM), ("user", user)), temperature=self.p.prune_temperature,
                           max_tokens=self.p.prune_max_tokens, seed=self.inp.sampling.seed)
 
     # ---- graph helpers ----------------------------------------------------------------------------------
@@ -166,7 +177,7 @@ class ExploreDomain:
         for (_, _, child, log), (rec,) in zip(open_, ext):
             names = parse_answers(text_of(rec), "|")
             matched = []
-            for n in names[:8]:
+            for n in names[: p.names_per_thought]:
                 nid, how = resolve_entity(self.kg, self.index, n, min_score=p.entity_min_score, graph_id=self.gid)
                 if nid is not None:
                     matched.append({"text": n, "entity": self.kg.names([nid])[0], "how": how})
@@ -238,7 +249,7 @@ class ExploreDomain:
     def render(self, state: ExploreState) -> str:
         out = [f"Thought: {t}" for t in state.thoughts]
         if state.edges:
-            out.append("Facts:\n" + "\n".join(triple_text(self.kg, state.edges[-15:])))
+            out.append("Facts:\n" + "\n".join(triple_text(self.kg, state.edges[-self.p.render_facts:])))
         return "\n".join(out) or "(no thoughts yet)"
 
     def merge(self, a: ExploreState, b: ExploreState, thought: str) -> ExploreState:
@@ -258,7 +269,7 @@ def _init(inp: ReasonInput) -> ExploreState:
     return ExploreState(seen=tuple(int(s) for s in seeds))
 
 
-@REASONERS.register("explore", params=ExploreParams, version="1")
+@REASONERS.register("explore", params=ExploreParams, version="2")
 def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     """Automatic graph exploration: thought → entities → relation and neighbour pruning → triples, repeated.
 

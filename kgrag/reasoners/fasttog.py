@@ -1,8 +1,10 @@
 """``fasttog``: Fast Think-on-Graph, reasoning "community by community" (Algorithms 1 and 2 of the paper).
 
 Initial phase: the start community c0 is the question's topic entities; Local Community Search (LCS)
-around it gives the W head communities of the W reasoning chains (one multiple-choice pruning call).
-Reasoning phase, up to D_max rounds: LCS around the last community of every active chain (one
+around it gives the W head communities of the W reasoning chains (one multiple-choice pruning call), and one
+reasoning call over the head communities may already answer (depth 0: "1 round of pruning and reasoning in
+the initial phase", section "Reasoning"; so ``depth`` is the paper's AvgDepth of Fig. 3). Reasoning phase, up
+to D_max rounds: LCS around the last community of every active chain (one
 single-choice pruning call per chain; a chain stops when the LLM says none of the candidates fits), the
 chains are turned into text (Community2Text), and one reasoning call answers or says Unknown. Without an
 answer after D_max rounds the LLM answers alone (IO or CoT).
@@ -12,6 +14,12 @@ with probability rho^(n-1) (seeded); community detection on it with max communit
 (``kgrag.community.detect``); communities already in the history set H or not adjacent to the current
 community left out; modularity coarse pruning to N candidates (equation 5, ``coarse_prune``); LLM fine
 pruning (equation 6).
+
+Paper settings (section "Experiments", "Language Model"): pruning at temperature 0.4, reasoning at 0.1
+(``prune_temperature``, ``reason_temperature``; the IO / CoT fallback and graph2text-by-LLM use the generate
+section's sampling). Defaults that differ: D_max 3 (paper 5, for cost). Hub entities: past ``max_edges``
+incident edges per hop, a seeded random subsample is read (not the first ones in KB order) before the rho
+sampling. The seq2seq graph2text input is cut at ``seq2seq_max_input_tokens`` (512) tokens.
 
 References
 ----------
@@ -80,11 +88,12 @@ REASON_PROMPT = (
     "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not."
 )
 
-REASON_DEMO = (
-    "Context:\nS: Al Pacino\nChain 1: Heat starred actors Al Pacino -> Heat directed by Michael Mann\n\n"
-    "Question: who directed the movies starred by Al Pacino\n"
+REASON_DEMO = (  # placeholder entities no KG holds (kgrag.generate.DEMO_NAMES)
+    "Context:\nS: Example Actor\nChain 1: Example Film One starred actors Example Actor -> Example Film One "
+    "directed by Example Director One\n\n"
+    "Question: who directed the movies starred by Example Actor\n"
     "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not.",
-    "Answer: Michael Mann",
+    "Answer: Example Director One",
 )
 
 G2T_SYSTEM = "You rewrite knowledge graph facts as plain English. Use only the facts given; add nothing."
@@ -186,8 +195,8 @@ class Seq2SeqGraph2Text:
 
     name = "graph2text-seq2seq"
 
-    def __init__(self, path: str, max_tokens: int) -> None:
-        self.path, self.max_tokens = path, max_tokens
+    def __init__(self, path: str, max_tokens: int, max_input_tokens: int = 512) -> None:
+        self.path, self.max_tokens, self.max_input_tokens = path, max_tokens, max_input_tokens
 
     def requests(self, communities: Sequence[Sequence[Triple]], s: Sampling) -> list[LLMRequest]:
         return []
@@ -199,7 +208,7 @@ class Seq2SeqGraph2Text:
 
         tok, model = load_seq2seq(self.path)
         enc = tok([linearize(c) for c in communities], return_tensors="pt", padding=True, truncation=True,
-                  max_length=512)
+                  max_length=self.max_input_tokens)
         enc.pop("token_type_ids", None)
         with torch.no_grad():
             ids = model.generate(**enc, max_new_tokens=self.max_tokens, do_sample=False, num_beams=1)
@@ -235,10 +244,17 @@ class FastToGParams(BaseModel):
     seq2seq_path: str | None = Field(None, description="local Hugging Face seq2seq folder (AutoModelForSeq2SeqLM, "
                                      "e.g. a T5 fine-tuned on WebNLG); required by graph2text: seq2seq")
     text_tokens: int = Field(96, ge=1, description="max tokens of a graph2text output")
+    seq2seq_max_input_tokens: int = Field(512, ge=8, description="graph2text: seq2seq input cut at this many "
+                                          "tokens (T5's usual limit)")
+    prune_temperature: float = Field(0.4, ge=0.0, description="sampling temperature of the pruning calls (the "
+                                     "paper's 0.4)")
+    reason_temperature: float = Field(0.1, ge=0.0, description="sampling temperature of the reasoning calls (the "
+                                      "paper's 0.1)")
     fallback: Literal["io", "cot"] = Field("cot", description="baseline answering when no answer after D_max rounds")
     seed: int = Field(0, description="seed of the neighbour sampling and of the community detector")
     max_nodes: int = Field(300, ge=2, description="local subgraph size cap (sampled nodes past it dropped, seeded)")
-    max_edges: int = Field(5000, ge=1, description="incident edges read per hop (hub entities are cut here)")
+    max_edges: int = Field(5000, ge=1, description="incident edges read per hop (past it a hub's edges are a "
+                           "seeded random subsample)")
     max_community_triples: int = Field(8, ge=1, description="triples shown per community (links to the current "
                                        "community first)")
     prune_tokens: int = Field(24, ge=1, description="max tokens of a pruning reply")
@@ -264,12 +280,19 @@ def community2text(p: FastToGParams) -> Community2Text:
         return Triple2Text()
     if p.graph2text == "llm":
         return LLMGraph2Text(p.text_tokens)
-    return Seq2SeqGraph2Text(str(p.seq2seq_path), p.text_tokens)
+    return Seq2SeqGraph2Text(str(p.seq2seq_path), p.text_tokens, p.seq2seq_max_input_tokens)
 
 
 def call_bound(width: int, d_max: int) -> int:
-    """The paper's worst case of LLM calls: 2·W·D_max + D_max + 2."""
+    """The paper's worst case of LLM calls: 2·W·D_max + D_max + 2 (section "Reasoning")."""
     return 2 * width * d_max + d_max + 2
+
+
+def implementation_bound(width: int, d_max: int, llm_text: bool) -> int:
+    """This implementation's worst case: the paper's (``call_bound``) — which holds with Triple2Text, fallback
+    included (W·D_max + D_max + 3 calls at most) — plus, with graph2text by the LLM (the paper's G2T is a local
+    T5, not an LLM call), the W graph2text calls of the head communities and the fallback."""
+    return call_bound(width, d_max) + (width + 1 if llm_text else 0)
 
 
 # ------------------------------------------------------------------------------------------ LCS
@@ -304,7 +327,7 @@ def local_subgraph(kg: Any, community: frozenset[int], *, r_max: int, rho: float
     for n in range(1, r_max + 1):
         if not frontier:
             break
-        e = incident_edges(kg, frontier, graph_id, max_edges)
+        e = incident_edges(kg, frontier, graph_id, max_edges, rng=rng)
         walked.append(e)
         ends = np.unique(np.concatenate([kg.heads[e], kg.tails[e]])) if len(e) else np.zeros(0, dtype=np.int64)
         new = np.asarray([x for x in ends.tolist() if x not in seen], dtype=np.int64)
@@ -403,21 +426,24 @@ class Chain:
         return set(start).union(*self.communities)
 
 
-@REASONERS.register("fasttog", params=FastToGParams, version="1")
+@REASONERS.register("fasttog", params=FastToGParams, version="2")
 def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     """FastToG: W community chains grown by Local Community Search (modularity coarse pruning, LLM fine
     pruning), Community2Text, a reasoning call per round, IO / CoT fallback after D_max rounds.
 
-    LLM calls: 1 multiple-choice pruning (initial phase); per round ≤ W single-choice prunings, ≤ W
-    graph2text calls (``graph2text: llm`` only; one per chain covering its communities not yet in text)
-    and 1 reasoning; 1 fallback: at most 2·W·D_max + D_max + 2, the paper's worst case. The count is
-    checked before returning (an ``AssertionError`` if ever exceeded) and logged in ``trace.call_bound``.
+    LLM calls: 1 multiple-choice pruning and 1 reasoning (initial phase; ≤ W graph2text calls before it with
+    ``graph2text: llm``); per round ≤ W single-choice prunings, ≤ W graph2text calls (``graph2text: llm`` only;
+    one per chain covering its communities not yet in text) and 1 reasoning; 1 fallback: at most
+    2·W·D_max + D_max + 2, the paper's worst case, with Triple2Text (``implementation_bound`` with graph2text
+    by the LLM). The count is checked before returning (an ``AssertionError`` if ever exceeded) and logged in
+    ``trace.call_bound``. Pruning calls use ``prune_temperature``, reasoning calls ``reason_temperature``.
 
     Fallbacks (each recorded in the trace):
 
     * no KG or no topic entity in the KG: straight to the fallback (``stop: no_topic_entity``), depth 0;
     * no candidate community around c0, or the LLM says none of them fits: the fallback answers
       (``stop: no_candidates`` / ``pruned_all``);
+    * the initial reasoning over the head communities answers: depth 0 (``stop: answered``);
     * a chain with no candidate left, or whose single-choice reply picks "none": it stops growing; when no
       chain grew and the chains were already reasoned over, the rounds end (``stop: exhausted``);
     * a pruning reply without a valid letter: counted in ``unparseable``; the top-k candidates by
@@ -433,7 +459,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     s, kg, q = inp.sampling, inp.kg, inp.question
     question = clean_question(q.text)
     W, D = params.width, params.d_max
-    bound = call_bound(W, D)
+    bound = implementation_bound(W, D, params.text == "graph2text" and params.graph2text == "llm")
     calls: list[str] = []  # the purpose of every LLM request, in order
     trace: dict[str, Any] = {"reasoner": "fasttog", "width": W, "d_max": D, "detector": params.detector,
                              "text": params.text if params.text == "triple2text" else f"graph2text-{params.graph2text}",
@@ -447,7 +473,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     def check() -> None:
         trace["call_bound"] = {"calls": len(calls), "bound": bound, "holds": len(calls) <= bound}
         if len(calls) > bound:
-            raise AssertionError(f"fasttog made {len(calls)} LLM requests > 2·W·D_max + D_max + 2 = {bound}")
+            raise AssertionError(f"fasttog made {len(calls)} LLM requests > its worst case {bound}")
 
     def finish(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
         nonlocal unparseable
@@ -482,7 +508,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     prompt = PRUNE_PROMPT.format(
         question=question, premise=start_text, options=option_lines(opts + [NONE_OPTION]),
         instruction=PRUNE_MULTI.format(k=W, example=example_letters(W, len(opts)), none=letters(len(opts) + 1)[-1]))
-    (rec,) = yield [prune_request(prompt, s, params.prune_tokens, PRUNE_SYSTEM)]
+    (rec,) = yield [prune_request(prompt, s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)]
     calls.append("prune_multi")
     chosen, ok = parse_fine(text_of(rec), len(cands), W)
     if not ok:
@@ -496,7 +522,49 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
         chains.append(Chain([cands[i].nodes], [cands[i].edges]))
         history.add(cands[i].nodes)
 
-    last_context = None
+    last_context: str | None = None
+
+    def text_and_reason(rd: dict[str, Any]) -> Generator[list[LLMRequest], list[CallRecord], tuple[str | None, bool]]:
+        """Community2Text of every community not yet in text (one segment per chain), then one reasoning call
+        over all chains; (answer or None, stale) — stale: the context is the last one reasoned over (no call)."""
+        nonlocal unparseable, last_context
+        todo = [ci for ci, ch in enumerate(chains) if ch.converted < len(ch.communities)]
+        segs = [[t for e in chains[ci].edges[chains[ci].converted:] for t in _triples(kg, e)] for ci in todo]
+        reqs = converter.requests(segs, s)
+        replies: list[str] = []
+        if reqs:
+            recs = yield reqs
+            calls.extend(["graph2text"] * len(reqs))
+            replies = [text_of(r) for r in recs]
+        texts, bad = converter.texts(segs, replies)
+        unparseable += bad
+        for ci, t in zip(todo, texts):
+            chains[ci].texts.append(t)
+            chains[ci].converted = len(chains[ci].communities)
+        context = "\n".join(f"Chain {i + 1}: " + " -> ".join(ch.texts) for i, ch in enumerate(chains))
+        rd["context"] = context
+        if context == last_context:
+            return None, True
+        last_context = context
+        demo = (("user", REASON_DEMO[0]), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
+        user = REASON_PROMPT.format(start=start_text, chains=context, question=question)
+        (rec,) = yield [LLMRequest(messages=(("system", REASON_SYSTEM), *demo, ("user", user)),
+                                   temperature=params.reason_temperature, top_p=s.top_p, max_tokens=s.max_tokens,
+                                   seed=s.seed)]
+        calls.append("reason")
+        ans, ok = parse_reasoning(text_of(rec))
+        unparseable += int(not ok)
+        rd["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
+        return ans, False
+
+    # ---- initial phase, reasoning over the head communities (the paper's "1 round of ... reasoning in the
+    # initial phase"): an answer here is depth 0
+    init["chains"] = [[names(c) for c in ch.communities] for ch in chains]
+    ans, _ = yield from text_and_reason(init)
+    if ans is not None:
+        trace.update(stop="answered", depth_reached=0)
+        check()
+        return Reasoning(answer=ans, depth=0, trace=trace, unparseable=unparseable)
     for it in range(D):
         rd: dict[str, Any] = {"depth": it + 1, "pruning": []}
         trace["depths"].append(rd)
@@ -523,7 +591,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 reqs.append(prune_request(PRUNE_PROMPT.format(
                     question=question, premise=premise, options=option_lines(opts + [NONE_OPTION]),
                     instruction=PRUNE_SINGLE.format(none=letters(len(opts) + 1)[-1])), s, params.prune_tokens,
-                    PRUNE_SYSTEM))
+                    PRUNE_SYSTEM, params.prune_temperature))
             recs = yield reqs
             calls.extend(["prune"] * len(reqs))
             by_chain = {e["chain"]: e for e in rd["pruning"]}
@@ -542,34 +610,9 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 chains[ci].edges.append(c.edges)
                 history.add(c.nodes)
         rd["chains"] = [[names(c) for c in ch.communities] for ch in chains]
-        # ---- Community2Text of every community not yet in text (one segment per chain)
-        todo = [ci for ci, ch in enumerate(chains) if ch.converted < len(ch.communities)]
-        segs = [[t for e in chains[ci].edges[chains[ci].converted:] for t in _triples(kg, e)] for ci in todo]
-        reqs = converter.requests(segs, s)
-        replies: list[str] = []
-        if reqs:
-            recs = yield reqs
-            calls.extend(["graph2text"] * len(reqs))
-            replies = [text_of(r) for r in recs]
-        texts, bad = converter.texts(segs, replies)
-        unparseable += bad
-        for ci, t in zip(todo, texts):
-            chains[ci].texts.append(t)
-            chains[ci].converted = len(chains[ci].communities)
-        context = "\n".join(f"Chain {i + 1}: " + " -> ".join(ch.texts) for i, ch in enumerate(chains))
-        rd["context"] = context
-        if context == last_context:  # nothing new since the last reasoning call
+        ans, stale = yield from text_and_reason(rd)
+        if stale:  # nothing new since the last reasoning call
             return (yield from finish("exhausted", it))
-        last_context = context
-        # ---- reasoning over all chains
-        demo = (("user", REASON_DEMO[0]), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
-        user = REASON_PROMPT.format(start=start_text, chains=context, question=question)
-        (rec,) = yield [LLMRequest(messages=(("system", REASON_SYSTEM), *demo, ("user", user)),
-                                   temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed)]
-        calls.append("reason")
-        ans, ok = parse_reasoning(text_of(rec))
-        unparseable += int(not ok)
-        rd["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
         if ans is not None:
             trace.update(stop="answered", depth_reached=it + 1)
             check()

@@ -8,6 +8,9 @@ from collections import Counter
 
 _LETTER = re.compile(r"\{\s*([A-Z])\s*\}")
 _BARE = re.compile(r"(?:^|[\s(\[:])([A-Z])(?=$|[\s).,\]:])")
+# "I" and "A" before a lower-case word are the pronoun and the article ("I think B", "A good pick is C"), not
+# options; "A and C" / "A or C" still list options
+_WORD_LETTER = re.compile(r"[IA]\s+(?!and\b|or\b)[a-z]")
 _NUM = re.compile(r"[-+]?\d*\.?\d+")
 _YES = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 _ANSWER = re.compile(r"(?:final answer|answer)\s*(?:is)?\s*[:：]\s*(.+)", re.IGNORECASE)
@@ -20,12 +23,18 @@ def letters(n: int) -> list[str]:
 
 def parse_choices(text: str, n: int, k: int = 1) -> list[int] | None:
     """Up to ``k`` distinct option indices from ``{A}``-style letters (bare letters as a second chance), in
-    reply order; None when no valid letter is found."""
+    reply order; None when no valid letter is found.
+
+    A bare ``I`` or ``A`` followed by a lower-case word other than and / or is English (``I think B`` is
+    [B], not [I, B]), not an option letter.
+    """
     valid = set(letters(n))
     found: list[int] = []
     for pattern in (_LETTER, _BARE):
         for m in pattern.finditer(text or ""):
             c = m.group(1)
+            if pattern is _BARE and _WORD_LETTER.match(text, m.start(1)):
+                continue
             if c in valid and (ord(c) - ord("A")) not in found:
                 found.append(ord(c) - ord("A"))
         if found:
@@ -50,13 +59,82 @@ def parse_score(text: str, lo: float = 0.0, hi: float = 1.0) -> float | None:
         return None
 
 
-def final_answer(text: str) -> str | None:
-    """The text after the last ``Answer:`` marker (chain-of-thought replies); None when there is none."""
-    ms = list(_ANSWER.finditer(text or ""))
-    if not ms:
+_SCALE = re.compile(r"(?:\bon\s+)?(?:\ba\s+)?\bscale\s+(?:of|from)\s+([-+]?\d*\.?\d+)\s*(?:to|-|–)\s*(\d*\.?\d+)",
+                    re.IGNORECASE)
+_FRACTION = re.compile(r"([-+]?\d*\.?\d+)\s*(?:/|\bout\s+of\b)\s*(\d*\.?\d+)", re.IGNORECASE)
+_PERCENT = re.compile(r"([-+]?\d*\.?\d+)\s*%")
+
+
+def parse_rating(text: str, lo: float = 0.0, hi: float = 10.0) -> float | None:
+    """A rating reply read on the prompt's ``lo``-``hi`` scale, as a 0-1 score (clipped); None without a number.
+
+    Scale-aware, in this order: a scale the reply states (``on a scale of 0 to 10: 8``) replaces the prompt's
+    and is not itself the rating; a fraction (``8/10``, ``1/10``, ``7 out of 10``) is numerator / denominator;
+    a percentage (``80%``) is / 100; a decimal number in [0, 1] with a point (``0.8``) is already a
+    probability; any other number (``8``, ``1``, ``10``, ``7.5``) is on the scale: (x - lo) / (hi - lo).
+    So ``1`` reads 0.1 and ``10`` reads 1.0 on the default 0-10 scale.
+    """
+    t = text or ""
+    sm = _SCALE.search(t)
+    if sm is not None:
+        lo, hi = float(sm.group(1)), float(sm.group(2))
+        t = t[: sm.start()] + " " + t[sm.end():]
+    cands = [(m.start(), "fraction", m) for m in [_FRACTION.search(t)] if m is not None]
+    cands += [(m.start(), "percent", m) for m in [_PERCENT.search(t)] if m is not None]
+    cands += [(m.start(), "number", m) for m in [_NUM.search(t)] if m is not None]
+    if not cands:
         return None
-    ans = ms[-1].group(1).strip().splitlines()[0].strip() if ms[-1].group(1).strip() else ""
-    return ans or None
+    rank = {"fraction": 0, "percent": 1, "number": 2}
+    _, kind, m = min(cands, key=lambda c: (c[0], rank[c[1]]))
+    try:
+        if kind == "fraction":
+            den = float(m.group(2))
+            if den <= 0:
+                return None
+            v = float(m.group(1)) / den
+        elif kind == "percent":
+            v = float(m.group(1)) / 100.0
+        else:
+            raw = m.group(0)
+            x = float(raw)
+            v = x if ("." in raw and 0.0 <= x <= 1.0 and hi > 1.0) else (x - lo) / (hi - lo) if hi > lo else x
+    except ValueError:
+        return None
+    return float(min(1.0, max(0.0, v)))
+
+
+_PLACEHOLDER = re.compile(r"^\W*(?:name(?:\s*\|\s*name)*|<[^>]*>|\.\.\.|…)\W*(?:instead\b.*|or\b.*)?$", re.IGNORECASE)
+
+
+_CLOSE = {"'": "'", '"': '"', "‘": "’", "“": "”", "`": "`"}
+
+
+def _echoed(text: str, start: int) -> bool:
+    """Whether the ``Answer:`` marker at ``start`` is quoted inside a longer sentence (an echoed instruction)."""
+    q = text[start - 1] if start > 0 else ""
+    if q not in _CLOSE:
+        return False
+    line = text[start:].split("\n", 1)[0]
+    end = line.find(_CLOSE[q])
+    return end >= 0 and re.search(r"\w", line[end + 1:]) is not None
+
+
+def final_answer(text: str) -> str | None:
+    """The text after the last ``Answer:`` marker (chain-of-thought replies); None when there is none.
+
+    Echoed instructions are not answers: a quoted marker followed by more words after its closing quote
+    (``Reply 'Answer: name | name', or 'Answer: Unknown' if not.``, ``... write 'Answer: name | name'
+    instead.``) and a placeholder answer (``name | name``, ``<answer>``, ``...``) are skipped.
+    """
+    for m in reversed(list(_ANSWER.finditer(text or ""))):
+        if _echoed(text, m.start()):
+            continue
+        body = m.group(1).strip()
+        ans = body.splitlines()[0].strip() if body else ""
+        if not ans or _PLACEHOLDER.match(ans):
+            continue
+        return ans
+    return None
 
 
 def is_unknown(text: str) -> bool:

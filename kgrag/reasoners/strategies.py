@@ -14,12 +14,22 @@ gets and which survive:
   top-rated (stable: ties keep generation order).
 - ``got``: ToT plus a merge (equation 3): after the evaluation, one LLM call merges the two best unfinished
   states into one thought; the merged state (the union of both parents' graph information plus the merged
-  thought) takes the first place of the kept states, the best ``breadth - 1`` others follow it.
+  thought) takes the first place among the kept *unfinished* states. Finished states (a found answer) among
+  the best ``breadth`` are always kept, ahead of it; the merge is skipped when they fill all ``breadth`` places
+  (with ``breadth`` 1 a found answer is never replaced by a merge).
 
 Documented fallbacks (each counted as unparseable): a ``select`` reply without a valid letter keeps the
 first ``breadth`` candidates in generation order (letters found but fewer than ``breadth``: the rest are
 filled in generation order); a ``score`` reply without a number scores 0; an empty merge reply keeps the
-parents unmerged. A score reply ≤ 1 is read as a probability, above 1 as a 0-10 rating (divided by 10).
+parents unmerged. A score reply is read on the prompt's 0-10 scale by ``parsing.parse_rating`` (``8`` and
+``8/10`` → 0.8, ``1`` → 0.1, ``on a scale of 0 to 10: 8`` → 0.8, ``0.8`` → 0.8), clipped to [0, 1].
+
+Defaults that differ from the paper (section 5: n = 10 steps, k = t = 3 for ToT and GoT): ``branching`` k = 2
+and ``breadth`` b (the paper's t) = 1 here, to bound the cost on CPU; set ``branching: 3, breadth: 3`` (and
+``max_steps: 10`` in ``agent`` / ``explore``) for the paper's setting. The paper's Score evaluator asks for a
+probability in [0, 1] (Appendix "State Evaluators"); this one asks for 0-10 (small models answer integers more
+reliably) and reads both. Evaluator, merge prompts are greedy (``eval_temperature``, ``merge_temperature``: 0)
+and show the last ``clip_chars`` (700) characters of a state.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kgrag.generate import clean_question
 from kgrag.llm import CallRecord, LLMRequest
 from kgrag.reasoners.core import Sampling, text_of
-from kgrag.reasoners.parsing import letters, parse_choices, parse_score
+from kgrag.reasoners.parsing import letters, parse_choices, parse_rating
 
 S = TypeVar("S")
 Gen = Generator[list[LLMRequest], list[CallRecord], Any]
@@ -56,6 +66,10 @@ class StrategyParams(BaseModel):
                                  "cot uses the generate section's temperature")
     eval_max_tokens: int = Field(16, ge=1, description="tokens of an evaluator reply")
     merge_max_tokens: int = Field(96, ge=1, description="got: tokens of the merged thought")
+    eval_temperature: float = Field(0.0, ge=0.0, description="tot/got: sampling temperature of evaluator calls")
+    merge_temperature: float = Field(0.0, ge=0.0, description="got: sampling temperature of the merge call")
+    clip_chars: int = Field(700, ge=50, description="characters of a state shown to the evaluator and merge "
+                                                   "prompts (its last ones)")
 
 
 class Domain(Protocol[S]):
@@ -96,38 +110,42 @@ def _clip(text: str, n: int = 700) -> str:
     return text if len(text) <= n else "…" + text[-n:]
 
 
-def select_request(question: str, rendered: Sequence[str], keep: int, max_tokens: int, seed: int) -> LLMRequest:
+def select_request(question: str, rendered: Sequence[str], keep: int, max_tokens: int, seed: int,
+                   temperature: float = 0.0, clip: int = 700) -> LLMRequest:
     """Select evaluator: the candidates lettered, the LLM names the ``keep`` best in braces."""
-    opts = "\n\n".join(f"({c}) {_clip(r)}" for c, r in zip(letters(len(rendered)), rendered))
+    opts = "\n\n".join(f"({c}) {_clip(r, clip)}" for c, r in zip(letters(len(rendered)), rendered))
     user = (f"Question: {clean_question(question)}\n\nCandidates:\n{opts}\n\n"
             f"Which {keep} candidate{'s are' if keep > 1 else ' is'} most likely to lead to the correct answer? "
             "Reply with the letter in braces, e.g. {A}.")
-    return LLMRequest(messages=(("system", EVAL_SYSTEM), ("user", user)), temperature=0.0, max_tokens=max_tokens,
-                      seed=seed)
+    return LLMRequest(messages=(("system", EVAL_SYSTEM), ("user", user)), temperature=temperature,
+                      max_tokens=max_tokens, seed=seed)
 
 
-def score_request(question: str, rendered: str, max_tokens: int, seed: int) -> LLMRequest:
+SCORE_LO, SCORE_HI = 0.0, 10.0  # the score prompt's scale
+
+
+def score_request(question: str, rendered: str, max_tokens: int, seed: int, temperature: float = 0.0,
+                  clip: int = 700) -> LLMRequest:
     """Score evaluator: the LLM rates one candidate from 0 (useless) to 10 (surely leads to the answer)."""
-    user = (f"Question: {clean_question(question)}\n\nReasoning so far:\n{_clip(rendered)}\n\n"
+    user = (f"Question: {clean_question(question)}\n\nReasoning so far:\n{_clip(rendered, clip)}\n\n"
             "How likely is this reasoning to lead to the correct answer? Reply with a number from 0 to 10.")
-    return LLMRequest(messages=(("system", EVAL_SYSTEM), ("user", user)), temperature=0.0, max_tokens=max_tokens,
-                      seed=seed)
+    return LLMRequest(messages=(("system", EVAL_SYSTEM), ("user", user)), temperature=temperature,
+                      max_tokens=max_tokens, seed=seed)
 
 
-def merge_request(question: str, a: str, b: str, max_tokens: int, seed: int) -> LLMRequest:
+def merge_request(question: str, a: str, b: str, max_tokens: int, seed: int, temperature: float = 0.0,
+                  clip: int = 700) -> LLMRequest:
     """GoT merge: one thought combining two reasoning chains."""
-    user = (f"Question: {clean_question(question)}\n\nReasoning chain 1:\n{_clip(a)}\n\nReasoning chain 2:\n{_clip(b)}"
+    user = (f"Question: {clean_question(question)}\n\nReasoning chain 1:\n{_clip(a, clip)}\n\n"
+            f"Reasoning chain 2:\n{_clip(b, clip)}"
             "\n\nCombine what both chains found into one short thought that moves toward the answer.")
-    return LLMRequest(messages=(("system", EVAL_SYSTEM), ("user", user)), temperature=0.0, max_tokens=max_tokens,
-                      seed=seed)
+    return LLMRequest(messages=(("system", EVAL_SYSTEM), ("user", user)), temperature=temperature,
+                      max_tokens=max_tokens, seed=seed)
 
 
 def norm_score(text: str) -> float | None:
-    """A 0-1 score from a reply: a number ≤ 1 as is, above 1 as a 0-10 rating; None without a number."""
-    v = parse_score(text, 0.0, 10.0)
-    if v is None:
-        return None
-    return v if v <= 1.0 else v / 10.0
+    """A 0-1 score from a reply to the 0-10 score prompt (``parsing.parse_rating``); None without a number."""
+    return parse_rating(text, SCORE_LO, SCORE_HI)
 
 
 def search(domain: Domain[S], *, question: str, init: S, params: StrategyParams, max_steps: int,
@@ -160,14 +178,16 @@ def search(domain: Domain[S], *, question: str, init: S, params: StrategyParams,
         kept = ranked[: params.breadth] if tree else ranked[:1]
         if params.strategy == "got":
             open_ = [s for s in ranked if not domain.done(s)]
-            if len(open_) >= 2:
+            done_kept = [s for s in kept if domain.done(s)]  # found answers are never merged away
+            if len(open_) >= 2 and len(done_kept) < params.breadth:
                 a, b2 = open_[0], open_[1]
                 (m,) = yield [merge_request(question, domain.render(a), domain.render(b2), params.merge_max_tokens,
-                                            sampling.seed)]
+                                            sampling.seed, params.merge_temperature, params.clip_chars)]
                 thought = text_of(m).strip()
                 if thought:
                     merged = domain.merge(a, b2, thought)
-                    kept = [merged] + ranked[: params.breadth - 1]
+                    open_kept = [s for s in kept if not domain.done(s)]
+                    kept = done_kept + [merged] + open_kept[: params.breadth - len(done_kept) - 1]
                     rec["merged"] = {"parents": [_pos(cands, a), _pos(cands, b2)], "thought": thought}
                 else:
                     bad += 1
@@ -189,12 +209,14 @@ def _evaluate(domain: Domain[S], question: str, cands: list[S], params: Strategy
     rendered = [domain.render(c) for c in cands]
     n = len(cands)
     if params.evaluator == "select":
-        (rec,) = yield [select_request(question, rendered[:26], params.breadth, params.eval_max_tokens, seed)]
+        (rec,) = yield [select_request(question, rendered[:26], params.breadth, params.eval_max_tokens, seed,
+                                       params.eval_temperature, params.clip_chars)]
         got = parse_choices(text_of(rec), min(n, 26), k=params.breadth)
         order = list(got or [])
         order += [i for i in range(n) if i not in order]
         return order, {"evaluator": "select", "reply": text_of(rec), "chosen": got}, int(got is None)
-    recs = yield [score_request(question, r, params.eval_max_tokens, seed) for r in rendered]
+    recs = yield [score_request(question, r, params.eval_max_tokens, seed, params.eval_temperature, params.clip_chars)
+                  for r in rendered]
     scores = [norm_score(text_of(r)) for r in recs]
     vals = [s if s is not None else 0.0 for s in scores]
     order = sorted(range(n), key=lambda i: -vals[i])

@@ -20,6 +20,7 @@ and Table 1 (ToG as the n-d 1-w baseline).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Generator, Sequence
 from typing import Any, Literal
 
@@ -66,12 +67,14 @@ TOG_REASON_PROMPT = (
     "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not."
 )
 
-# one worked example of the reasoning format (shown when ``generate.few_shot``)
+# one worked example of the reasoning format (shown when ``generate.few_shot``); its entities are placeholders
+# no KG holds (``kgrag.generate.DEMO_NAMES``), so an answer copied from it cannot score
 REASON_DEMO = (
-    "Knowledge graph paths (head, relation, tail):\n(Heat, starred_actors, Al Pacino)\n"
-    "(Heat, directed_by, Michael Mann)\n\nQuestion: who directed the movies starred by Al Pacino\n"
+    "Knowledge graph paths (head, relation, tail):\n(Example Film One, starred_actors, Example Actor)\n"
+    "(Example Film One, directed_by, Example Director One)\n\nQuestion: who directed the movies starred by "
+    "Example Actor\n"
     "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not.",
-    "Answer: Michael Mann",
+    "Answer: Example Director One",
 )
 
 MAX_OPTIONS = 25  # letters A..Y for candidates; the 26th letter is kept for FastToG's "none of them"
@@ -79,9 +82,11 @@ MAX_OPTIONS = 25  # letters A..Y for candidates; the 26th letter is kept for Fas
 
 # ------------------------------------------------------------------------------------------ shared parts
 
-def prune_request(prompt: str, s: Sampling, max_tokens: int, system: str = TOG_SYSTEM) -> LLMRequest:
-    """A pruning request (greedy-style settings of the generate section, short reply)."""
-    return LLMRequest(messages=(("system", system), ("user", prompt)), temperature=s.temperature, top_p=s.top_p,
+def prune_request(prompt: str, s: Sampling, max_tokens: int, system: str = TOG_SYSTEM,
+                  temperature: float | None = None) -> LLMRequest:
+    """A pruning request (the generate section's sampling settings unless ``temperature`` is given, short reply)."""
+    return LLMRequest(messages=(("system", system), ("user", prompt)),
+                      temperature=s.temperature if temperature is None else temperature, top_p=s.top_p,
                       max_tokens=max_tokens, seed=s.seed)
 
 
@@ -135,11 +140,21 @@ def fallback_answer(kind: str, rec: CallRecord) -> tuple[str, int]:
     return ans, int(not ok and bool(text))
 
 
-def incident_edges(kg: Any, ids: Sequence[int], graph_id: str | None, max_edges: int) -> np.ndarray:
+def incident_edges(kg: Any, ids: Sequence[int], graph_id: str | None, max_edges: int,
+                   rng: np.random.Generator | None = None) -> np.ndarray:
     """Triple indices of the edges touching ``ids`` that a question over ``graph_id`` sees (its own graph
-    when it has one, else the global KG: ``KGStore.question_neighbourhood``), sorted."""
-    nb = kg.question_neighbourhood(np.asarray(list(ids), dtype=np.int64), 1, max_edges, graph_id=graph_id)
-    return np.sort(nb.edges)
+    when it has one, else the global KG: ``KGStore.question_neighbourhood``), sorted.
+
+    Past ``max_edges`` (a hub): with ``rng`` a uniform random subsample of ``max_edges`` of them (seeded by the
+    caller, so reproducible; no draw is made below the cap), without it the first ``max_edges`` in KB order
+    (which favours whatever the loader wrote first).
+    """
+    ids_ = np.asarray(list(ids), dtype=np.int64)
+    nb = kg.question_neighbourhood(ids_, 1, max_edges if rng is None else 10**12, graph_id=graph_id)
+    e = np.sort(nb.edges)
+    if rng is not None and len(e) > max_edges:
+        e = np.sort(rng.choice(e, size=max_edges, replace=False))
+    return e
 
 
 def valid_topics(inp: ReasonInput) -> list[int]:
@@ -205,7 +220,8 @@ class ToGParams(BaseModel):
         20, ge=1, le=MAX_OPTIONS, description="relation candidates considered per depth (best BM25 / ST first; "
         "the LLM sees them as options {A}, {B}, ...)")
     max_entities: int = Field(20, ge=1, le=MAX_OPTIONS, description="tail-entity candidates considered per depth")
-    max_edges: int = Field(5000, ge=1, description="incident edges read per depth (hub entities are cut here)")
+    max_edges: int = Field(5000, ge=1, description="incident edges read per depth (past it a hub's edges are a "
+                           "seeded random subsample)")
     prune_tokens: int = Field(24, ge=1, description="max tokens of a pruning reply")
 
 
@@ -232,7 +248,12 @@ def _choose(kind: str, k: int, rec: CallRecord | None, n: int) -> tuple[list[int
     return got, True, reply
 
 
-@REASONERS.register("tog", params=ToGParams, version="1")
+def _hub_rng(seed: int, question_id: str, depth: int) -> np.random.Generator:
+    """The generator of a hub's edge subsample: seeded by the sampling seed, the question and the depth."""
+    return np.random.default_rng([seed, zlib.crc32(str(question_id).encode()), depth])
+
+
+@REASONERS.register("tog", params=ToGParams, version="2")
 def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     """Think-on-Graph: beam search of width W and depth D over relation then entity pruning, a reasoning
     call after each depth, IO / CoT fallback.
@@ -287,7 +308,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         trace["depths"].append(rec_d)
         # ---- relation pruning: (entity, relation, direction) candidates of the chains' end entities
         ends = sorted({e for _, e in chains})
-        edges = incident_edges(kg, ends, q.graph_id, params.max_edges)
+        edges = incident_edges(kg, ends, q.graph_id, params.max_edges, rng=_hub_rng(s.seed, q.question_id, d))
         used = {x for path, _ in chains for x in path}
         cands: dict[tuple[int, int, str], list[int]] = {}
         end_set = set(ends)

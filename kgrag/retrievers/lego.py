@@ -117,13 +117,14 @@ def path_nodes_edges(paths: Sequence[Path], seeds: np.ndarray) -> tuple[np.ndarr
     return np.fromiter(nodes, dtype=np.int64, count=len(nodes)), np.fromiter(edges, dtype=np.int64, count=len(edges))
 
 
-@RETRIEVERS.register("lego", params=LegoParams, version="1")
+@RETRIEVERS.register("lego", params=LegoParams, version="2")
 def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, max_edges) -> Subgraph:
     """LEGO-GraphRAG retrieval on the topics' k-hop neighbourhood (within the question's own graph when it
     has one: ``KGStore.question_neighbourhood``): extract, prune, filter paths, refine.
 
     The triples are those of the refined paths, best first; ``trace["stages"]`` holds, per stage, its
-    module, node/edge/path counts, answer recall, (``trace_ms``) wall time and (``trace_nodes``) node ids.
+    module, node/edge/path counts, answer recall, the LLM replies an LLM stage could not use (``llm_unparsed``)
+    and its fallbacks (``llm_fallbacks``), (``trace_ms``) wall time and (``trace_nodes``) node ids.
 
     References
     ----------
@@ -137,7 +138,8 @@ def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, m
     def record(stage: str, module: str, t0: float, local_nodes: np.ndarray, **counts: int) -> None:
         ids = graph.nodes[local_nodes].tolist()
         info: dict[str, Any] = {"stage": stage, "module": module, "nodes": len(ids), **counts,
-                                "answer_recall": retrieval_recall(answer_ids=question.answer_ids, node_ids=ids)}
+                                "answer_recall": retrieval_recall(answer_ids=question.answer_ids, node_ids=ids),
+                                **ctx.take_counts()}  # llm_unparsed / llm_fallbacks of LLM stages
         if params.trace_ms:
             info["ms"] = (time.perf_counter() - t0) * 1000
         if params.trace_nodes:
