@@ -179,11 +179,13 @@ def missing_gold(data: QuestionData) -> list[str]:
     return [g for g in gold if normalize(g) not in names]
 
 
-def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, label_limit: int = 60) -> str:
+def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, label_limit: int = 60,
+              uid: str = "0") -> str:
     """The subgraph as an inline SVG: one ``<g class="node">`` per node (``data-roles`` says topic / gold /
     pred), one ``<g class="edge">`` per distinct (head, tail) pair with its relation labels, the trace's
     chains as coloured rings and edges. Node labels are drawn for graphs of up to ``label_limit`` nodes and
-    for marked nodes; every node and edge has a ``<title>`` tooltip with its full text."""
+    for marked nodes; every node and edge has a ``<title>`` tooltip with its full text. ``uid`` makes the
+    SVG's marker id unique in a page of many graphs."""
     marks = marks or Marks()
     nodes = list(data.subgraph.nodes)
     pos_of = {nid: i for i, (nid, _) in enumerate(nodes)}
@@ -198,7 +200,7 @@ def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, 
     out = [f'<svg class="kg" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
            f'data-nodes="{n}" data-edges="{len(data.subgraph.edges)}" role="img" '
            f'aria-label="retrieved subgraph: {n} nodes, {len(data.subgraph.edges)} triples">',
-           '<defs><marker id="arr" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="5" markerHeight="5" '
+           f'<defs><marker id="arr-{uid}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="5" markerHeight="5" '
            'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#8a8f98"/></marker></defs>',
            '<g class="edges">']
     radius = 9.0
@@ -219,7 +221,7 @@ def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, 
             angle += 180
         out.append(
             f'<g class="{cls}" data-chains="{" ".join(map(str, chains))}"><title>{esc(tip)}</title>'
-            f'<line x1="{x1}" y1="{y1}" x2="{ex:.1f}" y2="{ey:.1f}" marker-end="url(#arr)"{colour}/>'
+            f'<line x1="{x1}" y1="{y1}" x2="{ex:.1f}" y2="{ey:.1f}" marker-end="url(#arr-{uid})"{colour}/>'
             f'<text class="rel" x="{mx:.1f}" y="{my:.1f}" dy="-3" '
             f'transform="rotate({angle:.0f} {mx:.1f} {my:.1f})">{esc(_clip(label, 34))}</text></g>')
     out.append('</g><g class="nodes">')
@@ -370,17 +372,17 @@ def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
 
 
 def search_tree(log: Sequence[dict], search: Sequence[dict], done: Callable[[dict], bool]) -> list[dict]:
-    """The ToT / GoT search as a tree: one node per logged thought ``{"id", "step", "parent", "entry",
+    """The ToT / GoT search as a tree: one node per logged thought ``{"id", "step", "parents", "entry",
     "kept"}``. A thought of step s with ``parent`` i continues the i-th kept, unfinished state of step s-1
     (``search[s-2]["kept"]`` indexes step s-1's candidates: the finished states carried over, then its new
-    thoughts; ``"merged"`` is the GoT merge of that step)."""
+    thoughts; ``"merged"`` is the GoT merge of that step, whose parents are ``merged.parents``)."""
     nodes: list[dict] = []
     by_step: dict[int, list[int]] = {}
     merges: dict[int, int] = {}
     for e in log:
         nid = len(nodes)
         step = int(e.get("step") or 0)
-        nodes.append({"id": nid, "step": step, "parent": None, "entry": e, "kept": False})
+        nodes.append({"id": nid, "step": step, "parents": [], "entry": e, "kept": False})
         if e.get("parent") == "merge":
             merges[step] = nid
         else:
@@ -390,26 +392,27 @@ def search_tree(log: Sequence[dict], search: Sequence[dict], done: Callable[[dic
         step = int(rec.get("step") or 0)
         kids = by_step.get(step, [])
         carried = int(rec.get("candidates") or len(kids)) - len(kids)
-        kept: list[int | None] = []
-        for p in rec.get("kept") or []:
+
+        def node_of(p: Any) -> int | None:
             if p == "merged":
-                kept.append(merges.get(step))
-            elif isinstance(p, int) and p >= carried and p - carried < len(kids):
-                kept.append(kids[p - carried])
-            else:
-                kept.append(None)
-        kept_of[step] = kept
-        for k in kept:
+                return merges.get(step)
+            if isinstance(p, int) and 0 <= p - carried < len(kids):
+                return kids[p - carried]
+            return None
+
+        kept_of[step] = [node_of(p) for p in rec.get("kept") or []]
+        for k in kept_of[step]:
             if k is not None:
                 nodes[k]["kept"] = True
+        merged = rec.get("merged") or {}
+        if step in merges and merged.get("parents"):
+            nodes[merges[step]]["parents"] = [k for k in map(node_of, merged["parents"]) if k is not None]
     for step, kids in by_step.items():
         live = [k for k in kept_of.get(step - 1, []) if k is not None and not done(nodes[k]["entry"])]
         for k in kids:
             p = nodes[k]["entry"].get("parent")
             if isinstance(p, int) and p < len(live):
-                nodes[k]["parent"] = live[p]
-    for step, m in merges.items():  # a merge joins the two best open thoughts of its step
-        nodes[m]["parent"] = next((k for k in by_step.get(step, []) if nodes[k]["kept"]), None)
+                nodes[k]["parents"] = [live[p]]
     return nodes
 
 
@@ -417,9 +420,9 @@ def tree_svg(nodes: Sequence[dict], label: Callable[[dict], str]) -> str:
     """The search tree as an SVG: a column per step, thoughts top to bottom, kept ones bold."""
     if not nodes:
         return ""
-    cols: dict[int, list[dict]] = {}
+    cols: dict[float, list[dict]] = {}  # a GoT merge gets its own column after its step's thoughts
     for n in nodes:
-        cols.setdefault(n["step"], []).append(n)
+        cols.setdefault(n["step"] + (0.5 if n["entry"].get("parent") == "merge" else 0.0), []).append(n)
     steps = sorted(cols)
     cw, rh, bw, bh = 230, 46, 200, 34
     height = max(len(v) for v in cols.values()) * rh + 30
@@ -429,10 +432,11 @@ def tree_svg(nodes: Sequence[dict], label: Callable[[dict], str]) -> str:
             pos[n["id"]] = (10 + ci * cw, 25 + ri * rh)
     out = [f'<svg class="tree" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {len(steps) * cw + 10} {height}" '
            f'data-thoughts="{len(nodes)}">']
-    out += [f'<text class="col" x="{10 + ci * cw}" y="14">step {s}</text>' for ci, s in enumerate(steps)]
+    out += [f'<text class="col" x="{10 + ci * cw}" y="14">{"step " + str(int(s)) if s == int(s) else "merge"}</text>'
+            for ci, s in enumerate(steps)]
     for n in nodes:
-        if n["parent"] is not None:
-            (x1, y1), (x2, y2) = pos[n["parent"]], pos[n["id"]]
+        for parent in n["parents"]:
+            (x1, y1), (x2, y2) = pos[parent], pos[n["id"]]
             out.append(f'<path class="branch" d="M{x1 + bw},{y1 + bh / 2} C{x1 + bw + 15},{y1 + bh / 2} '
                        f'{x2 - 15},{y2 + bh / 2} {x2},{y2 + bh / 2}"/>')
     for n in nodes:
@@ -575,7 +579,7 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
         f"</table><table class=\"kv scores\">{scores}</table></div>",
         f"<h3>Retrieved subgraph: {n_nodes} entities, {n_edges} triples</h3>",
         LEGEND.replace("</div>", legend_chains + "</div>") if legend_chains else LEGEND,
-        f'<div class="graph">{graph_svg(data, marks=marks, seed=seed)}</div>' if n_nodes else
+        f'<div class="graph">{graph_svg(data, marks=marks, seed=seed, uid=str(index))}</div>' if n_nodes else
         '<p class="note">nothing retrieved</p>',
         (f'<p class="missing">gold answers not in the subgraph: <b>{esc(" | ".join(miss))}</b></p>' if miss else
          ('<p class="note">every gold answer is in the subgraph</p>' if gold else "")),
