@@ -197,7 +197,7 @@ def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, 
     width, height = round(900 * side), round(620 * side)
     xy = layout(n, [(pos_of[h], pos_of[t]) for h, t in pairs], seed=seed, width=width, height=height)
     roles = _roles(data)
-    out = [f'<svg class="kg" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+    out = [f'<svg class="kg" viewBox="0 0 {width} {height}" '
            f'data-nodes="{n}" data-edges="{len(data.subgraph.edges)}" role="img" '
            f'aria-label="retrieved subgraph: {n} nodes, {len(data.subgraph.edges)} triples">',
            f'<defs><marker id="arr-{uid}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="5" markerHeight="5" '
@@ -430,7 +430,7 @@ def tree_svg(nodes: Sequence[dict], label: Callable[[dict], str]) -> str:
     for ci, s in enumerate(steps):
         for ri, n in enumerate(cols[s]):
             pos[n["id"]] = (10 + ci * cw, 25 + ri * rh)
-    out = [f'<svg class="tree" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {len(steps) * cw + 10} {height}" '
+    out = [f'<svg class="tree" viewBox="0 0 {len(steps) * cw + 10} {height}" '
            f'data-thoughts="{len(nodes)}">']
     out += [f'<text class="col" x="{10 + ci * cw}" y="14">{"step " + str(int(s)) if s == int(s) else "merge"}</text>'
             for ci, s in enumerate(steps)]

@@ -234,3 +234,42 @@ def test_compare_html_page_from_saved_exp_show(tmp_path, monkeypatch):
     assert len(imgs) == len(plots) == 3 and all(i["src"].startswith("data:image/png;base64,") for i in imgs)
     text = "".join(els.text)
     assert all(n in text for n in ("m8", "m16", "main")) and "Hit@1" in text
+
+
+def test_serve_app_answers_through_the_asker_and_listens_on_loopback_only(kg):
+    """The app's routes with a stub asker on the tiny KG (the real model: tests/test_report_browser.py)."""
+    from fastapi.testclient import TestClient
+
+    from kgrag.serve import bind, make_app
+
+    heat = kg.ids_of(["Heat"])[0]
+
+    class Stub:
+        def __init__(self):
+            self.asked = []
+
+        def ask(self, text, question_id):
+            self.asked.append((text, question_id))
+            return text
+
+        def view_data(self, text):
+            return R.QuestionData(row=_row(question=text), subgraph=_sub(kg, [0, 1, 2]), topic_ids=[heat])
+
+    stub = Stub()
+    client = TestClient(make_app(stub, setup="tiny <KG>"))
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="ask"' in page.text and "tiny &lt;KG&gt;" in page.text
+    got = client.post("/ask", json={"question": "who directed [Heat] <now>"})
+    assert got.status_code == 200 and stub.asked == [("who directed [Heat] <now>", "ask-1")]
+    els = Elements(got.text)
+    assert len(els.find("g", "node")) == len(_sub(kg, [0, 1, 2]).nodes) and "&lt;now&gt;" in got.text
+    assert client.post("/ask", json={"question": "  "}).status_code == 422
+    assert client.post("/ask", json={"nope": 1}).status_code == 422
+    sock = bind(0)
+    try:
+        host, port = sock.getsockname()
+        assert host == "127.0.0.1" and port > 0
+    finally:
+        sock.close()
+    with pytest.raises(ValueError, match="127.0.0.1 only"):
+        bind(0, host="0.0.0.0")
