@@ -99,10 +99,11 @@ def qtype_label(row: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------------------------- layout
 def layout(n: int, edges: Sequence[tuple[int, int]], *, seed: int = 0, width: float = 900.0,
-           height: float = 600.0, margin: float = 40.0, right: float = 150.0) -> list[tuple[float, float]]:
-    """Node positions in a ``width`` x ``height`` box: igraph's Fruchterman-Reingold layout (Fruchterman &
-    Reingold 1991) started from a circle, with igraph's random numbers drawn from ``random.Random(seed)``,
-    so a subgraph is drawn the same way every time. Components are laid out together. ``right`` leaves room
+           height: float = 600.0, margin: float = 40.0, right: float = 150.0, algo: str = "kk") -> list[tuple[float, float]]:
+    """Node positions in a ``width`` x ``height`` box: igraph's Kamada-Kawai layout (Kamada & Kawai 1989;
+    ``algo="fr"``: Fruchterman & Reingold 1991) started from the nodes on a circle in an order drawn from
+    ``random.Random(seed)``, which also feeds igraph's random numbers, so a subgraph is drawn the same way
+    every time. Components are laid out together. ``right`` leaves room
     for the labels drawn right of the nodes."""
     import igraph as ig
 
@@ -111,10 +112,16 @@ def layout(n: int, edges: Sequence[tuple[int, int]], *, seed: int = 0, width: fl
     if n == 1:
         return [(width / 2, height / 2)]
     g = ig.Graph(n=n, edges=sorted({(min(a, b), max(a, b)) for a, b in edges if a != b}))
-    start = [[math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n)] for i in range(n)]
-    ig.set_random_number_generator(random.Random(seed))
+    rng = random.Random(seed)
+    slots = list(range(n))
+    rng.shuffle(slots)  # the seed picks each node's place on the starting circle
+    start = [[math.cos(2 * math.pi * k / n), math.sin(2 * math.pi * k / n)] for k in slots]
+    ig.set_random_number_generator(rng)
     try:
-        coords = g.layout_fruchterman_reingold(seed=start, niter=1000, grid=False).coords
+        if algo == "kk":
+            coords = g.layout_kamada_kawai(seed=start, maxiter=50 * n).coords
+        else:
+            coords = g.layout_fruchterman_reingold(seed=start, niter=1000, grid=False).coords
     finally:
         ig.set_random_number_generator(random)
     xs, ys = [c[0] for c in coords], [c[1] for c in coords]
@@ -179,6 +186,45 @@ def missing_gold(data: QuestionData) -> list[str]:
     return [g for g in gold if normalize(g) not in names]
 
 
+def _place_labels(nodes, xy, roles, marks, *, radius: float, label_limit: int, degree: Mapping[int, int]
+                  ) -> list[tuple[float, float, str, bool]]:
+    """Each node label's (x, y, text-anchor, hidden), relative to its node: greedily right, left, above or
+    below the node where its box overlaps no label placed before it and no other node; topic entities,
+    answers and trace-marked nodes first, then by degree. A label with no free spot (or any label of a graph
+    above ``label_limit`` nodes, marked ones apart) is hidden until the node is hovered."""
+    boxes: list[tuple[float, float, float, float]] = []
+    dots = [(x - radius, y - radius, x + radius, y + radius) for x, y in xy]
+
+    def free(b, own: int) -> bool:
+        return not any(b[0] < o[2] and o[0] < b[2] and b[1] < o[3] and o[1] < b[3] for o in boxes) and not any(
+            j != own and b[0] < o[2] and o[0] < b[2] and b[1] < o[3] and o[1] < b[3] for j, o in enumerate(dots))
+
+    order = sorted(range(len(nodes)), key=lambda i: (not (roles.get(nodes[i][0]) or marks.nodes.get(nodes[i][0])),
+                                                      -degree.get(nodes[i][0], 0), i))
+    out: list[tuple[float, float, str, bool]] = [(radius + 3, 4, "start", True)] * len(nodes)
+    for i in order:
+        nid, name = nodes[i]
+        x, y = xy[i]
+        w, h = 6.3 * len(_clip(name, 40)), 13.0
+        important = bool(roles.get(nid) or marks.nodes.get(nid))
+        spots = [(radius + 3, 4, "start", (x + radius + 3, y - 9, x + radius + 3 + w, y + 4)),
+                 (-radius - 3, 4, "end", (x - radius - 3 - w, y - 9, x - radius - 3, y + 4)),
+                 (0, -radius - 4, "middle", (x - w / 2, y - radius - 4 - h, x + w / 2, y - radius - 4)),
+                 (0, radius + 13, "middle", (x - w / 2, y + radius + 1, x + w / 2, y + radius + 1 + h))]
+        if len(nodes) > label_limit and not important:
+            continue
+        for dx, dy, anchor, box in spots:
+            if free(box, i):
+                boxes.append(box)
+                out[i] = (dx, dy, anchor, False)
+                break
+        else:
+            if important:  # always shown: at the right, over whatever is there
+                boxes.append(spots[0][3])
+                out[i] = (radius + 3, 4, "start", False)
+    return out
+
+
 def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, label_limit: int = 60,
               uid: str = "0") -> str:
     """The subgraph as an inline SVG: one ``<g class="node">`` per node (``data-roles`` says topic / gold /
@@ -225,6 +271,8 @@ def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, 
             f'<text class="rel" x="{mx:.1f}" y="{my:.1f}" dy="-3" '
             f'transform="rotate({angle:.0f} {mx:.1f} {my:.1f})">{esc(_clip(label, 34))}</text></g>')
     out.append('</g><g class="nodes">')
+    placed = _place_labels(nodes, xy, roles, marks, radius=radius, label_limit=label_limit,
+                           degree={nid: sum(nid in ht for ht in pairs) for nid, _ in nodes})
     for i, (nid, name) in enumerate(nodes):
         x, y = xy[i]
         rs = roles.get(nid, [])
@@ -235,8 +283,9 @@ def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, 
         shape = (f'<rect class="shape" x="-{radius}" y="-{radius}" width="{2 * radius}" height="{2 * radius}" '
                  f'rx="2"/>' if TOPIC in rs else f'<circle class="shape" r="{radius}"/>')
         pred = f'<circle class="predring" r="{radius + 1.5}"/>' if PRED in rs else ""
-        show = n <= label_limit or rs or chains
-        text = (f'<text class="label" x="{radius + 3}" y="4">{esc(_clip(name, 40))}</text>' if show else "")
+        lx, ly, anchor, hidden = placed[i]
+        text = (f'<text class="label{" hidden" if hidden else ""}" x="{lx:.0f}" y="{ly:.0f}" '
+                f'text-anchor="{anchor}">{esc(_clip(name, 40))}</text>')
         tip = name + (f" ({', '.join(rs)})" if rs else "") + (
             f" — chain {', '.join(str(c + 1) for c in chains)}" if chains else "")
         out.append(
@@ -614,7 +663,7 @@ paint-order:stroke;stroke:#fcfcfd;stroke-width:3px}svg.kg .shape{fill:var(--plai
 svg.kg .topic .shape{fill:var(--topic)}svg.kg .gold .shape{fill:var(--gold)}svg.kg .predring{fill:none;
 stroke:var(--pred);stroke-width:3}svg.kg .ring{fill:none;stroke-width:2.5}svg.kg text.label{font-size:11px;
 paint-order:stroke;stroke:#fcfcfd;stroke-width:3px;fill:#111827}svg.kg .gold text.label,svg.kg .topic text.label
-{font-weight:700}svg.kg .node:hover text.label{font-size:13px}.legend{display:flex;flex-wrap:wrap;gap:14px;margin:4px 0 6px;
+{font-weight:700}svg.kg text.label.hidden{display:none}svg.kg .node:hover text.label{display:inline;font-size:13px}.legend{display:flex;flex-wrap:wrap;gap:14px;margin:4px 0 6px;
 font-size:12px;align-items:center}.legend span{display:inline-flex;align-items:center;gap:4px}.lg-topic{fill:var(--topic)}
 .lg-gold{fill:var(--gold)}.lg-plain{fill:var(--plain)}.lg-pred{fill:none;stroke:var(--pred);stroke-width:2.5}
 .sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:middle}ol.steps li{margin-bottom:8px}
