@@ -158,7 +158,8 @@ def _roles(data: QuestionData) -> dict[int, list[str]]:
     """Each node's roles: topic entity, gold answer (by answer id, else by normalized name), predicted."""
     row = data.row
     gold_ids = {int(i) for i in data.answer_ids if i is not None}
-    gold_names = {normalize(g) for g in (row.get("gold") or []) if normalize(g)}
+    # a label question's gold answer is a label (ExplaGraphs' support / counter), no entity
+    gold_names = set() if row.get(S.CHOICES) else {normalize(g) for g in (row.get("gold") or []) if normalize(g)}
     pred_names = {normalize(p) for p in (row.get(S.PREDICTED_ANSWERS) or []) if normalize(p)}
     topics = {int(i) for i in data.topic_ids if i is not None}
     out: dict[int, list[str]] = {}
@@ -176,7 +177,10 @@ def _roles(data: QuestionData) -> dict[int, list[str]]:
 
 
 def missing_gold(data: QuestionData) -> list[str]:
-    """Gold answers not among the subgraph's nodes (by id when the question has answer ids, else by name)."""
+    """Gold answers not among the subgraph's nodes (by id when the question has answer ids, else by name);
+    none for a label question (its gold answer is a label, not an entity)."""
+    if data.row.get(S.CHOICES):
+        return []
     gold = [g for g in (data.row.get("gold") or []) if g is not None]
     ids = {nid for nid, _ in data.subgraph.nodes}
     names = {normalize(n) for _, n in data.subgraph.nodes}
@@ -623,6 +627,8 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
         f'<tr><th>question id</th><td><code>{esc(row.get(S.QUESTION_ID))}</code> · {esc(qtype_label(row))}</td></tr>',
         f'<tr><th>gold</th><td class="gold-list">{esc(" | ".join(map(str, gold))) or "–"}</td></tr>' if gold else "",
         f'<tr><th>prediction</th><td>{_pre(row.get(S.PREDICTION) or "")}</td></tr>',
+        (f'<tr><th>label</th><td>{esc(row.get("label") or "(unparseable)")} of '
+         f'{esc(" / ".join(map(str, row.get(S.CHOICES))))}</td></tr>' if row.get(S.CHOICES) else ""),
         f'<tr><th>parsed answers</th><td>{esc(" | ".join(map(str, row.get(S.PREDICTED_ANSWERS) or []))) or "–"}</td></tr>',
         f'<tr><th>error</th><td>{esc(row.get(S.ERROR))}</td></tr>' if row.get(S.ERROR) else "",
         f"</table><table class=\"kv scores\">{scores}</table></div>",
@@ -631,7 +637,7 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
         f'<div class="graph">{graph_svg(data, marks=marks, seed=seed, uid=str(index))}</div>' if n_nodes else
         '<p class="note">nothing retrieved</p>',
         (f'<p class="missing">gold answers not in the subgraph: <b>{esc(" | ".join(miss))}</b></p>' if miss else
-         ('<p class="note">every gold answer is in the subgraph</p>' if gold else "")),
+         ('<p class="note">every gold answer is in the subgraph</p>' if gold and not row.get(S.CHOICES) else "")),
         f'<h3>Reasoner <code>{esc(reasoner or "?")}</code> trace</h3>{trace_html}' if trace_html else "",
         f"<h3>LLM calls ({len(calls)})</h3>{calls_table(calls)}",
         "</section>",

@@ -273,3 +273,11 @@ def test_serve_app_answers_through_the_asker_and_listens_on_loopback_only(kg):
         sock.close()
     with pytest.raises(ValueError, match="127.0.0.1 only"):
         bind(0, host="0.0.0.0")
+
+
+def test_label_question_lists_no_missing_gold_entity(kg):
+    """ExplaGraphs-style label questions: the gold answer is a label, not an entity of the graph."""
+    row = _row(gold=["support"], choices=["support", "counter"], label="support", correct=1.0)
+    view = R.question_view(R.QuestionData(row=row, subgraph=_sub(kg, [0, 1])))
+    assert "not in the subgraph" not in view and "support of support / counter" in "".join(Elements(view).text)
+    assert R.status(row) == "correct"
