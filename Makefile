@@ -48,12 +48,18 @@ $(STAMP): $(LLAMA_WHEEL) | $(VENV)/bin/python
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
+# Debian's chromium for the browser tests (tests/test_report_browser.py: Playwright drives it; no browser download)
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+		|| echo "warning: could not apt-get install chromium (not root?): the browser tests will be skipped"
+
 install: $(STAMP)
 
 repro: install
 	dvc repro
 
-test: install
+test: install $(CHROMIUM)
 	pytest -q
 
 test-fast: install

@@ -1,4 +1,5 @@
-"""The ``kgrag`` command line: list modules, check params, ask the ingested KG a question."""
+"""The ``kgrag`` command line: list modules, check params, ask the ingested KG a question (or serve a page to ask
+it), compare experiments."""
 
 from __future__ import annotations
 
@@ -68,60 +69,57 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from kgrag import io, runner
-    from kgrag.embed import EmbeddingIndex
-    from kgrag.generate import context_text, parse_answers
-    from kgrag.clients import client_for
-    from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_one
-    from kgrag.runner import retrieve_one
-    from kgrag.store import KGStore
+    from kgrag.ask import Asker, NotIngested
     from kgrag.textualize import triples_text
-    from kgrag.types import Question
 
     p = _params(args)
     if p is None:
         return 2
-    db = Path(io.VALIDATED / "kg.duckdb")
-    if not db.exists() or not (io.INDEX / "entities.parquet").exists():
-        print("error: no ingested KG and index; run `make repro` (or `dvc repro index`) first", file=sys.stderr)
+    try:
+        asker = Asker(p)
+    except NotIngested as e:
+        print(f"error: {e}", file=sys.stderr)
         return 1
-    kg = KGStore(db)
-    index = EmbeddingIndex.load(io.INDEX, p.index.model)
-    qvec = index.encode([args.question])[0]
-    topics = kg.find_entities(args.question)
-    how = "named in the question"
-    if not topics:
-        ids, _ = index.search_entities(qvec, 1)
-        topics, how = [int(i) for i in ids], "nearest entity name (embedding)"
-    print(f"topic entities ({how}): {', '.join(kg.names(np.array(topics)))}")
-    q = Question(question_id="ask", text=args.question, topic_ids=tuple(topics))
-    sub, ms = retrieve_one(question=q, query_vec=qvec, kg=kg, index=index, params=p.retrieve)
-    named = kg.named_triples(sub.heads, sub.relations, sub.tails)
-    print(f"\nretrieved {len(named)} triples with {p.retrieve.method} in {ms:.1f} ms:")
+    ans = asker.ask(args.question)
+    kg, named = asker.kg, ans.named
+    print(f"topic entities ({ans.how}): {', '.join(kg.names(list(ans.question.topic_ids)))}")
+    print(f"\nretrieved {len(named)} triples with {p.retrieve.method} in {ans.retrieve_ms:.1f} ms:")
     print(triples_text(named[: args.show]) + (f"\n... ({len(named) - args.show} more)" if len(named) > args.show else ""))
-    g = p.generate
-    ctx = context_text(named, form=g.context, max_triples=g.max_context_triples)
-    client = client_for(g, cache=io.CACHE / "llm_calls.sqlite")
-    # the same reasoner as the generate stage (reason.method), one question
-    entry = REASONERS.get(p.reason.method)
-    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
-                        few_shot=g.few_shot, separator=p.evaluate.answer_separator)
-    inp = ReasonInput(question=q, context=ctx, kg=kg, index=index, sampling=sampling,
-                      constrain_answer=p.reason.constrain_answer)
-    res, recs = run_one(entry.impl(inp=inp, params=p.reason.module_params()), client)
     print(f"\nLLM calls: (reasoner {p.reason.method})")
-    for rec in recs:
-        print(f"  {client.model_id}: attempts={rec.attempts} cached={rec.cached} tokens_in={rec.reply.tokens_in} "
+    for rec in ans.records:
+        print(f"  {asker.client.model_id}: attempts={rec.attempts} cached={rec.cached} tokens_in={rec.reply.tokens_in} "
               f"tokens_out={rec.reply.tokens_out} latency_ms={rec.reply.latency_ms:.0f}"
               + (f" error={rec.reply.error}" if rec.failed else ""))
-    if not res.answer.strip() and recs and recs[-1].failed:
+    if args.html:
+        from kgrag.report_html import question_page, question_view
+
+        out = Path(args.html)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(question_page(question_view(asker.view_data(ans)), title=f"kgrag ask: {args.question}"),
+                       encoding="utf-8")
+        print(f"\nwrote {out}")
+    if ans.failed:
         print("\nanswer: (the LLM call failed)")
         return 1
+    res = ans.result
     print(f"\nanswer: {res.answer.strip()}" + (f"  (fallback: {res.fallback})" if res.fallback else ""))
-    print(f"parsed: {parse_answers(res.answer, p.evaluate.answer_separator)}")
+    print(f"parsed: {ans.parsed}")
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from kgrag.ask import Asker, NotIngested
+    from kgrag.serve import run
+
+    p = _params(args)
+    if p is None:
+        return 2
+    try:
+        asker = Asker(p)
+    except NotIngested as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return run(asker, host="127.0.0.1", port=args.port)
 
 
 def _lego_table(args: argparse.Namespace) -> int:
@@ -242,6 +240,14 @@ def _compare(args: argparse.Namespace) -> int:
                         metrics_file=args.metrics_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md)
+    if args.html:
+        from kgrag.report_html import markdown_page
+
+        page = Path(args.html)
+        page.parent.mkdir(parents=True, exist_ok=True)
+        images = {f"{folder.name}/{f.name}": f.read_bytes() for f in written}
+        page.write_text(markdown_page(md, images=images, title="kgrag compare"), encoding="utf-8")
+        print(f"wrote {page}")
     print(f"wrote {out} ({len(chosen)} experiments: {', '.join(e.name for e in chosen)}) and {len(written)} "
           f"plots in {folder}/" + (f"; skipped: {', '.join(f'{s.name} ({s.reason})' for s in skipped)}"
                                    if skipped else ""))
@@ -277,6 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("ask", help="answer one question on the ingested KG with the current params")
     a.add_argument("question", help='the question, e.g. "who directed the movies starred by [Al Pacino]"')
     a.add_argument("--show", type=int, default=20, help="retrieved triples to print (default 20)")
+    a.add_argument("--html", metavar="FILE", help="also write the question's view (subgraph drawn, trace, LLM calls) "
+                   "as a self-contained HTML page (docs/report.md)")
+    v = sub.add_parser("serve", help="a local page (127.0.0.1) where you type questions against the ingested KG "
+                       "and see each answer's subgraph, trace and LLM calls (docs/report.md)")
+    v.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: any free port; the URL is "
+                   "printed)")
     t = sub.add_parser("lego-table", help="run LEGO-GraphRAG presets on the experiment's questions and write a "
                        "per-instance, per-module table (reports/lego_instances.md/.json)")
     t.add_argument("--presets", default="all", help="comma-separated preset names, or `all` (default)")
@@ -310,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: reports/compare.md, plots in reports/compare/)")
     k.add_argument("--metrics-file", default="reports/metrics.json",
                    help="the metrics file whose keys are compared (default: reports/metrics.json)")
+    k.add_argument("--html", metavar="FILE", help="also write the table and plots as a self-contained HTML page")
     k.add_argument("--exp-json", metavar="PATH",
                    help="read this saved `dvc exp show --json` output instead of running dvc")
     k.set_defaults(fn=_compare)
@@ -318,12 +331,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--write", action="store_true", help="rewrite the code entries of the stages' deps lists")
     d.add_argument("--check", action="store_true", help="exit 1 when a stage's deps miss a file it can run")
     d.set_defaults(fn=_deps)
-    for p in (c, a, t):
+    for p in (c, a, t, v):
         p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a param, e.g. --set retrieve.pcst.topk=5 (repeatable)")
     c.set_defaults(fn=_check)
     a.set_defaults(fn=_ask)
+    v.set_defaults(fn=_serve)
     return ap
 
 

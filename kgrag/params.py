@@ -280,6 +280,9 @@ class ReportParams(Strict):
 
     examples: int = Field(5, ge=0, description="questions shown in full in report.md")
     traces: int = Field(3, ge=0, description="questions whose reasoner trace (steps and LLM calls) report.md shows")
+    html_max_questions: int = Field(200, ge=0, description="questions with a full view (subgraph, trace, LLM calls) "
+                                    "in report.html; its question list covers all")
+    html_seed: int = Field(0, description="seed of report.html's graph layouts (igraph Fruchterman-Reingold)")
 
 
 class ClusterParams(ModuleSection):

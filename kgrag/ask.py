@@ -1,0 +1,110 @@
+"""One question against the ingested KG with the current params: what ``kgrag ask`` prints and ``kgrag serve``
+answers. :class:`Asker` loads the KG, the embedding index and the LLM client once; :meth:`Asker.ask` finds the
+topic entities, retrieves the subgraph (``retrieve.method``), and runs the reasoner (``reason.method``) as the
+generate stage does for one question.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MODULE_KINDS = ("reasoner",)  # looked up by name (kgrag.depgraph)
+
+
+class NotIngested(RuntimeError):
+    """No ingested KG and index in the working directory."""
+
+
+@dataclass
+class Answer:
+    """What one question got: topic entities (and how they were found), the retrieved subgraph, the
+    reasoner's result and its LLM call records."""
+
+    question: Any  # kgrag.types.Question
+    how: str
+    subgraph: Any  # the retriever's subgraph (heads, relations, tails, node_ids ids)
+    named: list[tuple[str, str, str]]
+    retrieve_ms: float
+    result: Any  # kgrag.reasoners.Reasoning
+    records: list  # kgrag.llm.CallRecord
+    parsed: list[str]
+    reasoner: str
+
+    @property
+    def failed(self) -> bool:
+        """The reasoner got no answer because its last LLM call failed."""
+        return not self.result.answer.strip() and bool(self.records) and self.records[-1].failed
+
+
+class Asker:
+    """The KG, index, retriever params, reasoner and LLM client of ``params`` (a ``kgrag.params.Params``),
+    loaded once from the working directory's ``data/validated`` and ``data/index``."""
+
+    def __init__(self, params) -> None:
+        from kgrag import io
+        from kgrag.embed import EmbeddingIndex
+        from kgrag.clients import client_for
+        from kgrag.store import KGStore
+
+        db = Path(io.VALIDATED / "kg.duckdb")
+        if not db.exists() or not (io.INDEX / "entities.parquet").exists():
+            raise NotIngested("no ingested KG and index; run `make repro` (or `dvc repro index`) first")
+        self.params = params
+        self.kg = KGStore(db)
+        self.index = EmbeddingIndex.load(io.INDEX, params.index.model)
+        g = params.generate
+        self.client = client_for(g, cache=io.CACHE / "llm_calls.sqlite")
+
+    def ask(self, text: str, question_id: str = "ask") -> Answer:
+        """Answer ``text``: topic entities named in it (else the nearest entity name by embedding), the
+        subgraph of ``retrieve.method``, the reasoner ``reason.method`` on its textualized context."""
+        from kgrag.generate import context_text, parse_answers
+        from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_one
+        from kgrag.runner import retrieve_one
+        from kgrag.types import Question
+
+        p, kg = self.params, self.kg
+        qvec = self.index.encode([text])[0]
+        topics = kg.find_entities(text)
+        how = "named in the question"
+        if not topics:
+            ids, _ = self.index.search_entities(qvec, 1)
+            topics, how = [int(i) for i in ids], "nearest entity name (embedding)"
+        q = Question(question_id=question_id, text=text, topic_ids=tuple(topics))
+        sub, ms = retrieve_one(question=q, query_vec=qvec, kg=kg, index=self.index, params=p.retrieve)
+        named = kg.named_triples(sub.heads, sub.relations, sub.tails)
+        g = p.generate
+        ctx = context_text(named, form=g.context, max_triples=g.max_context_triples)
+        entry = REASONERS.get(p.reason.method)  # the same reasoner as the generate stage, one question
+        sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
+                            few_shot=g.few_shot, separator=p.evaluate.answer_separator)
+        inp = ReasonInput(question=q, context=ctx, kg=kg, index=self.index, sampling=sampling,
+                          constrain_answer=p.reason.constrain_answer)
+        res, recs = run_one(entry.impl(inp=inp, params=p.reason.module_params()), self.client)
+        return Answer(question=q, how=how, subgraph=sub, named=named, retrieve_ms=ms, result=res, records=recs,
+                      parsed=parse_answers(res.answer, p.evaluate.answer_separator), reasoner=p.reason.method)
+
+    def view_data(self, ans: Answer):
+        """The :class:`kgrag.report_html.QuestionData` of an answer (a generations row's fields, no gold)."""
+        from kgrag import schema as S
+        from kgrag.reasoners import rows_of
+        from kgrag.report_html import QuestionData, subgraph_from_ids
+
+        kg = self.kg
+        (row,) = rows_of(question_ids=[ans.question.question_id], results=[(ans.result, ans.records)],
+                         reasoner=ans.reasoner, separator=self.params.evaluate.answer_separator,
+                         seed=self.params.generate.seed, per_q_ms=0.0)
+        row = {**row, "question": ans.question.text, "context_triples": len(ans.named),
+               S.RETRIEVE_MS: round(ans.retrieve_ms, 1)}
+        sub = subgraph_from_ids(
+            heads=ans.subgraph.heads, relations=ans.subgraph.relations, tails=ans.subgraph.tails,
+            node_ids=ans.subgraph.node_ids, entity_name=kg.names,
+            relation_name=lambda ids: [str(x) for x in kg.relation_names[np.asarray(ids, dtype=np.int64)]])
+        p = self.params
+        note = (f"topic entities ({ans.how}): {', '.join(kg.names(np.array(ans.question.topic_ids)))}; retrieval "
+                f"{p.retrieve.method}, reasoner {p.reason.method}, LLM {self.client.model_id}")
+        return QuestionData(row=row, subgraph=sub, topic_ids=list(ans.question.topic_ids), note=note)

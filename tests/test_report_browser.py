@@ -1,0 +1,204 @@
+"""report.html and `kgrag serve` in a real browser: headless Chromium (Debian's `chromium`, installed by the
+Makefile) driven by Playwright, on the small real MetaQA run of the session fixture ``e2e_first_run``.
+
+No browser is downloaded: Playwright launches /usr/bin/chromium. Every request the page makes is recorded;
+only file:// (the report) and the loopback server (serve) are allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import E2E_SAMPLE
+
+pytestmark = pytest.mark.e2e
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (make install / make test installs Debian's chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM))
+        yield b
+        b.close()
+
+
+class Watched:
+    """A page whose console errors, page errors and requested URLs are recorded."""
+
+    def __init__(self, browser, **kw):
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000}, **kw)
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+
+    def visible_rows(self) -> int:
+        return self.page.locator("#qlist tr.q:not([hidden])").count()
+
+
+def _subgraph_nodes(retrieved: dict) -> set[int]:
+    return set(retrieved["node_ids"] or []) | set(retrieved["triple_heads"] or []) | set(retrieved["triple_tails"] or [])
+
+
+def test_report_html_in_chromium(e2e_project, e2e_first_run, browser, tmp_path):
+    import pyarrow.parquet as pq
+
+    from kgrag.duckdb_io import read_tables
+
+    proj = e2e_project
+    report = proj / "reports" / "report.html"
+    preds = pq.read_table(proj / "reports" / "predictions.parquet").to_pylist()
+    retrieved = {r["question_id"]: r for r in pq.read_table(proj / "data" / "retrieve" / "retrieved.parquet").to_pylist()}
+    questions = {q["question_id"]: q for q in
+                 read_tables(proj / "data" / "validated" / "kg.duckdb", ("questions",))["questions"].to_pylist()}
+    assert len(preds) == E2E_SAMPLE
+
+    w = Watched(browser)
+    page = w.page
+    page.goto(report.as_uri())
+    page.wait_for_selector("#qlist tr.q")
+    assert w.errors == []
+    assert all(u.startswith(("file://", "data:")) for u in w.requests), w.requests
+    assert page.locator("#qlist tr.q").count() == len(preds) == w.visible_rows()
+    assert page.locator("#metrics table").count() >= 2 and page.locator("#metrics img.fig").count() == 1
+    page.screenshot(path=str(tmp_path / "report_list.png"), full_page=False)
+
+    # each question's drawn graph: one node element per node of its retrieved subgraph; gold answers marked
+    checked_gold = 0
+    for i, row in enumerate(preds):
+        page.locator(f'#qlist tr.q[data-index="{i}"]').click()
+        view = page.locator(f"#view-{i}")
+        assert view.is_visible() and page.locator("section.qview:visible").count() == 1
+        want = _subgraph_nodes(retrieved[row["question_id"]])
+        assert view.locator("svg.kg g.node").count() == len(want)
+        drawn = {int(x) for x in view.locator("svg.kg g.node").evaluate_all("els => els.map(e => e.dataset.id)")}
+        assert drawn == want
+        gold_in = want & set(questions[row["question_id"]]["answer_ids"] or [])
+        gold_drawn = {int(x) for x in view.locator("svg.kg g.node.gold").evaluate_all(
+            "els => els.map(e => e.dataset.id)")}
+        assert gold_drawn == gold_in
+        checked_gold += bool(gold_in)
+        topics = want & set(questions[row["question_id"]]["topic_ids"] or [])
+        assert view.locator("svg.kg g.node.topic").count() == len(topics)
+        if gold_in and checked_gold == 1:
+            fill = view.locator("svg.kg g.node.gold .shape").first.evaluate("e => getComputedStyle(e).fill")
+            plain = view.locator("svg.kg g.node:not(.gold):not(.topic) .shape").first.evaluate(
+                "e => getComputedStyle(e).fill")
+            assert fill != plain  # the gold answer is drawn differently
+            page.screenshot(path=str(tmp_path / "report_question.png"), full_page=True)
+    assert checked_gold >= 1  # the run's retrieval recall is > 0.3: some subgraph holds a gold answer
+
+    # filters change the list
+    n_correct = sum(1 for r in preds if not r["failed"] and r["hit_at_1"] > 0)
+    page.select_option("#f-status", "correct")
+    assert w.visible_rows() == n_correct
+    page.select_option("#f-status", "wrong")
+    assert w.visible_rows() == len(preds) - n_correct - sum(r["failed"] for r in preds)
+    page.select_option("#f-status", "")
+    n_miss = sum(1 for r in preds if r["retrieval_recall"] == 0)
+    page.select_option("#f-retrieval", "miss")
+    assert w.visible_rows() == n_miss
+    page.select_option("#f-retrieval", "")
+    qtype = preds[0]["qtype"]
+    label = f"{preds[0]['hops']}-hop {qtype}" if qtype else f"{preds[0]['hops']}-hop"
+    page.select_option("#f-type", label)
+    assert w.visible_rows() == sum(1 for r in preds if (r["qtype"] or "") == (qtype or ""))
+    page.select_option("#f-type", "")
+    # search: a word of one question's text
+    word = max(re.findall(r"\w{5,}", preds[3]["question"]), key=len).lower()
+    page.fill("#f-search", word)
+    want = sum(1 for r in preds if word in " ".join([r["question"], " ".join(r["gold"]), r["prediction"],
+                                                    r["question_id"]]).lower())
+    assert w.visible_rows() == want >= 1
+    page.fill("#f-search", "no question has this text zq")
+    assert w.visible_rows() == 0
+    assert (tmp_path / "report_list.png").stat().st_size > 10_000
+    assert (tmp_path / "report_question.png").stat().st_size > 10_000
+    assert w.errors == [] and all(u.startswith(("file://", "data:")) for u in w.requests), (w.errors, w.requests)
+    page.close()
+
+
+def test_ask_html_page(e2e_project, e2e_first_run, browser, tmp_path):
+    """`kgrag ask --html` writes the view of one question; it opens offline with its graph drawn."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    out = tmp_path / "ask.html"
+    p = subprocess.run(["kgrag", "ask", "who directed the movies starred by [Al Pacino]", "--html", str(out),
+                        "--set", "generate.max_tokens=8"], cwd=e2e_project, env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    n = int(re.search(r"retrieved (\d+) triples", p.stdout).group(1))
+    w = Watched(browser)
+    w.page.goto(out.as_uri())
+    view = w.page.locator("section.qview")
+    assert view.count() == 1 and w.page.locator("svg.kg g.edge").count() >= min(n, 1)
+    assert w.page.locator('svg.kg g.node.topic[data-name="Al Pacino"]').count() == 1
+    assert w.page.locator("table.calls tbody tr").count() >= 1
+    assert w.errors == [] and all(u.startswith("file://") for u in w.requests), (w.errors, w.requests)
+    w.page.close()
+
+
+@pytest.fixture
+def server(e2e_project, e2e_first_run):
+    """`kgrag serve --port 0` in the project (real SmolLM2, 8 tokens); its URL; stopped at teardown."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    proc = subprocess.Popen(["kgrag", "serve", "--set", "generate.max_tokens=8"], cwd=e2e_project, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    try:
+        seen = []
+        url = None
+        while url is None:
+            try:
+                line = lines.get(timeout=600)  # bounded: loading the KG, index and model
+            except queue.Empty:
+                pytest.fail(f"kgrag serve printed no URL in 600 s: {''.join(seen)}")
+            seen.append(line)
+            m = re.search(r"kgrag serve: (http://127\.0\.0\.1:\d+/)", line)
+            url = m.group(1) if m else None
+            if proc.poll() is not None and url is None and lines.empty():
+                pytest.fail(f"kgrag serve exited {proc.returncode}: {''.join(seen)}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def test_serve_answers_a_typed_question(server, browser, tmp_path):
+    import httpx
+
+    assert httpx.get(server, timeout=30).status_code == 200
+    w = Watched(browser)
+    page = w.page
+    page.goto(server)
+    page.fill("#q", "who directed the movies starred by [Al Pacino]")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#answers section.qview", timeout=600_000)
+    view = page.locator("#answers section.qview").first
+    assert "Al Pacino" in view.locator("h2").inner_text()
+    assert view.locator('svg.kg g.node.topic[data-name="Al Pacino"]').count() == 1
+    assert view.locator("svg.kg g.node").count() >= 2 and view.locator("table.calls tbody tr").count() >= 1
+    page.screenshot(path=str(tmp_path / "serve.png"), full_page=True)
+    assert (tmp_path / "serve.png").stat().st_size > 10_000
+    assert w.errors == [], w.errors
+    assert all(u.startswith(server) or u.startswith("data:") for u in w.requests), w.requests
+    page.close()
