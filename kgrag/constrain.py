@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, Iterable, Sequence
 
 from kgrag.llm import LLMRequest
+from kgrag.kgview import KGView
 
 YES_NO = ("Yes", "No")
 
@@ -146,7 +147,7 @@ def _split_triple(body: str, relations: set[str]) -> tuple[str, str, str] | None
     return ", ".join(parts[:i]), ", ".join(parts[i:j]), ", ".join(parts[j:])
 
 
-def context_entities(context: str, kg: Any = None) -> list[str]:
+def context_entities(context: str, kg: KGView = None) -> list[str]:
     """Entity names of a textualized context, in order of appearance: heads and tails of its
     ``(head, relation, tail)`` lines (``triples`` form) or the ``node_attr`` column (G-Retriever's ``csv``
     form). ``kg`` (a ``KGStore``) resolves lines whose names contain ", " through its relation names."""

@@ -19,6 +19,7 @@ import numpy as np
 from kgrag.lego.filter_shortest import enumerate_paths, shortest_path_dag
 from kgrag.lego.types import LocalGraph, edge_text, path_text
 from kgrag.types import Question
+from kgrag.kgview import KGView
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Triplet:
 
 
 def question_triplets(
-    *, kg: Any, question: Question, hops: int, max_edges: int, per_question: int, rng: np.random.Generator
+    *, kg: KGView, question: Question, hops: int, max_edges: int, per_question: int, rng: np.random.Generator
 ) -> list[Triplet]:
     """Up to ``per_question`` path triplets and as many edge triplets for one question.
 
@@ -77,7 +78,7 @@ def question_triplets(
 
 
 def training_triplets(
-    *, kg: Any, questions: Sequence[Question], hops: int, max_edges: int, per_question: int, seed: int
+    *, kg: KGView, questions: Sequence[Question], hops: int, max_edges: int, per_question: int, seed: int
 ) -> list[Triplet]:
     """Triplets of every question (``question_triplets``); question i draws from ``default_rng([seed, i])``."""
     out: list[Triplet] = []

@@ -15,14 +15,14 @@ from kgrag.generate import context_text
 from kgrag.params import GenerateParams, ReasonParams, RetrieveParams
 from kgrag.reasoners import Sampling
 from kgrag.registry import RETRIEVERS, TEXTUALIZERS
-from kgrag.store import KGStore
 from kgrag.types import Question, Subgraph
+from kgrag.kgview import KGView
 
 MODULE_KINDS = ('reasoner', 'retriever', 'textualizer')  # looked up by name (kgrag.depgraph)
 
 
 def retrieve_one(
-    *, question: Question, query_vec: np.ndarray, kg: KGStore, index: EmbeddingIndex, params: RetrieveParams
+    *, question: Question, query_vec: np.ndarray, kg: KGView, index: EmbeddingIndex, params: RetrieveParams
 ) -> tuple[Subgraph, float]:
     """Run the selected retriever on one question; returns the subgraph and its wall time in ms."""
     entry = RETRIEVERS.get(params.method)
@@ -35,7 +35,7 @@ def retrieve_one(
 
 
 def retrieve_rows(
-    *, questions: Sequence[Question], kg: KGStore, index: EmbeddingIndex, params: RetrieveParams
+    *, questions: Sequence[Question], kg: KGView, index: EmbeddingIndex, params: RetrieveParams
 ) -> list[dict]:
     """Retrieved rows (``schema.RETRIEVED``) of a shard of questions; questions are embedded in one batch."""
     vecs = index.encode([q.text for q in questions])
@@ -65,7 +65,7 @@ def retrieve_rows(
     return rows
 
 
-def contexts_for(rows: Sequence[dict], *, kg: KGStore, params: GenerateParams) -> list[str]:
+def contexts_for(rows: Sequence[dict], *, kg: KGView, params: GenerateParams) -> list[str]:
     """Prompt context of each retrieved row: the first ``max_context_triples`` triples, textualized."""
     out = []
     for r in rows:
@@ -80,7 +80,7 @@ def contexts_for(rows: Sequence[dict], *, kg: KGStore, params: GenerateParams) -
 
 def reason_rows(
     *, questions: Sequence[Question], contexts: Sequence[str], client, reason: ReasonParams, sampling: Sampling,
-    kg: KGStore | None = None, index: EmbeddingIndex | None = None,
+    kg: KGView | None = None, index: EmbeddingIndex | None = None,
 ) -> list[dict]:
     """Generations rows of a shard: the selected reasoner on every question, all advanced together (one
     backend batch per step)."""

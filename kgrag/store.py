@@ -1,14 +1,14 @@
-"""The KG on disk (a DuckDB file of the four tables) and the in-memory view retrieval works on.
+"""The KG on disk (a DuckDB file of the four tables) and the in-memory ``KGView`` retrieval works on.
 
-``KGStore`` is the one way modules touch the graph: neighbourhoods, names, degrees. It reads the triples
-from DuckDB once and keeps a compressed adjacency (CSR, edges taken undirected) so that a k-hop
-neighbourhood costs time proportional to its size, not to the KG's.
+``KGStore`` implements ``kgrag.kgview.KGView`` (neighbourhoods, names, degrees, per-question graphs). It reads
+the triples from DuckDB once and keeps a compressed adjacency (CSR, edges taken undirected) so that a k-hop
+neighbourhood (``kgrag.kgview.khop_walk``, shared with the DuckDB store) costs time proportional to its size,
+not to the KG's.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -16,6 +16,7 @@ import numpy as np
 
 from kgrag import schema as S
 from kgrag.duckdb_io import TABLES, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
+from kgrag.kgview import Incident, KGView, Neighbourhood, khop_walk  # noqa: F401 (re-exported)
 from kgrag.types import Question
 
 
@@ -35,15 +36,6 @@ def questions_from_table(table: pa.Table) -> list[Question]:
             )
         )
     return out
-
-
-@dataclass(frozen=True)
-class Neighbourhood:
-    """Nodes and edge indices (into the store's triple arrays) of a k-hop neighbourhood, closest first."""
-
-    nodes: np.ndarray
-    edges: np.ndarray
-    truncated: bool
 
 
 class KGStore:
@@ -104,46 +96,16 @@ class KGStore:
     def neighbourhood(
         self, seeds: np.ndarray | list[int], hops: int, max_edges: int, relation_priority: np.ndarray | None = None
     ) -> Neighbourhood:
-        """Nodes within ``hops`` (undirected) of ``seeds`` and the edges walked to reach them.
+        """Nodes within ``hops`` (undirected) of ``seeds`` and the edges walked to reach them
+        (``kgrag.kgview.khop_walk``): past ``max_edges`` the farthest hop is cut, by descending
+        ``relation_priority[relation]`` when given, else in edge order, and ``truncated`` set."""
 
-        The edges are those incident to a node at distance < ``hops``, so every edge lies on a walk of
-        length ≤ ``hops`` from a seed. Past ``max_edges`` the farthest hop is cut and ``truncated`` set:
-        its edges are kept by descending ``relation_priority[relation]`` when given (say, the relation's
-        similarity to the question), else in edge order.
-        """
-        seeds = np.unique(np.asarray(seeds, dtype=np.int64))
-        seeds = seeds[(seeds >= 0) & (seeds < self.num_entities)]
-        nodes = [seeds]
-        edges: list[np.ndarray] = []
-        n_edges = 0
-        seen = seeds
-        frontier = seeds
-        truncated = False
-        for _ in range(hops):
-            if len(frontier) == 0:
-                break
-            nbr, eid = self._incident(frontier)
-            eid = np.unique(eid)
-            if edges:
-                eid = eid[~np.isin(eid, np.concatenate(edges), assume_unique=True)]
-            if n_edges + len(eid) > max_edges:
-                if relation_priority is not None:
-                    eid = eid[np.argsort(-relation_priority[self.relations[eid]], kind="stable")]
-                eid = eid[: max_edges - n_edges]
-                truncated = True
-                ends = np.unique(np.concatenate([self.heads[eid], self.tails[eid]]))
-                new = np.setdiff1d(ends, seen, assume_unique=True)
-                edges.append(eid)
-                nodes.append(new)
-                break
-            edges.append(eid)
-            n_edges += len(eid)
-            new = np.setdiff1d(np.unique(nbr), seen, assume_unique=True)
-            nodes.append(new)
-            seen = np.union1d(seen, new)
-            frontier = new
-        all_edges = np.concatenate(edges) if edges else np.zeros(0, dtype=np.int64)
-        return Neighbourhood(np.concatenate(nodes), all_edges, truncated)
+        def incident(frontier: np.ndarray) -> Incident:
+            _, eid = self._incident(frontier)
+            return Incident(eid, self.heads[eid], self.relations[eid], self.tails[eid])
+
+        return khop_walk(seeds, hops, max_edges, num_entities=self.num_entities, incident=incident,
+                         relation_priority=relation_priority)
 
     def names(self, ids: np.ndarray) -> list[str]:
         """Entity names of ``ids``."""
@@ -240,34 +202,14 @@ class KGStore:
         allowed = self.graph_edges(graph_id)
         if include_global and graph_id is not None:
             allowed = np.sort(np.concatenate([allowed, self.graph_edges(None)]))
-        seeds = np.unique(np.asarray(seeds, dtype=np.int64))
-        seeds = seeds[(seeds >= 0) & (seeds < self.num_entities)]
         h, t = self.heads[allowed], self.tails[allowed]
-        seen = set(seeds.tolist())
-        nodes, edges, frontier, taken = [seeds], [], seen.copy(), np.zeros(len(allowed), dtype=bool)
-        n_edges, truncated = 0, False
-        for _ in range(hops):
-            if not frontier:
-                break
-            fr = np.fromiter(frontier, dtype=np.int64)
-            hit = (np.isin(h, fr) | np.isin(t, fr)) & ~taken
-            eid = np.flatnonzero(hit)
-            if n_edges + len(eid) > max_edges:
-                if relation_priority is not None:
-                    eid = eid[np.argsort(-relation_priority[self.relations[allowed[eid]]], kind="stable")]
-                eid, truncated = eid[: max_edges - n_edges], True
-            taken[eid] = True
-            n_edges += len(eid)
-            edges.append(allowed[eid])
-            ends = np.unique(np.concatenate([h[eid], t[eid]]))
-            new = [int(x) for x in ends if int(x) not in seen]
-            seen.update(new)
-            nodes.append(np.asarray(new, dtype=np.int64))
-            frontier = set(new)
-            if truncated:
-                break
-        all_edges = np.concatenate(edges) if edges else np.zeros(0, dtype=np.int64)
-        return Neighbourhood(np.concatenate(nodes), all_edges, truncated)
+
+        def incident(frontier: np.ndarray) -> Incident:
+            eid = allowed[np.isin(h, frontier) | np.isin(t, frontier)]
+            return Incident(eid, self.heads[eid], self.relations[eid], self.tails[eid])
+
+        return khop_walk(seeds, hops, max_edges, num_entities=self.num_entities, incident=incident,
+                         relation_priority=relation_priority)
 
     # ---- what one question may see: its own graph, else the global KG ------------------------------
 

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from kgrag import schema as S
-from kgrag.store import Neighbourhood
+from kgrag.kgview import Incident, Neighbourhood, khop_walk
 
 SIDECAR_VERSION = "3"  # bump when the sidecar's tables change
 ROW_GROUP_SIZE = 16384  # rows per row group of the sidecar (zone-map granularity of a node lookup)
@@ -299,46 +299,23 @@ class DuckKGStore:
     def neighbourhood(
         self, seeds: np.ndarray | list[int], hops: int, max_edges: int, relation_priority: np.ndarray | None = None
     ) -> Neighbourhood:
-        """``KGStore.neighbourhood`` with one adjacency query per hop: nodes within ``hops`` (undirected) of
-        ``seeds`` and the edges walked to reach them, the farthest hop cut past ``max_edges`` (by descending
-        ``relation_priority[relation]`` when given, else edge order) with ``truncated`` set."""
-        seeds = distinct(seeds)
-        seeds = seeds[(seeds >= 0) & (seeds < self.num_entities)]
-        nodes = [seeds]
-        edges: list[np.ndarray] = []
-        n_edges = 0
-        seen = seeds
-        frontier = seeds
-        truncated = False
-        for _ in range(hops):
-            if len(frontier) == 0:
-                break
+        """``KGStore.neighbourhood`` with one adjacency query per hop (the same ``kgrag.kgview.khop_walk``):
+        nodes within ``hops`` (undirected) of ``seeds`` and the edges walked to reach them, the farthest hop
+        cut past ``max_edges`` (by descending ``relation_priority[relation]`` when given, else edge order)
+        with ``truncated`` set. The kept edges' triples and end degrees are cached."""
+        hop_rows: dict[int, dict[str, np.ndarray]] = {}
+
+        def incident(frontier: np.ndarray) -> Incident:
             rows = self.incident(frontier)
-            eid, first = np.unique(rows["edge"], return_index=True)
-            if edges:
-                keep = ~np.isin(eid, np.concatenate(edges), assume_unique=True)
-                eid, first = eid[keep], first[keep]
-            if n_edges + len(eid) > max_edges:
-                if relation_priority is not None:
-                    order = np.argsort(-relation_priority[rows[S.RELATION][first]], kind="stable")
-                    eid, first = eid[order], first[order]
-                eid, first = eid[: max_edges - n_edges], first[: max_edges - n_edges]
-                truncated = True
-                ends = distinct(np.concatenate([rows[S.HEAD][first], rows[S.TAIL][first]]))
-                edges.append(eid)
-                nodes.append(np.setdiff1d(ends, seen, assume_unique=True))
-                self._remember(rows, first)
-                break
-            edges.append(eid)
-            n_edges += len(eid)
-            nbr = rows[S.HEAD] + rows[S.TAIL] - rows["node"]  # the other end of each row's edge
-            new = np.setdiff1d(distinct(nbr), seen, assume_unique=True)
-            nodes.append(new)
-            seen = distinct(np.concatenate([seen, new]))
-            frontier = new
-            self._remember(rows, first)
-        all_edges = np.concatenate(edges) if edges else np.zeros(0, dtype=np.int64)
-        return Neighbourhood(np.concatenate(nodes), all_edges, truncated)
+            got = Incident(rows["edge"], rows[S.HEAD], rows[S.RELATION], rows[S.TAIL])
+            hop_rows[id(got)] = rows
+            return got
+
+        def on_hop(got: Incident, first: np.ndarray) -> None:
+            self._remember(hop_rows.pop(id(got)), first)
+
+        return khop_walk(seeds, hops, max_edges, num_entities=self.num_entities, incident=incident,
+                         relation_priority=relation_priority, on_hop=on_hop)
 
     # ---- what one question may see (no per-question graphs here) -----------------------------------
 

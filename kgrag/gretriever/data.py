@@ -19,6 +19,7 @@ import numpy as np
 from kgrag import schema as S
 from kgrag.generate import clean_question
 from kgrag.textualize import csv_text
+from kgrag.kgview import KGView
 
 Triple = tuple[str, str, str]
 
@@ -122,7 +123,7 @@ def examples_from_triples(*, questions: Sequence[Any], triples: Sequence[Sequenc
             for q, tr in zip(questions, triples)]
 
 
-def retrieved_triples(*, questions: Sequence[Any], kg: Any, index: Any, retrieve: Any, mode: str) -> list[list[Triple]]:
+def retrieved_triples(*, questions: Sequence[Any], kg: KGView, index: Any, retrieve: Any, mode: str) -> list[list[Triple]]:
     """Named triples of each question's subgraph: ``pcst`` = G-Retriever's retrieval (``retrieve.pcst``
     params) best first; ``none`` = the whole ``retrieve.hops`` neighbourhood (capped at
     ``retrieve.max_neighbourhood_edges``), closest hop first, as the paper's no-retrieval baselines see it.
@@ -291,7 +292,7 @@ def graph_arrays(triples: Sequence[Triple], embed: Callable[[list[str]], np.ndar
 # ---- MetaQA ------------------------------------------------------------------------------------------
 
 
-def metaqa_questions(*, kg: Any, path: str, hops: int, split: str, sample: int, seed: int) -> list[Any]:
+def metaqa_questions(*, kg: KGView, path: str, hops: int, split: str, sample: int, seed: int) -> list[Any]:
     """``sample`` seeded MetaQA questions of ``split`` with topic and answer ids of the store ``kg`` (mapped
     by name: the loader numbers entities itself)."""
     from dataclasses import replace
@@ -306,7 +307,7 @@ def metaqa_questions(*, kg: Any, path: str, hops: int, split: str, sample: int, 
             for q in questions_from_table(tabs.questions)]
 
 
-def metaqa_examples(*, kg: Any, index: Any, retrieve: Any, path: str, hops: int, train: int, val: int, test: int,
+def metaqa_examples(*, kg: KGView, index: Any, retrieve: Any, path: str, hops: int, train: int, val: int, test: int,
                     seed: int, mode: str) -> dict[str, list[Example]]:
     """MetaQA splits: ``train`` + ``val`` questions sampled from the dev file (a seeded permutation decides
     which are which), ``test`` questions from the test file; each with its retrieved triples
@@ -320,7 +321,7 @@ def metaqa_examples(*, kg: Any, index: Any, retrieve: Any, path: str, hops: int,
             for k, qs in parts.items()}
 
 
-def index_vectors(*, kg: Any, index: Any) -> dict[str, np.ndarray]:
+def index_vectors(*, kg: KGView, index: Any) -> dict[str, np.ndarray]:
     """Text → vector of every entity name and relation text already embedded by the index stage."""
     out: dict[str, np.ndarray] = {}
     for i, n in enumerate(kg.entity_names):

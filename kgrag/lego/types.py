@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from kgrag.kgview import KGView
 
 
 def _csr(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -63,7 +64,7 @@ class LocalGraph:
         return self._adjacency[2]
 
     @staticmethod
-    def build(*, kg: Any, nodes: np.ndarray, edges: np.ndarray, graph_id: str | None = None) -> "LocalGraph":
+    def build(*, kg: KGView, nodes: np.ndarray, edges: np.ndarray, graph_id: str | None = None) -> "LocalGraph":
         """The graph of ``edges`` (triple indices of ``kg``) over ``nodes`` (must hold every edge end); node
         degrees count the edges a question over ``graph_id`` sees (``KGStore.question_degree``)."""
         nodes = np.unique(np.asarray(nodes, dtype=np.int64))
@@ -131,7 +132,7 @@ class Context:
 
     question: str
     query_vec: np.ndarray
-    kg: Any
+    kg: KGView
     index: Any
     topic_names: tuple[str, ...] = ()
     llm: Callable[[], Any] | None = field(default=None, repr=False)  # lazily built LLMClient
@@ -162,7 +163,7 @@ def relation_text(name: str) -> str:
     return str(name).replace("_", " ").replace(".", " ")
 
 
-def path_text(path: Path, graph: LocalGraph, kg: Any) -> str:
+def path_text(path: Path, graph: LocalGraph, kg: KGView) -> str:
     """``A -> rel -> B <- rel <- C``: arrows follow the triple's direction."""
     names = kg.entity_names
     parts = [str(names[graph.nodes[path.nodes[0]]])]
@@ -174,7 +175,7 @@ def path_text(path: Path, graph: LocalGraph, kg: Any) -> str:
     return " ".join(parts)
 
 
-def edge_text(e: int, graph: LocalGraph, kg: Any) -> str:
+def edge_text(e: int, graph: LocalGraph, kg: KGView) -> str:
     """``head relation tail`` of local edge ``e``."""
     names = kg.entity_names
     return (f"{names[graph.nodes[graph.src[e]]]} {relation_text(kg.relation_names[graph.relations[e]])} "

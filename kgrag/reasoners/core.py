@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from kgrag.llm import CallRecord, LLMClient, LLMRequest
 from kgrag.registry import REASONERS
 from kgrag.types import Question
+from kgrag.kgview import KGView
 
 
 
@@ -38,7 +39,7 @@ class ReasonInput:
 
     question: Question
     context: str  # the retrieved subgraph as text ("" when retrieval is off)
-    kg: Any = None  # KGStore: reasoners that walk the graph themselves
+    kg: KGView | None = None  # reasoners that walk the graph themselves
     index: Any = None  # EmbeddingIndex: their embedding scorers
     sampling: Sampling = Sampling()
     # ``reason.constrain_answer``: constrain the final answer to entity names of the retrieved context

@@ -48,6 +48,7 @@ from kgrag.reasoners.tog import (
     MAX_OPTIONS, REASON_SYSTEM, example_letters, fallback_answer, fallback_step, incident_edges, option_lines,
     parse_reasoning, prune_request, rel_words, valid_topics,
 )
+from kgrag.kgview import KGView
 
 MODULE_KINDS = ('community_detector',)  # looked up by name (kgrag.depgraph)
 
@@ -307,7 +308,7 @@ class Candidate:
     modularity: float
 
 
-def local_subgraph(kg: Any, community: frozenset[int], *, r_max: int, rho: float, rng: np.random.Generator,
+def local_subgraph(kg: KGView, community: frozenset[int], *, r_max: int, rho: float, rng: np.random.Generator,
                    max_nodes: int, max_edges: int, graph_id: str | None) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """(nodes, triple indices, nodes kept per hop) of the subgraph within ``r_max`` hops of ``community``.
 
@@ -346,7 +347,7 @@ def local_subgraph(kg: Any, community: frozenset[int], *, r_max: int, rho: float
     return nodes, edges[ok], per_hop
 
 
-def lcs_candidates(kg: Any, current: frozenset[int], visited: set[int], history: set[frozenset[int]],
+def lcs_candidates(kg: KGView, current: frozenset[int], visited: set[int], history: set[frozenset[int]],
                    p: FastToGParams, rng: np.random.Generator, graph_id: str | None
                    ) -> tuple[list[Candidate], dict[str, Any]]:
     """Algorithm 2 up to the fine pruning: subgraph, community detection, coarse pruning.
@@ -393,7 +394,7 @@ def lcs_candidates(kg: Any, current: frozenset[int], visited: set[int], history:
     return out, info
 
 
-def _triples(kg: Any, edges: Sequence[int]) -> list[Triple]:
+def _triples(kg: KGView, edges: Sequence[int]) -> list[Triple]:
     e = np.asarray(list(edges), dtype=np.int64)
     return kg.named_triples(kg.heads[e], kg.relations[e], kg.tails[e]) if len(e) else []
 

@@ -32,6 +32,7 @@ from kgrag.llm import CallRecord, LLMRequest
 from kgrag.reasoners.baselines import cot_answer, cot_request, io_request
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoners.parsing import final_answer, is_unknown, letters, parse_choices
+from kgrag.kgview import KGView
 
 MODULE_KINDS = ('lego_scorer',)  # looked up by name (kgrag.depgraph)
 
@@ -140,7 +141,7 @@ def fallback_answer(kind: str, rec: CallRecord) -> tuple[str, int]:
     return ans, int(not ok and bool(text))
 
 
-def incident_edges(kg: Any, ids: Sequence[int], graph_id: str | None, max_edges: int,
+def incident_edges(kg: KGView, ids: Sequence[int], graph_id: str | None, max_edges: int,
                    rng: np.random.Generator | None = None) -> np.ndarray:
     """Triple indices of the edges touching ``ids`` that a question over ``graph_id`` sees (its own graph
     when it has one, else the global KG: ``KGStore.question_neighbourhood``), sorted.
@@ -227,7 +228,7 @@ class ToGParams(BaseModel):
 
 # ------------------------------------------------------------------------------------------ the reasoner
 
-def _triple(kg: Any, e: int) -> tuple[str, str, str]:
+def _triple(kg: KGView, e: int) -> tuple[str, str, str]:
     return (str(kg.entity_names[kg.heads[e]]), str(kg.relation_names[kg.relations[e]]),
             str(kg.entity_names[kg.tails[e]]))
 

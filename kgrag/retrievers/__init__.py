@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from kgrag.types import Question, Subgraph
+from kgrag.kgview import KGView
 
 
 class Retriever(Protocol):
@@ -21,7 +22,7 @@ class Retriever(Protocol):
         *,
         question: Question,
         query_vec: np.ndarray,
-        kg: "object",
+        kg: KGView,
         index: "object",
         params: BaseModel,
         hops: int,

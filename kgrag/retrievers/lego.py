@@ -22,6 +22,7 @@ from kgrag.lego.spec import ExtractorSpec, FilterSpec, RefinerSpec
 from kgrag.lego.types import Context, LocalGraph, Path, path_text
 from kgrag.registry import BACKENDS, RETRIEVERS
 from kgrag.types import Subgraph
+from kgrag.kgview import KGView
 
 MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)
 
@@ -92,7 +93,7 @@ def llm_client(settings: LLMSettings) -> Any:
 class PathTexts(Sequence):
     """The paths' texts, rendered on first access (a refiner that ignores text pays nothing)."""
 
-    def __init__(self, paths: Sequence[Path], graph: LocalGraph, kg: Any) -> None:
+    def __init__(self, paths: Sequence[Path], graph: LocalGraph, kg: KGView) -> None:
         self._paths, self._graph, self._kg = paths, graph, kg
         self._cache: dict[int, str] = {}
 
