@@ -236,6 +236,9 @@ class FastToGParams(BaseModel):
     max_size: int = Field(4, ge=1, description="M: maximum community size (detection backtracks until it holds)")
     detector: str = Field("louvain", description="community detector: louvain | girvan_newman | hierarchical | "
                           "spectral | random (kgrag.community)")
+    detector_params: dict[str, Any] = Field(
+        default_factory=dict, description="params of the chosen detector, validated by its own model (louvain: "
+        "resolution, max_passes; spectral: max_k, kmeans_iter; random: mean_size); empty = its defaults")
     candidates: int = Field(4, ge=1, le=MAX_OPTIONS, description="N: communities kept by modularity coarse "
                             "pruning (equation 5), the options of the LLM's fine pruning")
     text: Literal["triple2text", "graph2text"] = Field("triple2text", description="Community2Text of the chains "
@@ -267,6 +270,17 @@ class FastToGParams(BaseModel):
 
         DETECTORS.get(v)  # raises listing the valid names
         return v
+
+    @model_validator(mode="after")
+    def _detector_params_valid(self) -> "FastToGParams":
+        self.detector_model()  # an unknown or ill-typed key is an error naming it
+        return self
+
+    def detector_model(self) -> BaseModel:
+        """The chosen detector's validated params."""
+        from kgrag.community import DETECTORS
+
+        return DETECTORS.get(self.detector).params.model_validate(self.detector_params)
 
     @model_validator(mode="after")
     def _seq2seq_needs_a_path(self) -> "FastToGParams":
@@ -362,7 +376,8 @@ def lcs_candidates(kg: KGView, current: frozenset[int], visited: set[int], histo
     src = np.searchsorted(nodes, kg.heads[edges]).astype(np.int64)
     dst = np.searchsorted(nodes, kg.tails[edges]).astype(np.int64)
     pairs = np.stack([src, dst], axis=1) if len(edges) else np.zeros((0, 2), dtype=np.int64)
-    comms = detect(n=n, edges=pairs, method=p.detector, max_size=p.max_size, seed=p.seed)
+    comms = detect(n=n, edges=pairs, method=p.detector, max_size=p.max_size, seed=p.seed,
+                   params=p.detector_model())
     pos = {int(g): i for i, g in enumerate(nodes.tolist())}
     cur = np.zeros(n, dtype=bool)
     cur[[pos[g] for g in current if g in pos]] = True
