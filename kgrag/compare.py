@@ -29,6 +29,10 @@ LABELS: dict[str, str] = {
     "rouge_l": "Rouge-L",
     "judge": "judge",
     "retrieval_recall": "retrieval recall",
+    "retrieval_recall_uncapped": "retrieval recall (uncapped)",
+    "hit_gretriever": "Hit (G-Retriever rule)",
+    "accuracy_gretriever": "accuracy (G-Retriever rule)",
+    "em_tog": "EM (ToG rule)",
     "failed": "failed",
     "reasoner_calls_per_question": "LLM calls / q",
     "llm_calls_per_question": "backend calls / q (uncached)",
@@ -43,10 +47,12 @@ HIGHER_IS_BETTER = frozenset({
     "accuracy", "accuracy_answered",
     "hit_at_1", "hit_any", "em", "precision", "recall", "f1", "rouge_l", "judge", "retrieval_recall",
     "hit_at_1_answered", "f1_answered", "answered",
+    "retrieval_recall_uncapped", "hit_gretriever", "accuracy_gretriever", "em_tog",
 })
 LOWER_IS_BETTER = frozenset({
     "failed", "reasoner_calls_per_question", "llm_calls_per_question", "tokens_per_question", "context_tokens_mean",
     "tokens_out_mean", "unparseable_outputs", "label_unparseable", "judge_unparseable", "retrieve_ms_median", "generate_ms_median",
+    "retrieval_llm_unparsed", "retrieval_llm_fallbacks", "demo_echoes",
 })
 # `dvc exp show` executor states of experiments that have no (complete) results
 NOT_DONE = frozenset({"queued", "running", "failed"})

@@ -287,3 +287,26 @@ def test_llm_scorer_paper_prompt():
     assert prompt.startswith("Please score the relations (separated by semicolon)") and "Score: 0.4, 0.3, 0.2, 0.0" in prompt
     assert prompt.endswith("Q: who directed Heat\nTopic Entity: Heat\nRelations: directed by; starred actors; "
                            "release year\nScore:")
+
+
+def test_kgrag_rules_prints_both_rule_families(tmp_path, capsys):
+    """`kgrag rules FILE`: the lead's command for the default run's numbers under kgrag's and the papers' rules."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kgrag.cli import main
+
+    questions = [{S.QUESTION_ID: "a", S.TEXT: "q", S.ANSWERS: ["Crime"], S.ANSWER_IDS: []},
+                 {S.QUESTION_ID: "b", S.TEXT: "q", S.ANSWERS: ["Heat"], S.ANSWER_IDS: []}]
+    gens = [{S.QUESTION_ID: "a", S.PREDICTION: "Drama|Crime", S.PREDICTED_ANSWERS: ["Drama", "Crime"]},
+            {S.QUESTION_ID: "b", S.PREDICTION: "Heath", S.PREDICTED_ANSWERS: ["Heath"]}]
+    rows, _ = evaluate_rows(questions=questions, retrieved=[], generations=gens)
+    path = tmp_path / "predictions.parquet"
+    pq.write_table(pa.Table.from_pylist([{k: v for k, v in r.items() if k != S.TRACE} for r in rows]), path)
+    assert main(["rules", str(path)]) == 0
+    out = capsys.readouterr().out
+    got = {ln.split("|")[2].strip(): ln.split("|")[3].strip() for ln in out.splitlines() if ln.startswith("| ")
+           and ln.split("|")[2].strip() not in ("metric", "---")}
+    # 'Heat' inside 'Heath': a hit under G-Retriever's substring and ToG's rules, not under kgrag's
+    assert got["hit_any"] == "0.5000" and got["hit_gretriever"] == "1.0000" and got["em_tog"] == "1.0000"
+    assert got["hit_at_1"] == "0.0000" and got["accuracy"] == "–"
