@@ -79,6 +79,10 @@ BUILTINS: dict[str, dict[str, str]] = {
         "dask": "kgrag.task_runners.dask_cluster",
         "local": "kgrag.task_runners.local",
     },
+    "metric": {
+        name: "kgrag.metrics"
+        for name in ("answers", "cost", "demo_echoes", "judge", "labels", "retrieval", "retrieval_llm", "rouge_l")
+    },
     "graph_encoder": {
         "gat": "kgrag.gretriever.encoders",
         "gcn": "kgrag.gretriever.encoders",

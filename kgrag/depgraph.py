@@ -34,7 +34,7 @@ REGISTRY_NAMES = {
     "LOADERS": "loader", "RETRIEVERS": "retriever", "TEXTUALIZERS": "textualizer", "BACKENDS": "backend",
     "REASONERS": "reasoner", "DETECTORS": "community_detector", "EXTRACTORS": "lego_extractor",
     "FILTERS": "lego_filter", "REFINERS": "lego_refiner", "SCORERS": "lego_scorer",
-    "TASK_RUNNERS": "task_runner", "GRAPH_ENCODERS": "graph_encoder",
+    "TASK_RUNNERS": "task_runner", "GRAPH_ENCODERS": "graph_encoder", "METRICS": "metric",
 }
 #: files that may name registries without declaring kinds (see the module docstring)
 VALIDATION_ONLY = {"kgrag/params.py", "kgrag/registry.py", "kgrag/depgraph.py", "kgrag/cli.py"}

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+MODULE_KINDS = ("metric",)  # looked up by name (kgrag.depgraph)
+
 if TYPE_CHECKING:
     from kgrag.llm import LLMClient, LLMRequest
 
@@ -341,113 +343,60 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
 
+def default_metrics(*, judge: "LLMClient | None" = None, judge_max_tokens: int = 8, judge_seed: int = 0) -> list:
+    """Every registered metric (``kgrag.metrics``, name order); the LLM judge only when a client is given."""
+    from kgrag.registry import METRICS
+
+    out = []
+    for name in METRICS.names():
+        impl = METRICS.get(name).impl
+        if name != "judge":
+            out.append(impl())
+        elif judge is not None:
+            out.append(impl(client=judge, max_tokens=judge_max_tokens, seed=judge_seed))
+    return out
+
+
 def evaluate_rows(
     *, questions: Sequence[dict], retrieved: Sequence[dict], generations: Sequence[dict],
     judge: "LLMClient | None" = None, judge_max_tokens: int = 8, judge_seed: int = 0,
-    max_context_triples: int | None = None,
+    max_context_triples: int | None = None, metrics: Sequence | None = None,
 ) -> tuple[list[dict], dict]:
-    """Join questions, retrieval and generation rows; score each question and aggregate.
+    """Join questions, retrieval and generation rows; score each question with every registered metric
+    (``kgrag.metrics``: each states its rule) and aggregate.
 
     Failed generations score 0 and are counted in ``failed``; retrieval recall ignores questions
-    without answer entities. Questions with ``choices`` (a label task) also get ``label`` / ``correct``
-    and the aggregates ``accuracy``, ``accuracy_answered``, ``label_unparseable`` and ``label_counts``;
+    without answer entities. Label tasks (questions with ``choices``) get ``accuracy`` and its companions;
     ``task`` says ``entity``, ``label`` or ``mixed``. With a ``judge`` client every prediction is also
     LLM-judged (``judge``, ``judge_unparseable``); without one those metrics are absent.
     ``retrieval_recall`` and ``context_triples`` count what the prompt holds, the first ``max_context_triples``
     triples (``generate.max_context_triples``; None = no cap); ``*_uncapped`` the whole retrieved subgraph.
+    ``metrics`` replaces the registered set (objects with ``score`` or ``score_batch``, and ``aggregate``).
     """
     from kgrag import schema as S
+    from kgrag.metrics import Item
 
     ret = {r[S.QUESTION_ID]: r for r in retrieved}
     gen = {g[S.QUESTION_ID]: g for g in generations}
-    rows = []
-    for q in questions:
-        qid = q[S.QUESTION_ID]
-        r = ret.get(qid, {})
-        g = gen.get(qid, {})
-        scores = answer_scores(prediction=g.get(S.PREDICTION) or "", predicted=g.get(S.PREDICTED_ANSWERS) or [],
-                               gold=q[S.ANSWERS] or [])
-        choices = [c for c in (q.get(S.CHOICES) or []) if c is not None]
-        answer_ids = [i for i in (q[S.ANSWER_IDS] or []) if i is not None]
-        n_prompt, prompt_nodes = prompt_triples(r, max_context_triples)
-        labels = (label_scores(prediction=g.get(S.PREDICTION) or "", predicted=g.get(S.PREDICTED_ANSWERS) or [],
-                               gold=q[S.ANSWERS] or [], choices=choices) if choices
-                  else {"label": None, "correct": None, "correct_gretriever": None})
-        rows.append(
-            {
-                S.QUESTION_ID: qid, "question": q[S.TEXT], S.QTYPE: q.get(S.QTYPE) or "", S.HOPS: q.get(S.HOPS),
-                "gold": list(q[S.ANSWERS] or []), S.PREDICTION: g.get(S.PREDICTION) or "",
-                S.PREDICTED_ANSWERS: list(g.get(S.PREDICTED_ANSWERS) or []),
-                "retrieved_triples": r.get(S.CONTEXT_TRIPLES, ""),
-                "context_triples": n_prompt,
-                "context_triples_uncapped": len(r.get(S.TRIPLE_HEADS) or []),
-                "retrieval_recall": retrieval_recall(answer_ids=answer_ids, node_ids=prompt_nodes),
-                "retrieval_recall_uncapped": retrieval_recall(answer_ids=answer_ids, node_ids=r.get(S.NODE_IDS) or []),
-                **llm_stage_counts(r.get(S.TRACE)),
-                **scores, S.CHOICES: choices, **labels,
-                "rouge_l": rouge_l(g.get(S.PREDICTION) or "", " | ".join(q[S.ANSWERS] or [])),
-                S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
-                S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.CACHED: int(g.get(S.CACHED, 0)),
-                S.REQUESTS: g.get(S.REQUESTS, 0), S.DEPTH: g.get(S.DEPTH, 0),
-                S.UNPARSEABLE: g.get(S.UNPARSEABLE, 0), S.REASONER: g.get(S.REASONER),
-                S.FAILED: bool(g.get(S.FAILED, not g)),
-                S.ERROR: g.get(S.ERROR), S.RETRIEVE_MS: r.get(S.RETRIEVE_MS), S.GENERATE_MS: g.get(S.GENERATE_MS),
-                S.TRACE: g.get(S.TRACE),
-            }
-        )
-    if judge is not None:
-        verdicts = judge_scores(client=judge, items=[(x["question"], x["gold"], x[S.PREDICTION]) for x in rows],
-                                max_tokens=judge_max_tokens, seed=judge_seed)
-        for x, v in zip(rows, verdicts):
-            x.update(v)
+    items = [Item(q, ret.get(q[S.QUESTION_ID], {}), gen.get(q[S.QUESTION_ID], {}), max_context_triples)
+             for q in questions]
+    rows = [{S.QUESTION_ID: it.question[S.QUESTION_ID], "question": it.question[S.TEXT],
+             S.QTYPE: it.question.get(S.QTYPE) or "", S.HOPS: it.question.get(S.HOPS), "gold": it.gold,
+             S.PREDICTION: it.prediction, S.PREDICTED_ANSWERS: it.predicted, S.REASONER: it.generation.get(S.REASONER),
+             S.FAILED: it.failed, S.ERROR: it.generation.get(S.ERROR), S.TRACE: it.generation.get(S.TRACE)}
+            for it in items]
+    chosen = list(metrics) if metrics is not None else default_metrics(
+        judge=judge, judge_max_tokens=judge_max_tokens, judge_seed=judge_seed)
+    for m in chosen:
+        scored = m.score_batch(items) if hasattr(m, "score_batch") else [m.score(it) for it in items]
+        for row, s in zip(rows, scored):
+            row.update(s)
     n = len(rows)
-    col = lambda k: [x[k] for x in rows]  # noqa: E731
-    metrics = {
-        "questions": n,
-        "failed": sum(col(S.FAILED)),
-        "answered": n - sum(col(S.FAILED)),
-        # the same scores over the questions whose LLM call succeeded (failures apart from wrong answers)
-        "hit_at_1_answered": summarize([x["hit_at_1"] for x in rows if not x[S.FAILED]]),
-        "f1_answered": summarize([x["f1"] for x in rows if not x[S.FAILED]]),
-        **{k: summarize(col(k)) for k in ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "rouge_l",
-                                          "retrieval_recall", "retrieval_recall_uncapped")},
-        # the papers' own rules (compare with a paper only under its rule): G-Retriever's Hit, ToG's EM
-        "hit_gretriever": summarize(col("hit_gretriever")),
-        "em_tog": summarize(col("em_tog")),
-        "context_triples_mean": summarize(col("context_triples")),
-        "context_triples_uncapped_mean": summarize(col("context_triples_uncapped")),
-        "max_context_triples": max_context_triples,
-        # LLM stages of the retriever (LEGO llm scorer / refiner): replies not used, fallbacks taken
-        "retrieval_llm_unparsed": sum(col("llm_unparsed")),
-        "retrieval_llm_fallbacks": sum(col("llm_fallbacks")),
-        "demo_echoes": sum(echoes_demo(x[S.PREDICTION]) for x in rows),
-        "context_tokens_mean": summarize(col(S.TOKENS_IN)),
-        "tokens_out_mean": summarize(col(S.TOKENS_OUT)),
-        "tokens_per_question": summarize([x[S.TOKENS_IN] + x[S.TOKENS_OUT] for x in rows]),
-        "llm_calls_per_question": summarize(col(S.LLM_CALLS)),
-        "reasoner_calls_per_question": summarize(col(S.REQUESTS)),
-        "depth_mean": summarize(col(S.DEPTH)),
-        "unparseable_outputs": sum(col(S.UNPARSEABLE)),
-        "llm_answers_from_cache": sum(col(S.CACHED)),
-        "retrieve_ms_median": percentile([x for x in col(S.RETRIEVE_MS) if x is not None], 50),
-        "generate_ms_median": percentile([x for x in col(S.GENERATE_MS) if x is not None], 50),
-    }
-    labelled = [x for x in rows if x[S.CHOICES]]
-    metrics["task"] = "label" if labelled and len(labelled) == n else "mixed" if labelled else "entity"
-    if labelled:
-        metrics["accuracy"] = summarize([x["correct"] for x in labelled])
-        metrics["accuracy_gretriever"] = summarize([x["correct_gretriever"] for x in labelled])
-        metrics["accuracy_answered"] = summarize([x["correct"] for x in labelled if not x[S.FAILED]])
-        metrics["label_unparseable"] = sum(1 for x in labelled if x["label"] is None and not x[S.FAILED])
-        counts: dict[str, int] = {}
-        for x in labelled:
-            key = x["label"] if x["label"] is not None else ("failed" if x[S.FAILED] else "unparseable")
-            counts[key] = counts.get(key, 0) + 1
-        metrics["label_counts"] = dict(sorted(counts.items()))
-    if judge is not None:
-        metrics["judge"] = summarize(col("judge"))
-        metrics["judge_unparseable"] = sum(not x["judge_parsed"] for x in rows)
-    return rows, metrics
+    failed = sum(x[S.FAILED] for x in rows)
+    out: dict = {"questions": n, "failed": failed, "answered": n - failed, "max_context_triples": max_context_triples}
+    for m in chosen:
+        out.update(m.aggregate(rows))
+    return rows, out
 
 
 RULES = (

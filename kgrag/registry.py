@@ -127,11 +127,12 @@ REFINERS: Registry[Any] = Registry("lego_refiner")
 SCORERS: Registry[Any] = Registry("lego_scorer")
 TASK_RUNNERS: Registry[Any] = Registry("task_runner")
 GRAPH_ENCODERS: Registry[Any] = Registry("graph_encoder")
+METRICS: Registry[Any] = Registry("metric")
 
 ALL: dict[str, Registry[Any]] = {
     r.kind: r
     for r in (LOADERS, RETRIEVERS, TEXTUALIZERS, BACKENDS, REASONERS, DETECTORS, EXTRACTORS, FILTERS, REFINERS,
-              SCORERS, TASK_RUNNERS, GRAPH_ENCODERS)
+              SCORERS, TASK_RUNNERS, GRAPH_ENCODERS, METRICS)
 }
 assert set(ALL) == set(BUILTINS), "every kind in kgrag.catalogue needs its registry here"
 

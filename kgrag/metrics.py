@@ -1,0 +1,228 @@
+"""Metrics as registered objects: each one scores a question (per-question columns of
+``reports/predictions.parquet``) and aggregates those scores (keys of ``reports/metrics.json``), and its
+docstring states its rule. The rules themselves are the functions of ``kgrag.evaluate`` (kgrag's strict rules
+and the papers' own); ``kgrag.evaluate.evaluate_rows`` runs every registered metric in name order.
+
+A metric is a class ``Metric(**kwargs)`` with ``score(item) -> dict`` (or ``score_batch(items) -> list[dict]``
+when it scores all questions in one batch, like the LLM judge) and ``aggregate(rows) -> dict``. Every
+metric but ``judge`` is built with no arguments; ``judge`` is handed an LLM client
+(``kgrag.clients.client_for(evaluate.judge_backend)``) and is run only when the stage has one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from kgrag import schema as S
+from kgrag.evaluate import (
+    answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, percentile, prompt_triples,
+    retrieval_recall, rouge_l, summarize,
+)
+from kgrag.registry import METRICS
+
+if TYPE_CHECKING:
+    from kgrag.llm import LLMClient
+
+
+@dataclass(frozen=True)
+class Item:
+    """One question's inputs: its questions-table row, its retrieved row and its generations row (empty dicts
+    when missing), and the prompt's triple cap (``generate.max_context_triples``; None = no cap)."""
+
+    question: dict
+    retrieved: dict = field(default_factory=dict)
+    generation: dict = field(default_factory=dict)
+    max_context_triples: int | None = None
+
+    @property
+    def prediction(self) -> str:
+        return self.generation.get(S.PREDICTION) or ""
+
+    @property
+    def predicted(self) -> list[str]:
+        return list(self.generation.get(S.PREDICTED_ANSWERS) or [])
+
+    @property
+    def gold(self) -> list[str]:
+        return list(self.question.get(S.ANSWERS) or [])
+
+    @property
+    def choices(self) -> list[str]:
+        return [c for c in (self.question.get(S.CHOICES) or []) if c is not None]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.generation.get(S.FAILED, not self.generation))
+
+
+def _col(rows: Sequence[dict], key: str) -> list[Any]:
+    return [x.get(key) for x in rows]
+
+
+def _answered(rows: Sequence[dict], key: str) -> float | None:
+    return summarize([x[key] for x in rows if not x[S.FAILED]])
+
+
+@METRICS.register("answers", version="1")
+class AnswerMetrics:
+    """kgrag's answer rules, on ``normalize``d text: ``hit_at_1`` (the first parsed answer equals a gold
+    answer), ``hit_any`` (a gold answer occurs in the prediction as whole words), ``em`` (the parsed answer set
+    equals the gold set), ``precision`` / ``recall`` / ``f1`` (over the answer sets); ``hit_at_1_answered`` and
+    ``f1_answered`` over the questions whose generation did not fail. Beside them the papers' own rules, to
+    compare with a paper only under its rule: ``hit_gretriever`` (G-Retriever's Hit, its WebQSP "Hit@1") and
+    ``em_tog`` (Think-on-Graph's exact match, ToG / FastToG "Hits@1")."""
+
+    KEYS = ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "hit_gretriever", "em_tog")
+
+    def score(self, item: Item) -> dict:
+        return answer_scores(prediction=item.prediction, predicted=item.predicted, gold=item.gold)
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        return {**{k: summarize(_col(rows, k)) for k in self.KEYS},
+                "hit_at_1_answered": _answered(rows, "hit_at_1"), "f1_answered": _answered(rows, "f1")}
+
+
+@METRICS.register("rouge_l", version="1")
+class RougeL:
+    """``rouge_l``: Rouge-L F1 between the prediction text and the gold answers joined by `` | ``: longest
+    common subsequence of the normalized words, P = LCS / prediction words, R = LCS / reference words (the
+    grounding paper's rule-based metric; Lin, 2004)."""
+
+    def score(self, item: Item) -> dict:
+        return {"rouge_l": rouge_l(item.prediction, " | ".join(item.gold))}
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        return {"rouge_l": summarize(_col(rows, "rouge_l"))}
+
+
+@METRICS.register("retrieval", version="1")
+class RetrievalMetrics:
+    """``retrieval_recall``: share of the gold answer entities among the entities of the triples the prompt
+    holds (the first ``generate.max_context_triples`` retrieved triples); ``retrieval_recall_uncapped``: among
+    the whole retrieved subgraph's nodes (questions without answer entities left out). ``context_triples_mean``
+    / ``context_triples_uncapped_mean``: triples in the prompt / retrieved."""
+
+    def score(self, item: Item) -> dict:
+        r = item.retrieved
+        answer_ids = [i for i in (item.question.get(S.ANSWER_IDS) or []) if i is not None]
+        n_prompt, prompt_nodes = prompt_triples(r, item.max_context_triples)
+        return {
+            "retrieved_triples": r.get(S.CONTEXT_TRIPLES, ""),
+            "context_triples": n_prompt,
+            "context_triples_uncapped": len(r.get(S.TRIPLE_HEADS) or []),
+            "retrieval_recall": retrieval_recall(answer_ids=answer_ids, node_ids=prompt_nodes),
+            "retrieval_recall_uncapped": retrieval_recall(answer_ids=answer_ids, node_ids=r.get(S.NODE_IDS) or []),
+        }
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        return {"retrieval_recall": summarize(_col(rows, "retrieval_recall")),
+                "retrieval_recall_uncapped": summarize(_col(rows, "retrieval_recall_uncapped")),
+                "context_triples_mean": summarize(_col(rows, "context_triples")),
+                "context_triples_uncapped_mean": summarize(_col(rows, "context_triples_uncapped"))}
+
+
+@METRICS.register("retrieval_llm", version="1")
+class RetrievalLLMCounts:
+    """``retrieval_llm_unparsed`` / ``retrieval_llm_fallbacks``: LLM replies a multi-stage retriever's LLM
+    stages could not use (LEGO llm scorer / refiner) and the fallbacks they took, summed over questions."""
+
+    def score(self, item: Item) -> dict:
+        return llm_stage_counts(item.retrieved.get(S.TRACE))
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        return {"retrieval_llm_unparsed": sum(_col(rows, "llm_unparsed")),
+                "retrieval_llm_fallbacks": sum(_col(rows, "llm_fallbacks"))}
+
+
+@METRICS.register("labels", version="1")
+class LabelMetrics:
+    """Label tasks (questions with ``choices``, e.g. ExplaGraphs' support / counter): ``accuracy`` (the
+    prediction parsed to one label by ``parse_label`` equals the gold label; unparseable counts as wrong),
+    ``accuracy_answered`` (failed generations left out), ``accuracy_gretriever`` (G-Retriever's rule: the
+    first label occurring in the text), ``label_unparseable``, ``label_counts``. ``task`` is ``entity``,
+    ``label`` or ``mixed``."""
+
+    def score(self, item: Item) -> dict:
+        if not item.choices:
+            return {S.CHOICES: [], "label": None, "correct": None, "correct_gretriever": None}
+        return {S.CHOICES: item.choices, **label_scores(prediction=item.prediction, predicted=item.predicted,
+                                                       gold=item.gold, choices=item.choices)}
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        labelled = [x for x in rows if x[S.CHOICES]]
+        out: dict[str, Any] = {"task": "label" if labelled and len(labelled) == len(rows)
+                               else "mixed" if labelled else "entity"}
+        if labelled:
+            out["accuracy"] = summarize([x["correct"] for x in labelled])
+            out["accuracy_gretriever"] = summarize([x["correct_gretriever"] for x in labelled])
+            out["accuracy_answered"] = summarize([x["correct"] for x in labelled if not x[S.FAILED]])
+            out["label_unparseable"] = sum(1 for x in labelled if x["label"] is None and not x[S.FAILED])
+            counts: dict[str, int] = {}
+            for x in labelled:
+                key = x["label"] if x["label"] is not None else ("failed" if x[S.FAILED] else "unparseable")
+                counts[key] = counts.get(key, 0) + 1
+            out["label_counts"] = dict(sorted(counts.items()))
+        return out
+
+
+@METRICS.register("cost", version="1")
+class CostMetrics:
+    """What answering cost, per question: ``context_tokens_mean`` (prompt tokens), ``tokens_out_mean``,
+    ``tokens_per_question``, ``llm_calls_per_question`` (backend attempts, retries included, 0 for a cached
+    answer), ``reasoner_calls_per_question`` (the reasoner's LLM requests), ``depth_mean``,
+    ``unparseable_outputs`` (LLM outputs no parser could read), ``llm_answers_from_cache``, and the median
+    ``retrieve_ms`` / ``generate_ms``."""
+
+    def score(self, item: Item) -> dict:
+        g = item.generation
+        return {S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
+                S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.CACHED: int(g.get(S.CACHED, 0)),
+                S.REQUESTS: g.get(S.REQUESTS, 0), S.DEPTH: g.get(S.DEPTH, 0), S.UNPARSEABLE: g.get(S.UNPARSEABLE, 0),
+                S.RETRIEVE_MS: item.retrieved.get(S.RETRIEVE_MS), S.GENERATE_MS: g.get(S.GENERATE_MS)}
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        return {
+            "context_tokens_mean": summarize(_col(rows, S.TOKENS_IN)),
+            "tokens_out_mean": summarize(_col(rows, S.TOKENS_OUT)),
+            "tokens_per_question": summarize([x[S.TOKENS_IN] + x[S.TOKENS_OUT] for x in rows]),
+            "llm_calls_per_question": summarize(_col(rows, S.LLM_CALLS)),
+            "reasoner_calls_per_question": summarize(_col(rows, S.REQUESTS)),
+            "depth_mean": summarize(_col(rows, S.DEPTH)),
+            "unparseable_outputs": sum(_col(rows, S.UNPARSEABLE)),
+            "llm_answers_from_cache": sum(_col(rows, S.CACHED)),
+            "retrieve_ms_median": percentile([x for x in _col(rows, S.RETRIEVE_MS) if x is not None], 50),
+            "generate_ms_median": percentile([x for x in _col(rows, S.GENERATE_MS) if x is not None], 50),
+        }
+
+
+@METRICS.register("demo_echoes", version="1")
+class DemoEchoes:
+    """``demo_echoes``: predictions naming an entity of the prompts' worked example (placeholders no KG
+    holds): the model copied the example instead of answering."""
+
+    def score(self, item: Item) -> dict:
+        return {"demo_echo": echoes_demo(item.prediction)}
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        return {"demo_echoes": sum(bool(x) for x in _col(rows, "demo_echo"))}
+
+
+@METRICS.register("judge", version="1")
+class JudgeMetric:
+    """``judge``: share of predictions an LLM judge says Yes to ("does the model answer match the ground truth
+    answer?", given question, gold and prediction: the grounding paper's GPT4Score with any backend);
+    ``judge_unparseable``: replies with no yes / no (counted as no). An empty prediction is a no without a
+    call. Built with the judge's client; its calls go through that client's call cache."""
+
+    def __init__(self, *, client: "LLMClient", max_tokens: int = 8, seed: int = 0) -> None:
+        self.client, self.max_tokens, self.seed = client, max_tokens, seed
+
+    def score_batch(self, items: Sequence[Item]) -> list[dict]:
+        return judge_scores(client=self.client, items=[(i.question.get(S.TEXT) or "", i.gold, i.prediction)
+                                                        for i in items],
+                            max_tokens=self.max_tokens, seed=self.seed)
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        return {"judge": summarize(_col(rows, "judge")),
+                "judge_unparseable": sum(not x["judge_parsed"] for x in rows)}
