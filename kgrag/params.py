@@ -15,8 +15,8 @@ from typing import Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from kgrag.registry import BACKENDS, GRAPH_ENCODERS, LOADERS, REASONERS, RETRIEVERS, TASK_RUNNERS, Registry, \
-    UnknownModuleError
+from kgrag.registry import BACKENDS, GRAPH_ENCODERS, LOADERS, REASONERS, RETRIEVERS, TASK_RUNNERS, TEXTUALIZERS, \
+    Registry, UnknownModuleError
 
 
 class Strict(BaseModel):
@@ -224,8 +224,9 @@ class GenerateParams(ModuleSection):
     _registry = BACKENDS
     _selector = "backend"
     backend: str = "llamacpp"
-    context: Literal["triples", "csv", "none"] = Field(
-        "triples", description="textualized form put in the prompt: triples text, G-Retriever's CSV, or none"
+    context: str = Field(
+        "triples", description="textualizer of the prompt's context (`kgrag modules`: triples text, G-Retriever's "
+        "CSV, none)"
     )
     max_context_triples: int = Field(60, ge=0, description="triples kept in the prompt (highest-scored first)")
     few_shot: bool = Field(True, description="show one worked example (answer format) before the question")
@@ -237,6 +238,13 @@ class GenerateParams(ModuleSection):
     backoff_s: float = Field(0.5, ge=0.0, description="first retry delay; doubles each retry")
     timeout_s: float = Field(120.0, gt=0.0, description="per-call timeout")
     shard_size: int = Field(25, ge=1, description="questions per cached Prefect task")
+
+    @model_validator(mode="after")
+    def _known_textualizer(self) -> "GenerateParams":
+        if self.context not in TEXTUALIZERS:
+            raise ValueError(f"context: unknown textualizer {self.context!r}; valid choices: "
+                             f"{', '.join(TEXTUALIZERS.names())}")
+        return self
 
 
 class ReasonParams(ModuleSection):

@@ -20,6 +20,9 @@ from kgrag import schema as S
 from kgrag.generate import clean_question
 from kgrag.textualize import csv_text
 from kgrag.kgview import KGView
+from kgrag.registry import LOADERS
+
+MODULE_KINDS = ("loader",)  # looked up by name (kgrag.depgraph)
 
 Triple = tuple[str, str, str]
 
@@ -99,6 +102,16 @@ def examples_from_tables(tables: Any, *, separator: str = LABEL_SEPARATOR, choic
     return out
 
 
+def _choices(tables: Any) -> tuple[str, ...]:
+    """The labels a loader's questions table declares (its ``choices`` column), in first-seen order."""
+    seen: dict[str, None] = {}
+    if S.CHOICES in tables.questions.column_names:
+        for cs in tables.questions[S.CHOICES].to_pylist():
+            for c in cs or []:
+                seen.setdefault(c, None)
+    return tuple(seen)
+
+
 def explagraphs_examples(*, path: str, ratios: Sequence[float], seed: int) -> dict[str, list[Example]]:
     """ExplaGraphs' train and dev rows (in that order) split 6:2:2 (``ratios``) with ``seed``.
 
@@ -106,11 +119,11 @@ def explagraphs_examples(*, path: str, ratios: Sequence[float], seed: int) -> di
     ----------
     He et al., G-Retriever (2024), Appendix C (ExplaGraphs, split 6:2:2) and B.1 (the whole graph is used).
     """
-    from kgrag.loaders.explagraphs import STANCES, load_explagraphs
-
+    load = LOADERS.get("explagraphs").impl  # the pipeline's own loader (its quarantine rules, its choices column)
     rows: list[Example] = []
     for split in ("train", "dev"):
-        rows += examples_from_tables(load_explagraphs(path=path, split=split), choices=STANCES)
+        tables = load(path=path, split=split)
+        rows += examples_from_tables(tables, choices=_choices(tables))
     tr, va, te = split_indices(len(rows), ratios=ratios, seed=seed)
     return {"train": [rows[i] for i in tr], "val": [rows[i] for i in va], "test": [rows[i] for i in te]}
 
@@ -297,10 +310,9 @@ def metaqa_questions(*, kg: KGView, path: str, hops: int, split: str, sample: in
     by name: the loader numbers entities itself)."""
     from dataclasses import replace
 
-    from kgrag.loaders.metaqa import load_metaqa
     from kgrag.store import questions_from_table
 
-    tabs = load_metaqa(path=path, hops=hops, split=split, sample=sample, seed=seed)
+    tabs = LOADERS.get("metaqa").impl(path=path, hops=hops, split=split, sample=sample, seed=seed)
     names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
     return [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids]),
                     answer_ids=kg.ids_of([names[i] for i in q.answer_ids]))

@@ -25,39 +25,49 @@ from kgrag.gretriever.data import (
 from kgrag.gretriever.presets import get_preset, model_config
 from kgrag.gretriever.train import TrainConfig, load_best, predict, train
 
-DATASETS = ("explagraphs", "metaqa")
+def _explagraphs_splits(*, params: Any, retrieval: str, db_path: str | Path, index_dir: str | Path):
+    e = params.gretriever.explagraphs
+    splits = explagraphs_examples(path=e.path, ratios=e.ratios, seed=e.split_seed)
+    for split, cap in (("train", e.train_rows), ("val", e.val_rows)):
+        if cap:
+            splits[split] = splits[split][:cap]
+    return splits, TextEmbedder(params.index.model), {"source": e.path, "split_seed": e.split_seed,
+                                                      "ratios": list(e.ratios), "train_rows": e.train_rows,
+                                                      "val_rows": e.val_rows}
+
+
+def _metaqa_splits(*, params: Any, retrieval: str, db_path: str | Path, index_dir: str | Path):
+    from kgrag.embed import EmbeddingIndex
+    from kgrag.store import KGStore
+
+    if params.data.dataset != "metaqa":
+        raise ValueError(f"the MetaQA run reads the default pipeline's KG, but data.dataset is "
+                         f"{params.data.dataset!r}; set it to metaqa and run `dvc repro index`")
+    kg = KGStore(db_path)  # the DAG's validated KG (data/validated) and its index (data/index)
+    index = EmbeddingIndex.load(index_dir, params.index.model)
+    m = params.gretriever.metaqa
+    splits = metaqa_examples(kg=kg, index=index, retrieve=params.retrieve, path=params.data.path,
+                             hops=params.data.hops, train=m.train_questions, val=m.val_questions,
+                             test=m.test_questions, seed=m.seed, mode=retrieval)
+    emb = TextEmbedder(params.index.model, preset=index_vectors(kg=kg, index=index))
+    return splits, emb, {"source": params.data.path, "hops": params.data.hops, "seed": m.seed, "retrieval": retrieval}
+
+
+#: dataset -> how its train / val / test examples are read (ExplaGraphs through the explagraphs loader, its
+#: whole per-row graphs; MetaQA over the default DAG's KG and index, subgraphs by the retrieve params)
+SPLITS: dict[str, Callable[..., tuple[dict[str, list], TextEmbedder, dict[str, Any]]]] = {
+    "explagraphs": _explagraphs_splits,
+    "metaqa": _metaqa_splits,
+}
+DATASETS = tuple(SPLITS)
 
 
 def load_splits(*, dataset: str, params: Any, retrieval: str, db_path: str | Path = "data/validated/kg.duckdb",
                 index_dir: str | Path = "data/index") -> tuple[dict[str, list], TextEmbedder, dict[str, Any]]:
     """(train / val / test examples, the text embedder for graph features, what was read)."""
-    g = params.gretriever
-    if dataset == "explagraphs":
-        e = g.explagraphs
-        splits = explagraphs_examples(path=e.path, ratios=e.ratios, seed=e.split_seed)
-        for split, cap in (("train", e.train_rows), ("val", e.val_rows)):
-            if cap:
-                splits[split] = splits[split][:cap]
-        return splits, TextEmbedder(params.index.model), {"source": e.path, "split_seed": e.split_seed,
-                                                          "ratios": list(e.ratios), "train_rows": e.train_rows,
-                                                          "val_rows": e.val_rows}
-    if dataset == "metaqa":
-        from kgrag.embed import EmbeddingIndex
-        from kgrag.store import KGStore
-
-        if params.data.dataset != "metaqa":
-            raise ValueError(f"the MetaQA run reads the default pipeline's KG, but data.dataset is "
-                             f"{params.data.dataset!r}; set it to metaqa and run `dvc repro index`")
-        kg = KGStore(db_path)
-        index = EmbeddingIndex.load(index_dir, params.index.model)
-        m = g.metaqa
-        splits = metaqa_examples(kg=kg, index=index, retrieve=params.retrieve, path=params.data.path,
-                                 hops=params.data.hops, train=m.train_questions, val=m.val_questions,
-                                 test=m.test_questions, seed=m.seed, mode=retrieval)
-        emb = TextEmbedder(params.index.model, preset=index_vectors(kg=kg, index=index))
-        return splits, emb, {"source": params.data.path, "hops": params.data.hops, "seed": m.seed,
-                             "retrieval": retrieval}
-    raise ValueError(f"unknown dataset {dataset!r}; valid choices: {', '.join(DATASETS)}")
+    if dataset not in SPLITS:
+        raise ValueError(f"unknown dataset {dataset!r}; valid choices: {', '.join(DATASETS)}")
+    return SPLITS[dataset](params=params, retrieval=retrieval, db_path=db_path, index_dir=index_dir)
 
 
 def run_key(*parts: Any) -> str:
