@@ -649,13 +649,14 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
 CSS = """
 :root{--gold:#1a9850;--topic:#3b6fd1;--pred:#f46d43;--plain:#c9ccd1;--bg:#fff;--fg:#1d2127;--mute:#6b7280}
 *{box-sizing:border-box}body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);
-margin:0;background:#f6f7f9}header{background:#1f2937;color:#fff;padding:10px 18px}header h1{margin:0;font-size:18px}
+margin:0;background:#f6f7f9}header{background:#1f2937;color:#fff;padding:10px 18px}header h1{margin:0;font-size:18px;display:inline-block;margin-right:24px}header nav{display:inline-block}
+header a{color:#c7d2fe}
 main{padding:12px 18px}section.card{background:#fff;border:1px solid #e3e5e8;border-radius:6px;padding:10px 14px;
 margin:0 0 14px}table{border-collapse:collapse}td,th{border-bottom:1px solid #eceef1;padding:3px 8px;text-align:left;
 vertical-align:top}th{font-weight:600}code{font-size:12px}pre{white-space:pre-wrap;word-break:break-word;margin:0;
 font-size:12px;max-height:16em;overflow:auto}.note{color:var(--mute)}.missing{color:#b42318}
 #split{display:grid;grid-template-columns:minmax(300px,34%) 1fr;gap:14px;align-items:start}
-#qlist{max-height:85vh;overflow:auto}#qlist table{width:100%}#qlist tr.q{cursor:pointer}#qlist tr.q:hover{background:#eef2ff}
+#qlist{max-height:96vh;overflow:auto;position:sticky;top:8px}#views{position:sticky;top:8px;max-height:96vh;overflow:auto}#qlist table{width:100%}#qlist tr.q{cursor:pointer}#qlist tr.q:hover{background:#eef2ff}
 #qlist tr.q.sel{background:#dbe4ff}#qlist tr.q.noview{color:var(--mute)}.filters{display:flex;flex-wrap:wrap;gap:6px;
 margin-bottom:6px}.filters input{flex:1 1 160px;padding:4px}.filters select{padding:3px}
 .badge{display:inline-block;font-size:11px;border-radius:9px;padding:1px 7px;color:#fff;background:#6b7280;
@@ -803,12 +804,12 @@ def report_page(*, rows: Sequence[Mapping[str, Any]], views: Mapping[int, str], 
     opt = lambda vals: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in vals)  # noqa: E731
     n_st = {s: sum(status(r) == s for r in rows) for s in (CORRECT, WRONG, FAILED)}
     body = (
-        f"<header><h1>{esc(title)}</h1></header><main>"
-        f'<section class="card md" id="metrics">{markdown_html(report_sections(report_md), images)}</section>'
-        f'<section class="card"><h2>Questions</h2><p class="note">{len(rows)} questions: {n_st[CORRECT]} correct '
-        f"(first answer gold, or label right), {n_st[WRONG]} wrong, {n_st[FAILED]} failed; {len(views)} with a "
-        'view. Retrieval <i>hit</i>: a gold answer entity is in the retrieved subgraph. Click a question.</p>'
-        '<div id="split"><div id="qlist"><div class="filters">'
+        f'<header><h1>{esc(title)}</h1><nav><a href="#questions">questions</a> · <a href="#metrics">metrics</a>'
+        "</nav></header><main>"
+        f'<section class="card" id="questions"><h2>Questions</h2><p class="note">{len(rows)} questions: '
+        f"{n_st[CORRECT]} correct (first answer gold, or label right), {n_st[WRONG]} wrong, {n_st[FAILED]} failed; "
+        f"{len(views)} with a view. Retrieval <i>hit</i>: a gold answer entity is in the retrieved subgraph. Click a "
+        'question.</p><div id="split"><div id="qlist"><div class="filters">'
         '<input id="f-search" type="search" placeholder="search question, gold, prediction">'
         f'<select id="f-type"><option value="">all types</option>{opt(types)}</select>'
         f'<select id="f-status"><option value="">correct / wrong / failed</option>{opt((CORRECT, WRONG, FAILED))}'
@@ -816,7 +817,8 @@ def report_page(*, rows: Sequence[Mapping[str, Any]], views: Mapping[int, str], 
         f'{opt(("hit", "miss", "n/a"))}</select></div><p class="note" id="f-count"></p>'
         f'<table><tbody>{"".join(list_rows)}</tbody></table></div>'
         f'<div id="views"><p class="note" id="noview" hidden></p>{"".join(views[i] for i in sorted(views))}</div>'
-        "</div></section></main>")
+        "</div></section>"
+        f'<section class="card md" id="metrics">{markdown_html(report_sections(report_md), images)}</section></main>')
     return _page(title, body, REPORT_JS)
 
 
