@@ -229,12 +229,13 @@ def _place_labels(nodes, xy, roles, marks, *, radius: float, label_limit: int, d
     return out
 
 
-def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, label_limit: int = 60,
-              uid: str = "0") -> str:
+def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, label_limit: int = 400,
+              rel_limit: int = 60, uid: str = "0", cls: str = "subgraph") -> str:
     """The subgraph as an inline SVG: one ``<g class="node">`` per node (``data-roles`` says topic / gold /
     pred), one ``<g class="edge">`` per distinct (head, tail) pair with its relation labels, the trace's
-    chains as coloured rings and edges. Node labels are drawn for graphs of up to ``label_limit`` nodes and
-    for marked nodes; every node and edge has a ``<title>`` tooltip with its full text. ``uid`` makes the
+    chains as coloured rings and edges. Node labels are placed without overlap (:func:`_place_labels`) for
+    graphs of up to ``label_limit`` nodes and for marked nodes; relation labels are drawn for up to
+    ``rel_limit`` arrows (beyond, on hover); every node and edge has a ``<title>`` tooltip with its full text. ``uid`` makes the
     SVG's marker id unique in a page of many graphs."""
     marks = marks or Marks()
     nodes = list(data.subgraph.nodes)
@@ -247,7 +248,7 @@ def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, 
     width, height = round(900 * side), round(620 * side)
     xy = layout(n, [(pos_of[h], pos_of[t]) for h, t in pairs], seed=seed, width=width, height=height)
     roles = _roles(data)
-    out = [f'<svg class="kg" viewBox="0 0 {width} {height}" '
+    out = [f'<svg class="kg {cls}{" dense" if len(pairs) > rel_limit else ""}" viewBox="0 0 {width} {height}" '
            f'data-nodes="{n}" data-edges="{len(data.subgraph.edges)}" role="img" '
            f'aria-label="retrieved subgraph: {n} nodes, {len(data.subgraph.edges)} triples">',
            f'<defs><marker id="arr-{uid}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="5" markerHeight="5" '
@@ -347,7 +348,39 @@ def _swatch(c: int) -> str:
     return f'<span class="sw" style="background:{CHAIN_COLOURS[c % len(CHAIN_COLOURS)]}"></span>'
 
 
-def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+_TRIPLE = re.compile(r"^\((.+), ([^,\s]+), (.+)\)$")
+
+
+def _walk_svg(chains: Sequence[Sequence[str]], topics: Sequence[str], data: QuestionData, uid: str) -> str:
+    """ToG's kept chains drawn as their own graph (the "walk"): their ``(head, relation, tail)`` triples,
+    the topic entities, gold and predicted answers marked as on the subgraph, each chain in its colour."""
+    ids: dict[str, int] = {}
+    edges: list[tuple[int, str, int]] = []
+    marks = Marks()
+    for ci, chain in enumerate(chains):
+        marks.labels[ci] = f"chain {ci + 1}"
+        for t in chain:
+            m = _TRIPLE.match(t)
+            if not m:
+                continue
+            h, r, tail = m.groups()
+            e = (ids.setdefault(h, len(ids)), r, ids.setdefault(tail, len(ids)))
+            if e not in edges:
+                edges.append(e)
+            k = edges.index(e)
+            marks.edge(k, ci)
+            marks.node(e[0], ci)
+            marks.node(e[2], ci)
+    if not edges:
+        return ""
+    walk = Subgraph(nodes=tuple((i, n) for n, i in ids.items()), edges=tuple(edges))
+    row = {k: v for k, v in data.row.items() if k in ("gold", S.PREDICTED_ANSWERS, S.CHOICES)}
+    view = QuestionData(row=row, subgraph=walk, topic_ids=[ids[n] for n in topics if n in ids])
+    return (f'<p>the walk ({len(ids)} entities, {len(edges)} triples; ids here are local to this drawing):</p>'
+            f'<div class="graph walk">{graph_svg(view, marks=marks, uid=f"{uid}w", cls="walk")}</div>')
+
+
+def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """ToG (Sun et al. 2024): per depth the relation and entity pruning, the kept chains (coloured on the
     graph where their triples are retrieved ones), the reasoning reply."""
     out = [f'<p>topic: {esc(", ".join(map(str, trace.get("topic") or [])))}; scorer {esc(trace.get("scorer"))}; '
@@ -370,7 +403,8 @@ def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
             for ci, chain in enumerate(final)) + "</ol>")
         if outside:
             out.append(f'<p class="note">{outside} chain triple(s) are not in the retrieved subgraph (ToG walks '
-                       "the whole KG from the topic entities), so they are listed but not drawn.</p>")
+                       "the whole KG from the topic entities); the walk below draws every chain.</p>")
+        out.append(_walk_svg(final, trace.get("topic") or [], data, uid))
     for d in depths:
         rel, ent, rea = d.get("relations") or {}, d.get("entities") or {}, d.get("reasoning") or {}
         out.append(f'<details class="step"><summary>depth {esc(d.get("depth"))}: {len(rel.get("options") or [])} '
@@ -383,7 +417,7 @@ def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
     return "".join(out)
 
 
-def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """FastToG (Liang et al. 2024): chains of communities per round (the last round's chains coloured on the
     graph where their entities are retrieved ones), the pruning choices and the reasoning reply."""
     out = [f'<p>start: {esc(trace.get("start"))}; width {esc(trace.get("width"))}, D_max {esc(trace.get("d_max"))}, '
@@ -401,10 +435,13 @@ def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
                 for nid in ids:
                     marks.node(nid, ci)
     if final:
-        out.append('<ol class="chains">' + "".join(
-            f'<li>{_swatch(ci)} chain {ci + 1}: ' + " → ".join(
-                "{" + esc(", ".join(map(str, c))) + "}" for c in chain) + "</li>" for ci, chain in enumerate(final))
-            + "</ol>")
+        colour = lambda ci: CHAIN_COLOURS[ci % len(CHAIN_COLOURS)]  # noqa: E731
+        out.append('<div class="ftchains">' + "".join(
+            f'<div class="ftchain" data-chain="{ci}">{_swatch(ci)} chain {ci + 1}: '
+            f'<span class="comm start">{esc(trace.get("start"))}</span>' + "".join(
+                f' → <span class="comm" style="border-color:{colour(ci)}" data-members="{len(c)}">'
+                f'{esc(", ".join(map(str, c)))}</span>' for c in chain) + "</div>"
+            for ci, chain in enumerate(final)) + "</div>")
         if outside:
             out.append(f'<p class="note">{outside} community member(s) are not in the retrieved subgraph (FastToG '
                        "grows communities over the whole KG), so they are listed but not drawn.</p>")
@@ -507,7 +544,7 @@ def _agent_done(e: dict) -> bool:
     return bool(e.get("valid")) and str(e.get("action") or "").startswith("Finish")
 
 
-def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Graph-CoT agent (Jin et al. 2024): the best chain's Thought / Action / Observation steps; with a ToT /
     GoT strategy the whole search as a tree."""
     out = [f'<p>strategy {esc(trace.get("strategy"))}</p><ol class="steps">']
@@ -526,7 +563,7 @@ def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
     return "".join(out)
 
 
-def _trace_explore(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+def _trace_explore(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Thought-guided exploration (ToT / GoT, Yao et al. 2023; Besta et al. 2024): each thought, the entities
     it named and the triples explored from them (their entities coloured on the graph by step)."""
     out = [f'<p>strategy {esc(trace.get("strategy"))}, prune {esc(trace.get("prune"))}</p><ol class="steps">']
@@ -553,12 +590,12 @@ def _trace_explore(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
     return "".join(out)
 
 
-def _trace_generic(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+def _trace_generic(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Any other reasoner (answer, io, cot, cot-sc): what it recorded, as a table."""
     return _kv({k: v for k, v in trace.items() if k != "reasoner"})
 
 
-TRACE_VIEWS: dict[str, Callable[[dict, _GraphIndex, Marks], str]] = {
+TRACE_VIEWS: dict[str, Callable[[dict, _GraphIndex, Marks, QuestionData, str], str]] = {
     "tog": _trace_tog, "fasttog": _trace_fasttog, "agent": _trace_agent, "explore": _trace_explore,
 }
 
@@ -611,7 +648,7 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
     reasoner = str(trace.get("reasoner") or row.get(S.REASONER) or "")
     gi = _GraphIndex(data.subgraph)
     marks = Marks()
-    trace_html = TRACE_VIEWS.get(reasoner, _trace_generic)(trace, gi, marks) if trace else ""
+    trace_html = TRACE_VIEWS.get(reasoner, _trace_generic)(trace, gi, marks, data, str(index)) if trace else ""
     st = status(row) if "hit_at_1" in row or row.get(S.FAILED) else ""
     miss = missing_gold(data)
     scores = "".join(f"<tr><th>{esc(label)}</th><td>{_num(row[k])}</td></tr>" for k, label in _SCORES
@@ -670,10 +707,11 @@ paint-order:stroke;stroke:#fcfcfd;stroke-width:3px}svg.kg .shape{fill:var(--plai
 svg.kg .topic .shape{fill:var(--topic)}svg.kg .gold .shape{fill:var(--gold)}svg.kg .predring{fill:none;
 stroke:var(--pred);stroke-width:3}svg.kg .ring{fill:none;stroke-width:2.5}svg.kg text.label{font-size:11px;
 paint-order:stroke;stroke:#fcfcfd;stroke-width:3px;fill:#111827}svg.kg .gold text.label,svg.kg .topic text.label
-{font-weight:700}svg.kg text.label.hidden{display:none}svg.kg .node:hover text.label{display:inline;font-size:13px}.legend{display:flex;flex-wrap:wrap;gap:14px;margin:4px 0 6px;
+{font-weight:700}svg.kg text.label.hidden,svg.kg.dense text.rel{display:none}svg.kg.dense .edge:hover text.rel{display:inline}svg.kg .node:hover text.label{display:inline;font-size:13px}.legend{display:flex;flex-wrap:wrap;gap:14px;margin:4px 0 6px;
 font-size:12px;align-items:center}.legend span{display:inline-flex;align-items:center;gap:4px}.lg-topic{fill:var(--topic)}
 .lg-gold{fill:var(--gold)}.lg-plain{fill:var(--plain)}.lg-pred{fill:none;stroke:var(--pred);stroke-width:2.5}
-.sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:middle}ol.steps li{margin-bottom:8px}
+.ftchain{margin:4px 0}.comm{display:inline-block;border:2px solid #a5aab3;border-radius:10px;padding:1px 8px;
+margin:2px 0;font-size:12px}.comm.start{background:#e0e7ff;border-color:var(--topic)}.sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:middle}ol.steps li{margin-bottom:8px}
 ol.steps li.invalid{color:#b42318}details.step{margin:4px 0}details.step summary{cursor:pointer}
 table.calls td:nth-child(6){max-width:600px}table.calls tr.err{background:#fef3f2}svg.tree{width:100%;height:auto;
 max-height:60vh}svg.tree rect{fill:#fff;stroke:#a5aab3}svg.tree .kept rect{stroke:#1f2937;stroke-width:2}
