@@ -245,7 +245,7 @@ def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, 
         pairs.setdefault((h, t), []).append((k, r))
     n = len(nodes)
     side = max(1.0, math.sqrt(n / 30.0))
-    width, height = round(900 * side), round(620 * side)
+    width, height = round(900 * side), round(620 * side) if n > 12 else 200 + 35 * n  # small graphs: less tall
     xy = layout(n, [(pos_of[h], pos_of[t]) for h, t in pairs], seed=seed, width=width, height=height)
     roles = _roles(data)
     out = [f'<svg class="kg {cls}{" dense" if len(pairs) > rel_limit else ""}" viewBox="0 0 {width} {height}" '
