@@ -699,7 +699,7 @@ margin-bottom:6px}.filters input{flex:1 1 160px;padding:4px}.filters select{padd
 .badge{display:inline-block;font-size:11px;border-radius:9px;padding:1px 7px;color:#fff;background:#6b7280;
 vertical-align:middle}.badge.correct{background:var(--gold)}.badge.wrong{background:#d97706}.badge.failed{background:#b42318}
 .badge.hit{background:#2563eb}.badge.miss{background:#9ca3af}.qview h2{font-size:17px;margin:4px 0 8px}
-.facts{display:flex;flex-wrap:wrap;gap:18px}.facts table.kv{max-width:560px}.kv th{width:9em;color:var(--mute);
+.facts{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}.facts table.kv{max-width:560px}.kv th{width:9em;color:var(--mute);
 font-weight:500}.graph{border:1px solid #e3e5e8;border-radius:6px;background:#fcfcfd;overflow:auto}
 svg.kg{width:100%;height:auto;max-height:80vh;display:block}svg.kg line{stroke:#a5aab3;stroke-width:1.2}
 svg.kg .edge.chain line{stroke-width:3}svg.kg text.rel{font-size:9px;fill:#6b7280;text-anchor:middle;
