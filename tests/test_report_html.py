@@ -291,3 +291,33 @@ def test_label_question_lists_no_missing_gold_entity(kg):
     view = R.question_view(R.QuestionData(row=row, subgraph=_sub(kg, [0, 1])))
     assert "not in the subgraph" not in view and "support of support / counter" in "".join(Elements(view).text)
     assert R.status(row) == "correct"
+
+
+def test_explore_got_view_marks_named_entities_and_draws_the_merge(kg, index):
+    from kgrag.reasoners import explore as X
+    from kgrag.reasoners.strategies import EVAL_SYSTEM
+    from tests.test_agent_explore import q, run, system, user
+
+    thought = {0: "Look at Heat.", 1: "Look at Top Gun."}
+
+    def reply(r):
+        s, u = system(r), user(r)
+        if s == X.SYSTEM:
+            return thought[r.seed]
+        if s == X.EXTRACT_SYSTEM:
+            return "Heat" if "Heat" in u else "Top Gun"
+        if s == EVAL_SYSTEM:
+            return "{B}" if "Combine" not in u else "Both films matter."
+        return "Answer: done"
+
+    ((res, calls),), _ = run("explore", [q("tell me about these films")], reply, kg, index, strategy="got",
+                             branching=2, breadth=1, prune="embedding", depth=1, max_steps=1)
+    view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "explore"), subgraph=_all_edges(kg)))
+    els = Elements(view)
+    marked = {a["data-name"] for a in els.find("g", "node") if a["data-chains"]}
+    assert marked == {"Heat", "Top Gun"}  # the entities the step-1 thoughts named
+    tree = R.search_tree(res.trace["steps"], res.trace["search"],
+                         lambda e: "extraction" not in e and e.get("parent") != "merge")
+    merge = next(n for n in tree if n["entry"].get("parent") == "merge")
+    assert sorted(merge["parents"]) == [0, 1] and merge["kept"]
+    assert els.find("svg", "tree")[0]["data-thoughts"] == "3" and len(els.find("path", "branch")) == 2
