@@ -24,8 +24,9 @@ from kgrag.evaluate import normalize
 
 # roles of a drawn node (a node can have several: a gold answer the LLM also predicted)
 TOPIC, GOLD, PRED = "topic", "gold", "pred"
-# chain / community colours of the reasoner's trace on the graph (colour-blind-safe Okabe-Ito order)
-CHAIN_COLOURS = ("#0072B2", "#E69F00", "#CC79A7", "#56B4E9", "#D55E00", "#009E73", "#F0E442", "#000000")
+# chain / community colours of the reasoner's trace on the graph: no green (gold answers) and no orange
+# (predicted answers)
+CHAIN_COLOURS = ("#0072B2", "#7B3294", "#CC79A7", "#56B4E9", "#8C564B", "#BCBD22", "#17BECF", "#000000")
 # a question's status in the list: its first answer is gold (or its label is right), not, or its generation failed
 CORRECT, WRONG, FAILED = "correct", "wrong", "failed"
 
