@@ -55,6 +55,11 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _cell(text: str) -> str:
+    """Text for a markdown table cell: its ``|`` escaped (rouge_l's label names the ' | ' separator)."""
+    return text.replace("|", "\\|")
+
+
 def figure_recall_vs_context(rows: Sequence[dict], path: str | Path) -> None:
     """Scatter of retrieval answer recall against context size, coloured by Hit."""
     import matplotlib
@@ -130,7 +135,7 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
     out += ["", "## Metrics", "", "| metric | value |", "|---|---|"]
     for k, label in NAMES.items():
         if k in metrics:
-            out.append(f"| {label} (`{k}`) | {_fmt(metrics[k])} |")
+            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(metrics[k])} |")
     out += ["", "## Time per stage", "", "| stage | seconds |", "|---|---|"]
     for s, v in (metrics.get("stage_seconds") or {}).items():
         out.append(f"| {s} | {v:.1f} |")

@@ -24,8 +24,9 @@ from kgrag.evaluate import normalize
 
 # roles of a drawn node (a node can have several: a gold answer the LLM also predicted)
 TOPIC, GOLD, PRED = "topic", "gold", "pred"
-# chain / community colours of the reasoner's trace on the graph (colour-blind-safe Okabe-Ito order)
-CHAIN_COLOURS = ("#0072B2", "#E69F00", "#CC79A7", "#56B4E9", "#D55E00", "#009E73", "#F0E442", "#000000")
+# chain / community colours of the reasoner's trace on the graph: no green (gold answers) and no orange
+# (predicted answers)
+CHAIN_COLOURS = ("#0072B2", "#7B3294", "#CC79A7", "#56B4E9", "#8C564B", "#BCBD22", "#17BECF", "#000000")
 # a question's status in the list: its first answer is gold (or its label is right), not, or its generation failed
 CORRECT, WRONG, FAILED = "correct", "wrong", "failed"
 
@@ -229,12 +230,13 @@ def _place_labels(nodes, xy, roles, marks, *, radius: float, label_limit: int, d
     return out
 
 
-def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, label_limit: int = 60,
-              uid: str = "0") -> str:
+def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, label_limit: int = 400,
+              rel_limit: int = 60, uid: str = "0", cls: str = "subgraph") -> str:
     """The subgraph as an inline SVG: one ``<g class="node">`` per node (``data-roles`` says topic / gold /
     pred), one ``<g class="edge">`` per distinct (head, tail) pair with its relation labels, the trace's
-    chains as coloured rings and edges. Node labels are drawn for graphs of up to ``label_limit`` nodes and
-    for marked nodes; every node and edge has a ``<title>`` tooltip with its full text. ``uid`` makes the
+    chains as coloured rings and edges. Node labels are placed without overlap (:func:`_place_labels`) for
+    graphs of up to ``label_limit`` nodes and for marked nodes; relation labels are drawn for up to
+    ``rel_limit`` arrows (beyond, on hover); every node and edge has a ``<title>`` tooltip with its full text. ``uid`` makes the
     SVG's marker id unique in a page of many graphs."""
     marks = marks or Marks()
     nodes = list(data.subgraph.nodes)
@@ -244,10 +246,10 @@ def graph_svg(data: QuestionData, *, marks: Marks | None = None, seed: int = 0, 
         pairs.setdefault((h, t), []).append((k, r))
     n = len(nodes)
     side = max(1.0, math.sqrt(n / 30.0))
-    width, height = round(900 * side), round(620 * side)
+    width, height = round(900 * side), round(620 * side) if n > 12 else 200 + 35 * n  # small graphs: less tall
     xy = layout(n, [(pos_of[h], pos_of[t]) for h, t in pairs], seed=seed, width=width, height=height)
     roles = _roles(data)
-    out = [f'<svg class="kg" viewBox="0 0 {width} {height}" '
+    out = [f'<svg class="kg {cls}{" dense" if len(pairs) > rel_limit else ""}" viewBox="0 0 {width} {height}" '
            f'data-nodes="{n}" data-edges="{len(data.subgraph.edges)}" role="img" '
            f'aria-label="retrieved subgraph: {n} nodes, {len(data.subgraph.edges)} triples">',
            f'<defs><marker id="arr-{uid}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="5" markerHeight="5" '
@@ -347,7 +349,39 @@ def _swatch(c: int) -> str:
     return f'<span class="sw" style="background:{CHAIN_COLOURS[c % len(CHAIN_COLOURS)]}"></span>'
 
 
-def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+_TRIPLE = re.compile(r"^\((.+), ([^,\s]+), (.+)\)$")
+
+
+def _walk_svg(chains: Sequence[Sequence[str]], topics: Sequence[str], data: QuestionData, uid: str) -> str:
+    """ToG's kept chains drawn as their own graph (the "walk"): their ``(head, relation, tail)`` triples,
+    the topic entities, gold and predicted answers marked as on the subgraph, each chain in its colour."""
+    ids: dict[str, int] = {}
+    edges: list[tuple[int, str, int]] = []
+    marks = Marks()
+    for ci, chain in enumerate(chains):
+        marks.labels[ci] = f"chain {ci + 1}"
+        for t in chain:
+            m = _TRIPLE.match(t)
+            if not m:
+                continue
+            h, r, tail = m.groups()
+            e = (ids.setdefault(h, len(ids)), r, ids.setdefault(tail, len(ids)))
+            if e not in edges:
+                edges.append(e)
+            k = edges.index(e)
+            marks.edge(k, ci)
+            marks.node(e[0], ci)
+            marks.node(e[2], ci)
+    if not edges:
+        return ""
+    walk = Subgraph(nodes=tuple((i, n) for n, i in ids.items()), edges=tuple(edges))
+    row = {k: v for k, v in data.row.items() if k in ("gold", S.PREDICTED_ANSWERS, S.CHOICES)}
+    view = QuestionData(row=row, subgraph=walk, topic_ids=[ids[n] for n in topics if n in ids])
+    return (f'<p>the walk ({len(ids)} entities, {len(edges)} triples; ids here are local to this drawing):</p>'
+            f'<div class="graph walk">{graph_svg(view, marks=marks, uid=f"{uid}w", cls="walk")}</div>')
+
+
+def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """ToG (Sun et al. 2024): per depth the relation and entity pruning, the kept chains (coloured on the
     graph where their triples are retrieved ones), the reasoning reply."""
     out = [f'<p>topic: {esc(", ".join(map(str, trace.get("topic") or [])))}; scorer {esc(trace.get("scorer"))}; '
@@ -370,7 +404,8 @@ def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
             for ci, chain in enumerate(final)) + "</ol>")
         if outside:
             out.append(f'<p class="note">{outside} chain triple(s) are not in the retrieved subgraph (ToG walks '
-                       "the whole KG from the topic entities), so they are listed but not drawn.</p>")
+                       "the whole KG from the topic entities); the walk below draws every chain.</p>")
+        out.append(_walk_svg(final, trace.get("topic") or [], data, uid))
     for d in depths:
         rel, ent, rea = d.get("relations") or {}, d.get("entities") or {}, d.get("reasoning") or {}
         out.append(f'<details class="step"><summary>depth {esc(d.get("depth"))}: {len(rel.get("options") or [])} '
@@ -383,7 +418,7 @@ def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
     return "".join(out)
 
 
-def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """FastToG (Liang et al. 2024): chains of communities per round (the last round's chains coloured on the
     graph where their entities are retrieved ones), the pruning choices and the reasoning reply."""
     out = [f'<p>start: {esc(trace.get("start"))}; width {esc(trace.get("width"))}, D_max {esc(trace.get("d_max"))}, '
@@ -401,10 +436,13 @@ def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
                 for nid in ids:
                     marks.node(nid, ci)
     if final:
-        out.append('<ol class="chains">' + "".join(
-            f'<li>{_swatch(ci)} chain {ci + 1}: ' + " → ".join(
-                "{" + esc(", ".join(map(str, c))) + "}" for c in chain) + "</li>" for ci, chain in enumerate(final))
-            + "</ol>")
+        colour = lambda ci: CHAIN_COLOURS[ci % len(CHAIN_COLOURS)]  # noqa: E731
+        out.append('<div class="ftchains">' + "".join(
+            f'<div class="ftchain" data-chain="{ci}">{_swatch(ci)} chain {ci + 1}: '
+            f'<span class="comm start">{esc(trace.get("start"))}</span>' + "".join(
+                f' → <span class="comm" style="border-color:{colour(ci)}" data-members="{len(c)}">'
+                f'{esc(", ".join(map(str, c)))}</span>' for c in chain) + "</div>"
+            for ci, chain in enumerate(final)) + "</div>")
         if outside:
             out.append(f'<p class="note">{outside} community member(s) are not in the retrieved subgraph (FastToG '
                        "grows communities over the whole KG), so they are listed but not drawn.</p>")
@@ -507,7 +545,7 @@ def _agent_done(e: dict) -> bool:
     return bool(e.get("valid")) and str(e.get("action") or "").startswith("Finish")
 
 
-def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Graph-CoT agent (Jin et al. 2024): the best chain's Thought / Action / Observation steps; with a ToT /
     GoT strategy the whole search as a tree."""
     out = [f'<p>strategy {esc(trace.get("strategy"))}</p><ol class="steps">']
@@ -526,7 +564,7 @@ def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
     return "".join(out)
 
 
-def _trace_explore(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+def _trace_explore(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Thought-guided exploration (ToT / GoT, Yao et al. 2023; Besta et al. 2024): each thought, the entities
     it named and the triples explored from them (their entities coloured on the graph by step)."""
     out = [f'<p>strategy {esc(trace.get("strategy"))}, prune {esc(trace.get("prune"))}</p><ol class="steps">']
@@ -553,12 +591,12 @@ def _trace_explore(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
     return "".join(out)
 
 
-def _trace_generic(trace: dict, gi: _GraphIndex, marks: Marks) -> str:
+def _trace_generic(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Any other reasoner (answer, io, cot, cot-sc): what it recorded, as a table."""
     return _kv({k: v for k, v in trace.items() if k != "reasoner"})
 
 
-TRACE_VIEWS: dict[str, Callable[[dict, _GraphIndex, Marks], str]] = {
+TRACE_VIEWS: dict[str, Callable[[dict, _GraphIndex, Marks, QuestionData, str], str]] = {
     "tog": _trace_tog, "fasttog": _trace_fasttog, "agent": _trace_agent, "explore": _trace_explore,
 }
 
@@ -611,7 +649,7 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
     reasoner = str(trace.get("reasoner") or row.get(S.REASONER) or "")
     gi = _GraphIndex(data.subgraph)
     marks = Marks()
-    trace_html = TRACE_VIEWS.get(reasoner, _trace_generic)(trace, gi, marks) if trace else ""
+    trace_html = TRACE_VIEWS.get(reasoner, _trace_generic)(trace, gi, marks, data, str(index)) if trace else ""
     st = status(row) if "hit_at_1" in row or row.get(S.FAILED) else ""
     miss = missing_gold(data)
     scores = "".join(f"<tr><th>{esc(label)}</th><td>{_num(row[k])}</td></tr>" for k, label in _SCORES
@@ -649,19 +687,20 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
 CSS = """
 :root{--gold:#1a9850;--topic:#3b6fd1;--pred:#f46d43;--plain:#c9ccd1;--bg:#fff;--fg:#1d2127;--mute:#6b7280}
 *{box-sizing:border-box}body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);
-margin:0;background:#f6f7f9}header{background:#1f2937;color:#fff;padding:10px 18px}header h1{margin:0;font-size:18px}
+margin:0;background:#f6f7f9}header{background:#1f2937;color:#fff;padding:10px 18px}header h1{margin:0;font-size:18px;display:inline-block;margin-right:24px}header nav{display:inline-block}
+header a{color:#c7d2fe}
 main{padding:12px 18px}section.card{background:#fff;border:1px solid #e3e5e8;border-radius:6px;padding:10px 14px;
 margin:0 0 14px}table{border-collapse:collapse}td,th{border-bottom:1px solid #eceef1;padding:3px 8px;text-align:left;
 vertical-align:top}th{font-weight:600}code{font-size:12px}pre{white-space:pre-wrap;word-break:break-word;margin:0;
 font-size:12px;max-height:16em;overflow:auto}.note{color:var(--mute)}.missing{color:#b42318}
 #split{display:grid;grid-template-columns:minmax(300px,34%) 1fr;gap:14px;align-items:start}
-#qlist{max-height:85vh;overflow:auto}#qlist table{width:100%}#qlist tr.q{cursor:pointer}#qlist tr.q:hover{background:#eef2ff}
+#qlist{max-height:96vh;overflow:auto;position:sticky;top:8px}#views{position:sticky;top:8px;max-height:96vh;overflow:auto}#qlist table{width:100%}#qlist tr.q{cursor:pointer}#qlist tr.q:hover{background:#eef2ff}
 #qlist tr.q.sel{background:#dbe4ff}#qlist tr.q.noview{color:var(--mute)}.filters{display:flex;flex-wrap:wrap;gap:6px;
 margin-bottom:6px}.filters input{flex:1 1 160px;padding:4px}.filters select{padding:3px}
 .badge{display:inline-block;font-size:11px;border-radius:9px;padding:1px 7px;color:#fff;background:#6b7280;
 vertical-align:middle}.badge.correct{background:var(--gold)}.badge.wrong{background:#d97706}.badge.failed{background:#b42318}
 .badge.hit{background:#2563eb}.badge.miss{background:#9ca3af}.qview h2{font-size:17px;margin:4px 0 8px}
-.facts{display:flex;flex-wrap:wrap;gap:18px}.facts table.kv{max-width:560px}.kv th{width:9em;color:var(--mute);
+.facts{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}.facts table.kv{max-width:560px}.kv th{width:9em;color:var(--mute);
 font-weight:500}.graph{border:1px solid #e3e5e8;border-radius:6px;background:#fcfcfd;overflow:auto}
 svg.kg{width:100%;height:auto;max-height:80vh;display:block}svg.kg line{stroke:#a5aab3;stroke-width:1.2}
 svg.kg .edge.chain line{stroke-width:3}svg.kg text.rel{font-size:9px;fill:#6b7280;text-anchor:middle;
@@ -669,10 +708,11 @@ paint-order:stroke;stroke:#fcfcfd;stroke-width:3px}svg.kg .shape{fill:var(--plai
 svg.kg .topic .shape{fill:var(--topic)}svg.kg .gold .shape{fill:var(--gold)}svg.kg .predring{fill:none;
 stroke:var(--pred);stroke-width:3}svg.kg .ring{fill:none;stroke-width:2.5}svg.kg text.label{font-size:11px;
 paint-order:stroke;stroke:#fcfcfd;stroke-width:3px;fill:#111827}svg.kg .gold text.label,svg.kg .topic text.label
-{font-weight:700}svg.kg text.label.hidden{display:none}svg.kg .node:hover text.label{display:inline;font-size:13px}.legend{display:flex;flex-wrap:wrap;gap:14px;margin:4px 0 6px;
+{font-weight:700}svg.kg text.label.hidden,svg.kg.dense text.rel{display:none}svg.kg.dense .edge:hover text.rel{display:inline}svg.kg .node:hover text.label{display:inline;font-size:13px}.legend{display:flex;flex-wrap:wrap;gap:14px;margin:4px 0 6px;
 font-size:12px;align-items:center}.legend span{display:inline-flex;align-items:center;gap:4px}.lg-topic{fill:var(--topic)}
 .lg-gold{fill:var(--gold)}.lg-plain{fill:var(--plain)}.lg-pred{fill:none;stroke:var(--pred);stroke-width:2.5}
-.sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:middle}ol.steps li{margin-bottom:8px}
+.ftchain{margin:4px 0}.comm{display:inline-block;border:2px solid #a5aab3;border-radius:10px;padding:1px 8px;
+margin:2px 0;font-size:12px}.comm.start{background:#e0e7ff;border-color:var(--topic)}.sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:middle}ol.steps li{margin-bottom:8px}
 ol.steps li.invalid{color:#b42318}details.step{margin:4px 0}details.step summary{cursor:pointer}
 table.calls td:nth-child(6){max-width:600px}table.calls tr.err{background:#fef3f2}svg.tree{width:100%;height:auto;
 max-height:60vh}svg.tree rect{fill:#fff;stroke:#a5aab3}svg.tree .kept rect{stroke:#1f2937;stroke-width:2}
@@ -803,12 +843,12 @@ def report_page(*, rows: Sequence[Mapping[str, Any]], views: Mapping[int, str], 
     opt = lambda vals: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in vals)  # noqa: E731
     n_st = {s: sum(status(r) == s for r in rows) for s in (CORRECT, WRONG, FAILED)}
     body = (
-        f"<header><h1>{esc(title)}</h1></header><main>"
-        f'<section class="card md" id="metrics">{markdown_html(report_sections(report_md), images)}</section>'
-        f'<section class="card"><h2>Questions</h2><p class="note">{len(rows)} questions: {n_st[CORRECT]} correct '
-        f"(first answer gold, or label right), {n_st[WRONG]} wrong, {n_st[FAILED]} failed; {len(views)} with a "
-        'view. Retrieval <i>hit</i>: a gold answer entity is in the retrieved subgraph. Click a question.</p>'
-        '<div id="split"><div id="qlist"><div class="filters">'
+        f'<header><h1>{esc(title)}</h1><nav><a href="#questions">questions</a> · <a href="#metrics">metrics</a>'
+        "</nav></header><main>"
+        f'<section class="card" id="questions"><h2>Questions</h2><p class="note">{len(rows)} questions: '
+        f"{n_st[CORRECT]} correct (first answer gold, or label right), {n_st[WRONG]} wrong, {n_st[FAILED]} failed; "
+        f"{len(views)} with a view. Retrieval <i>hit</i>: a gold answer entity is in the retrieved subgraph. Click a "
+        'question.</p><div id="split"><div id="qlist"><div class="filters">'
         '<input id="f-search" type="search" placeholder="search question, gold, prediction">'
         f'<select id="f-type"><option value="">all types</option>{opt(types)}</select>'
         f'<select id="f-status"><option value="">correct / wrong / failed</option>{opt((CORRECT, WRONG, FAILED))}'
@@ -816,7 +856,8 @@ def report_page(*, rows: Sequence[Mapping[str, Any]], views: Mapping[int, str], 
         f'{opt(("hit", "miss", "n/a"))}</select></div><p class="note" id="f-count"></p>'
         f'<table><tbody>{"".join(list_rows)}</tbody></table></div>'
         f'<div id="views"><p class="note" id="noview" hidden></p>{"".join(views[i] for i in sorted(views))}</div>'
-        "</div></section></main>")
+        "</div></section>"
+        f'<section class="card md" id="metrics">{markdown_html(report_sections(report_md), images)}</section></main>')
     return _page(title, body, REPORT_JS)
 
 

@@ -83,19 +83,19 @@ def test_report_html_in_chromium(e2e_project, e2e_first_run, browser, tmp_path):
         view = page.locator(f"#view-{i}")
         assert view.is_visible() and page.locator("section.qview:visible").count() == 1
         want = _subgraph_nodes(retrieved[row["question_id"]])
-        assert view.locator("svg.kg g.node").count() == len(want)
-        drawn = {int(x) for x in view.locator("svg.kg g.node").evaluate_all("els => els.map(e => e.dataset.id)")}
+        assert view.locator("svg.subgraph g.node").count() == len(want)
+        drawn = {int(x) for x in view.locator("svg.subgraph g.node").evaluate_all("els => els.map(e => e.dataset.id)")}
         assert drawn == want
         gold_in = want & set(questions[row["question_id"]]["answer_ids"] or [])
-        gold_drawn = {int(x) for x in view.locator("svg.kg g.node.gold").evaluate_all(
+        gold_drawn = {int(x) for x in view.locator("svg.subgraph g.node.gold").evaluate_all(
             "els => els.map(e => e.dataset.id)")}
         assert gold_drawn == gold_in
         checked_gold += bool(gold_in)
         topics = want & set(questions[row["question_id"]]["topic_ids"] or [])
-        assert view.locator("svg.kg g.node.topic").count() == len(topics)
+        assert view.locator("svg.subgraph g.node.topic").count() == len(topics)
         if gold_in and checked_gold == 1:
-            fill = view.locator("svg.kg g.node.gold .shape").first.evaluate("e => getComputedStyle(e).fill")
-            plain = view.locator("svg.kg g.node:not(.gold):not(.topic) .shape").first.evaluate(
+            fill = view.locator("svg.subgraph g.node.gold .shape").first.evaluate("e => getComputedStyle(e).fill")
+            plain = view.locator("svg.subgraph g.node:not(.gold):not(.topic) .shape").first.evaluate(
                 "e => getComputedStyle(e).fill")
             assert fill != plain  # the gold answer is drawn differently
             page.screenshot(path=str(tmp_path / "report_question.png"), full_page=True)
@@ -144,8 +144,8 @@ def test_ask_html_page(e2e_project, e2e_first_run, browser, tmp_path):
     w = Watched(browser)
     w.page.goto(out.as_uri())
     view = w.page.locator("section.qview")
-    assert view.count() == 1 and w.page.locator("svg.kg g.edge").count() >= min(n, 1)
-    assert w.page.locator('svg.kg g.node.topic[data-name="Al Pacino"]').count() == 1
+    assert view.count() == 1 and w.page.locator("svg.subgraph g.edge").count() >= min(n, 1)
+    assert w.page.locator('svg.subgraph g.node.topic[data-name="Al Pacino"]').count() == 1
     assert w.page.locator("table.calls tbody tr").count() >= 1
     assert w.errors == [] and all(u.startswith("file://") for u in w.requests), (w.errors, w.requests)
     w.page.close()
@@ -195,8 +195,8 @@ def test_serve_answers_a_typed_question(server, browser, tmp_path):
     page.wait_for_selector("#answers section.qview", timeout=600_000)
     view = page.locator("#answers section.qview").first
     assert "Al Pacino" in view.locator("h2").inner_text()
-    assert view.locator('svg.kg g.node.topic[data-name="Al Pacino"]').count() == 1
-    assert view.locator("svg.kg g.node").count() >= 2 and view.locator("table.calls tbody tr").count() >= 1
+    assert view.locator('svg.subgraph g.node.topic[data-name="Al Pacino"]').count() == 1
+    assert view.locator("svg.subgraph g.node").count() >= 2 and view.locator("table.calls tbody tr").count() >= 1
     page.screenshot(path=str(tmp_path / "serve.png"), full_page=True)
     assert (tmp_path / "serve.png").stat().st_size > 10_000
     assert w.errors == [], w.errors

@@ -157,17 +157,23 @@ def _all_edges(kg) -> R.Subgraph:
     return _sub(kg, list(range(len(kg.heads))))
 
 
-def test_tog_chain_is_coloured_on_the_graph_and_calls_are_listed(kg):
+def test_tog_chain_is_coloured_on_the_graph_and_drawn_as_a_walk(kg):
     res, calls = _tog_trace(kg)
     view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "tog"), subgraph=_all_edges(kg),
                                           topic_ids=kg.ids_of(["Al Pacino"])))
-    els = Elements(view)
+    sub_part, walk_part = view.split('<svg class="kg walk')
+    els = Elements(sub_part)
     chained = sorted(a["data-name"] for a in els.find("g", "node") if a["data-chains"])
     assert chained == ["Al Pacino", "Heat", "Michael Mann"]  # (Heat, starred_actors, Al Pacino) → (Heat, directed_by, ...)
     assert len(els.find("g", "chain")) == 2  # its two edges
-    assert len(els.find("table", "calls")) == 1 and len(els.find("table", "calls")[0:1]) == 1
-    assert sum(1 for t, _ in els.tags if t == "tr") >= len(calls) + 1
-    assert "chain 1" in "".join(els.text)
+    walk = Elements('<svg class="kg walk' + walk_part)
+    assert sorted(a["data-name"] for a in walk.find("g", "node")) == ["Al Pacino", "Heat", "Michael Mann"]
+    roles = {a["data-name"]: a["data-roles"] for a in walk.find("g", "node")}
+    assert roles["Al Pacino"] == "topic" and "pred" in roles["Michael Mann"]
+    assert len(walk.find("g", "chain")) == 2
+    calls_rows = Elements(view.split('<table class="calls">')[1]).find("tr")
+    assert len(calls_rows) == len(calls) + 1 == 7
+    assert "chain 1" in "".join(Elements(view).text)
 
 
 def test_fasttog_communities_are_coloured(kg):
@@ -176,8 +182,12 @@ def test_fasttog_communities_are_coloured(kg):
     res, calls, _ = run("fasttog", kg, fast_script, width=1, d_max=3)
     members = {n for c in res.trace["depths"][-1]["chains"][0] for n in c}
     view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "fasttog"), subgraph=_all_edges(kg)))
-    chained = {a["data-name"] for a in Elements(view).find("g", "node") if a["data-chains"] == "0"}
+    els = Elements(view)
+    chained = {a["data-name"] for a in els.find("g", "node") if a["data-chains"] == "0"}
     assert chained == members and members
+    chain = res.trace["depths"][-1]["chains"][0]  # drawn as start → one box per community
+    assert [int(a["data-members"]) for a in els.find("span", "comm") if "start" not in a["class"]] == \
+        [len(c) for c in chain]
 
 
 def test_got_agent_search_is_drawn_as_a_tree(kg, index):
@@ -281,3 +291,33 @@ def test_label_question_lists_no_missing_gold_entity(kg):
     view = R.question_view(R.QuestionData(row=row, subgraph=_sub(kg, [0, 1])))
     assert "not in the subgraph" not in view and "support of support / counter" in "".join(Elements(view).text)
     assert R.status(row) == "correct"
+
+
+def test_explore_got_view_marks_named_entities_and_draws_the_merge(kg, index):
+    from kgrag.reasoners import explore as X
+    from kgrag.reasoners.strategies import EVAL_SYSTEM
+    from tests.test_agent_explore import q, run, system, user
+
+    thought = {0: "Look at Heat.", 1: "Look at Top Gun."}
+
+    def reply(r):
+        s, u = system(r), user(r)
+        if s == X.SYSTEM:
+            return thought[r.seed]
+        if s == X.EXTRACT_SYSTEM:
+            return "Heat" if "Heat" in u else "Top Gun"
+        if s == EVAL_SYSTEM:
+            return "{B}" if "Combine" not in u else "Both films matter."
+        return "Answer: done"
+
+    ((res, calls),), _ = run("explore", [q("tell me about these films")], reply, kg, index, strategy="got",
+                             branching=2, breadth=1, prune="embedding", depth=1, max_steps=1)
+    view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "explore"), subgraph=_all_edges(kg)))
+    els = Elements(view)
+    marked = {a["data-name"] for a in els.find("g", "node") if a["data-chains"]}
+    assert marked == {"Heat", "Top Gun"}  # the entities the step-1 thoughts named
+    tree = R.search_tree(res.trace["steps"], res.trace["search"],
+                         lambda e: "extraction" not in e and e.get("parent") != "merge")
+    merge = next(n for n in tree if n["entry"].get("parent") == "merge")
+    assert sorted(merge["parents"]) == [0, 1] and merge["kept"]
+    assert els.find("svg", "tree")[0]["data-thoughts"] == "3" and len(els.find("path", "branch")) == 2
