@@ -15,6 +15,7 @@ import duckdb
 import numpy as np
 
 from kgrag import schema as S
+from kgrag import ranking
 from kgrag.duckdb_io import TABLES, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
 from kgrag.types import Question
 
@@ -128,7 +129,7 @@ class KGStore:
                 eid = eid[~np.isin(eid, np.concatenate(edges), assume_unique=True)]
             if n_edges + len(eid) > max_edges:
                 if relation_priority is not None:
-                    eid = eid[np.argsort(-relation_priority[self.relations[eid]], kind="stable")]
+                    eid = eid[ranking.order(relation_priority[self.relations[eid]], ids=eid, decimals=ranking.COSINE_DECIMALS)]
                 eid = eid[: max_edges - n_edges]
                 truncated = True
                 ends = np.unique(np.concatenate([self.heads[eid], self.tails[eid]]))
@@ -254,7 +255,7 @@ class KGStore:
             eid = np.flatnonzero(hit)
             if n_edges + len(eid) > max_edges:
                 if relation_priority is not None:
-                    eid = eid[np.argsort(-relation_priority[self.relations[allowed[eid]]], kind="stable")]
+                    eid = eid[ranking.order(relation_priority[self.relations[allowed[eid]]], ids=allowed[eid], decimals=ranking.COSINE_DECIMALS)]
                 eid, truncated = eid[: max_edges - n_edges], True
             taken[eid] = True
             n_edges += len(eid)

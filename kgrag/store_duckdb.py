@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from kgrag import schema as S
+from kgrag import ranking
 from kgrag.store import Neighbourhood
 
 SIDECAR_VERSION = "3"  # bump when the sidecar's tables change
@@ -320,8 +321,8 @@ class DuckKGStore:
                 eid, first = eid[keep], first[keep]
             if n_edges + len(eid) > max_edges:
                 if relation_priority is not None:
-                    order = np.argsort(-relation_priority[rows[S.RELATION][first]], kind="stable")
-                    eid, first = eid[order], first[order]
+                    best = ranking.order(relation_priority[rows[S.RELATION][first]], ids=eid, decimals=ranking.COSINE_DECIMALS)
+                    eid, first = eid[best], first[best]
                 eid, first = eid[: max_edges - n_edges], first[: max_edges - n_edges]
                 truncated = True
                 ends = distinct(np.concatenate([rows[S.HEAD][first], rows[S.TAIL][first]]))

@@ -118,7 +118,7 @@ def path_nodes_edges(paths: Sequence[Path], seeds: np.ndarray) -> tuple[np.ndarr
     return np.fromiter(nodes, dtype=np.int64, count=len(nodes)), np.fromiter(edges, dtype=np.int64, count=len(edges))
 
 
-@RETRIEVERS.register("lego", params=LegoParams, version="1")
+@RETRIEVERS.register("lego", params=LegoParams, version="2")
 def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, max_edges) -> Subgraph:
     """LEGO-GraphRAG retrieval on the topics' k-hop neighbourhood (within the question's own graph when it
     has one: ``KGStore.question_neighbourhood``): extract, prune, filter paths, refine.

@@ -9,6 +9,7 @@ import pcst_fast
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.registry import RETRIEVERS
+from kgrag import ranking
 from kgrag.types import Subgraph
 
 
@@ -35,6 +36,9 @@ class PCSTParams(BaseModel):
 def node_prizes(sim: np.ndarray, k: int) -> np.ndarray:
     """Top-``k`` similarities get prizes k, k-1, ..., 1; the rest 0.
 
+    Similarities are rounded to ``kgrag.ranking.COSINE_DECIMALS`` and ties go to the lower position (the
+    caller passes nodes sorted by id), so CPU float noise does not move a prize.
+
     References
     ----------
     He et al., G-Retriever (2024), eq. 6.
@@ -42,7 +46,7 @@ def node_prizes(sim: np.ndarray, k: int) -> np.ndarray:
     prizes = np.zeros(len(sim), dtype=np.float64)
     k = min(k, len(sim))
     if k > 0:
-        top = np.argsort(-sim, kind="stable")[:k]
+        top = ranking.top_k(sim, k, decimals=ranking.COSINE_DECIMALS)
         prizes[top] = np.arange(k, 0, -1, dtype=np.float64)
     return prizes
 
@@ -60,6 +64,7 @@ def edge_prizes(sim: np.ndarray, k: int, c: float) -> np.ndarray:
     prizes = np.zeros(len(sim), dtype=np.float64)
     if k <= 0 or len(sim) == 0:
         return prizes
+    sim = ranking.rounded(sim, ranking.COSINE_DECIMALS)  # tiers of equal similarity, robust to float noise
     values, inverse, counts = np.unique(sim, return_inverse=True, return_counts=True)
     k = min(k, len(values))
     last = float(k)
@@ -227,7 +232,7 @@ def one_tree(*, nodes: np.ndarray, chosen: np.ndarray, edges: np.ndarray, root: 
     return nodes_kept, chosen[inside]
 
 
-@RETRIEVERS.register("pcst", params=PCSTParams, version="1")
+@RETRIEVERS.register("pcst", params=PCSTParams, version="2")
 def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, max_edges) -> Subgraph:
     """G-Retriever: prizes from k-NN on node/edge embeddings, PCST over the topic's k-hop neighbourhood
     (within the question's own graph when it has one: ``KGStore.question_neighbourhood``).
@@ -257,8 +262,9 @@ def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, m
         edges=local, n_prizes=n_pr, e_prizes=e_pr, cost_e=params.cost_e, c=params.tie_decay,
         root=root, pruning=params.pruning, prune_leaves=params.prune_leaves,
     )
-    # Best first: edge prize, then similarity, then closeness (neighbourhood order).
-    order = np.lexsort((sel_edges, -e_sim[sel_edges], -e_pr[sel_edges]))
+    # Best first: edge prize, then similarity (both rounded, kgrag.ranking), then edge id.
+    order = np.lexsort((eidx[sel_edges], -ranking.rounded(e_sim[sel_edges], ranking.COSINE_DECIMALS),
+                        -ranking.rounded(e_pr[sel_edges])))
     sel_edges = sel_edges[order]
     return Subgraph(
         heads=h[sel_edges],
