@@ -188,3 +188,17 @@ def test_tog_reads_only_the_questions_graph(mixed):
     assert set(incident_edges(mixed, [pacino], "g2", 100).tolist()) <= set(mixed.graph_edges("g2").tolist())
     glob = incident_edges(mixed, [pacino], None, 100)
     assert len(glob) == 2 and set(glob.tolist()) <= set(mixed.graph_edges(None).tolist())
+
+
+def test_khop_gives_a_question_graph_whole_or_its_k_hop_part(mixed, indexes):
+    """G-Retriever gives ExplaGraphs' small graphs whole (k = 0): ``khop`` with ``whole_graph`` returns every
+    edge of the question's graph even at hops = 0; without it, only the topic's k-hop part."""
+    q = _questions(mixed)["g1"]
+    index = indexes["mixed"]
+    whole = RetrieveParams(method="khop", hops=0)
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=mixed, index=index, params=whole)
+    assert _named(mixed, sub.heads, sub.relations, sub.tails) == {tuple(t) for t in GRAPHS["g1"]}
+    part = RetrieveParams(method="khop", hops=1, khop={"whole_graph": False})
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=mixed, index=index, params=part)
+    # Heat's 1-hop edges in g1: directed_by Ridley Scott, starred_actors Val Kilmer (not Top Gun's, not 1959)
+    assert _named(mixed, sub.heads, sub.relations, sub.tails) == {tuple(GRAPHS["g1"][0]), tuple(GRAPHS["g1"][1])}
