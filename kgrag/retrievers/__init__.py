@@ -29,4 +29,4 @@ class Retriever(Protocol):
     ) -> Subgraph: ...
 
 
-from kgrag.retrievers import khop, lego, none, pcst  # noqa: E402,F401
+from kgrag.retrievers import khop, lego, none, pcst, relpath  # noqa: E402,F401
