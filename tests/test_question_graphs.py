@@ -188,3 +188,32 @@ def test_tog_reads_only_the_questions_graph(mixed):
     assert set(incident_edges(mixed, [pacino], "g2", 100).tolist()) <= set(mixed.graph_edges("g2").tolist())
     glob = incident_edges(mixed, [pacino], None, 100)
     assert len(glob) == 2 and set(glob.tolist()) <= set(mixed.graph_edges(None).tolist())
+
+
+def test_khop_gives_a_question_graph_whole_or_its_k_hop_part(mixed, indexes):
+    """G-Retriever gives ExplaGraphs' small graphs whole (k = 0): ``khop`` with ``whole_graph`` returns every
+    edge of the question's graph even at hops = 0; without it, only the topic's k-hop part."""
+    q = _questions(mixed)["g1"]
+    index = indexes["mixed"]
+    whole = RetrieveParams(method="khop", hops=0)
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=mixed, index=index, params=whole)
+    assert _named(mixed, sub.heads, sub.relations, sub.tails) == {tuple(t) for t in GRAPHS["g1"]}
+    part = RetrieveParams(method="khop", hops=1, khop={"whole_graph": False})
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=mixed, index=index, params=part)
+    # Heat's 1-hop edges in g1: directed_by Ridley Scott, starred_actors Val Kilmer (not Top Gun's, not 1959)
+    assert _named(mixed, sub.heads, sub.relations, sub.tails) == {tuple(GRAPHS["g1"][0]), tuple(GRAPHS["g1"][1])}
+
+
+def test_relpath_follows_the_best_relation_sequence(plain, indexes):
+    """relpath on the tiny movie KG: a 1-hop 'directed by' question returns Heat's directed_by triple first and
+    only triples of the best sequences, within the question's graph rules."""
+    index = indexes["plain"]
+    topic = plain.ids_of(["Heat"])
+    from kgrag.types import Question
+
+    q = Question(question_id="q", text="who directed [Heat]", topic_ids=topic)
+    params = RetrieveParams(method="relpath", hops=1, relpath={"paths": 1})
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=plain, index=index, params=params)
+    got = [tuple(t) for t in plain.named_triples(sub.heads, sub.relations, sub.tails)]
+    assert got and all(r == "directed_by" and h == "Heat" for h, r, _ in got), got
+    assert sub.trace["sequences"] == ["directed by"]

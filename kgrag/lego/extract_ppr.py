@@ -6,6 +6,8 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import ranking
+
 from kgrag.lego.registries import EXTRACTORS
 from kgrag.lego.types import Context, Extracted, LocalGraph
 
@@ -75,14 +77,16 @@ def local_ppr(*, graph: LocalGraph, seeds: np.ndarray, damping: float, tol: floa
 
 
 def top_nodes(scores: np.ndarray, seeds: np.ndarray, k: int) -> np.ndarray:
-    """Seeds, then the other nodes with a positive score by descending score (ties: lower index), ``k`` in all."""
+    """Seeds, then the other nodes with a positive score by descending score rounded to
+    ``kgrag.ranking.MASS_DECIMALS`` (ties: lower index), ``k`` in all."""
     seeds = np.unique(np.asarray(seeds, dtype=np.int64))
-    order = np.lexsort((np.arange(len(scores)), -scores))
+    scores = ranking.rounded(scores, ranking.MASS_DECIMALS)
+    order = ranking.order(scores, decimals=ranking.MASS_DECIMALS)
     order = order[(scores[order] > 0) & ~np.isin(order, seeds)]
     return np.concatenate([seeds, order])[: max(k, len(seeds))].astype(np.int64)
 
 
-@EXTRACTORS.register("ppr", params=PPRParams, version="1")
+@EXTRACTORS.register("ppr", params=PPRParams, version="2")
 def extract_ppr(*, graph: LocalGraph, seeds: np.ndarray, hops: int, params: PPRParams, ctx: Context) -> Extracted:
     """Top-``max_ent`` nodes by personalized PageRank from the seeds, and the edges among them.
 

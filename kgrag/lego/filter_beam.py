@@ -6,6 +6,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.lego.filter_complete import extend
+from kgrag import ranking
 from kgrag.lego.registries import FILTERS
 from kgrag.lego.spec import ScorerSpec
 from kgrag.lego.types import Context, Extracted, LocalGraph, Path, path_text
@@ -20,7 +21,7 @@ class BeamParams(BaseModel):
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="st"), description="scores a path's text against the question")
 
 
-@FILTERS.register("beam", params=BeamParams, version="1")
+@FILTERS.register("beam", params=BeamParams, version="2")
 def filter_beam(
     *, graph: LocalGraph, extracted: Extracted, seeds: np.ndarray, hops: int, params: BeamParams, ctx: Context
 ) -> list[Path]:
@@ -42,7 +43,8 @@ def filter_beam(
             break
         texts = [path_text(q, graph, ctx.kg) for q in cands]
         scores = np.asarray(score_fn(query=ctx.question, docs=texts, params=score_params, ctx=ctx), dtype=np.float64)
-        order = np.argsort(-scores, kind="stable")[: params.beam_width]
+        order = ranking.top_k(scores, params.beam_width)
+        scores = ranking.rounded(scores)
         beams = [cands[i] for i in order]
         kept.extend((float(scores[i]), len(kept) + j, cands[i]) for j, i in enumerate(order))
     kept.sort(key=lambda t: (-t[0], t[1]))

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.lego.spec import ScorerSpec
+from kgrag import ranking
 from kgrag.lego.types import Context, Extracted, LocalGraph, edge_text, relation_text
 
 
@@ -60,7 +61,7 @@ def prune_extracted(*, graph: LocalGraph, extracted: Extracted, seeds: np.ndarra
     else:
         scores = np.asarray(fn(query=ctx.question, docs=[edge_text(int(e), graph, ctx.kg) for e in edges],
                                params=sp, ctx=ctx), dtype=np.float64)
-    kept = np.sort(edges[np.argsort(-scores, kind="stable")[: params.window]])
+    kept = np.sort(edges[ranking.top_k(scores, params.window, ids=edges)])
     mask = np.zeros(graph.n, dtype=bool)
     mask[np.asarray(seeds, dtype=np.int64)] = True
     mask[graph.src[kept]] = True
@@ -77,7 +78,7 @@ def _prune_nodes(*, graph: LocalGraph, extracted: Extracted, seeds: np.ndarray, 
     cand = extracted.nodes[~np.isin(extracted.nodes, seeds)][: params.candidates]
     names = [str(ctx.kg.entity_names[graph.nodes[v]]) for v in cand]
     scores = np.asarray(fn(query=ctx.question, docs=names, params=sp, ctx=ctx), dtype=np.float64)
-    keep = cand[np.argsort(-scores, kind="stable")[: params.window]] if len(cand) else cand
+    keep = cand[ranking.top_k(scores, params.window, ids=graph.nodes[cand])] if len(cand) else cand
     mask = np.zeros(graph.n, dtype=bool)
     mask[seeds] = True
     mask[keep] = True

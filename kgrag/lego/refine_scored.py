@@ -8,6 +8,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.lego.registries import REFINERS
+from kgrag import ranking
 from kgrag.lego.spec import ScorerSpec
 from kgrag.lego.types import Context, Path
 
@@ -20,7 +21,7 @@ class ScoredParams(BaseModel):
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="st"), description="scores a path's text against the question")
 
 
-@REFINERS.register("scored", params=ScoredParams, version="1")
+@REFINERS.register("scored", params=ScoredParams, version="2")
 def refine_scored(*, paths: Sequence[Path], texts: Sequence[str], params: ScoredParams, ctx: Context) -> np.ndarray:
     """Indices of the ``top_k`` best-scored paths, best first (ties keep the filter's order).
 
@@ -33,4 +34,4 @@ def refine_scored(*, paths: Sequence[Path], texts: Sequence[str], params: Scored
         return np.zeros(0, dtype=np.int64)
     fn, sp = params.scorer.module()
     scores = np.asarray(fn(query=ctx.question, docs=list(texts), params=sp, ctx=ctx), dtype=np.float64)
-    return np.argsort(-scores, kind="stable")[: params.top_k].astype(np.int64)
+    return ranking.top_k(scores, params.top_k)

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.lego.registries import SCORERS
+from kgrag import ranking
 from kgrag.lego.types import Context
 
 TOKEN = re.compile(r"[a-z0-9]+")
@@ -56,12 +57,13 @@ def bm25(query: str, docs: Sequence[str], *, k1: float, b: float) -> np.ndarray:
     return out
 
 
-@SCORERS.register("bm25", params=BM25Params, version="1")
+@SCORERS.register("bm25", params=BM25Params, version="2")
 def score_bm25(*, query: str, docs: Sequence[str], params: BM25Params, ctx: Context) -> np.ndarray:
-    """BM25 relevance of each doc (statistic-based scorer of the paper's Table 2).
+    """BM25 relevance of each doc (statistic-based scorer of the paper's Table 2), rounded to
+    ``kgrag.ranking.SCORE_DECIMALS``.
 
     References
     ----------
     Cao et al., LEGO-GraphRAG (2024), section 4.1 "BM25"; Robertson and Zaragoza (2009).
     """
-    return bm25(query, docs, k1=params.k1, b=params.b)
+    return ranking.rounded(bm25(query, docs, k1=params.k1, b=params.b), ranking.SCORE_DECIMALS)

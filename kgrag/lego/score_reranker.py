@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.lego.registries import SCORERS
+from kgrag import ranking
 from kgrag.lego.types import Context
 
 
@@ -45,9 +46,9 @@ def load_cross_encoder(model: str, max_length: int, init_seed: int):
     return ce
 
 
-@SCORERS.register("reranker", params=RerankerParams, version="1")
+@SCORERS.register("reranker", params=RerankerParams, version="2")
 def score_reranker(*, query: str, docs: Sequence[str], params: RerankerParams, ctx: Context) -> np.ndarray:
-    """Cross-encoder relevance of each (question, doc) pair.
+    """Cross-encoder relevance of each (question, doc) pair, rounded to ``kgrag.ranking.SCORE_DECIMALS``.
 
     References
     ----------
@@ -59,4 +60,4 @@ def score_reranker(*, query: str, docs: Sequence[str], params: RerankerParams, c
     ce = load_cross_encoder(params.model, params.max_length, params.init_seed)
     scores = ce.predict([(query, d) for d in docs], batch_size=params.batch_size, show_progress_bar=False,
                         convert_to_numpy=True)
-    return np.asarray(scores, dtype=np.float64).reshape(len(docs))
+    return ranking.rounded(np.asarray(scores, dtype=np.float64).reshape(len(docs)), ranking.SCORE_DECIMALS)

@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.embed import encode
+from kgrag import ranking
 from kgrag.lego.registries import SCORERS
 from kgrag.lego.types import Context
 
@@ -56,10 +57,11 @@ def embed_docs(index, docs: Sequence[str], cache_size: int, model: str | None = 
     return np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
 
 
-@SCORERS.register("st", params=STParams, version="2")
+@SCORERS.register("st", params=STParams, version="3")
 def score_st(*, query: str, docs: Sequence[str], params: STParams, ctx: Context) -> np.ndarray:
     """cos(embed(question), embed(doc)); with the index's model the question vector is the retriever's
     ``query_vec``, with another model (``params.model``) the question is embedded by that model.
+    Rounded to ``kgrag.ranking.COSINE_DECIMALS`` (float noise between CPUs decides no ranking).
 
     References
     ----------
@@ -72,4 +74,5 @@ def score_st(*, query: str, docs: Sequence[str], params: STParams, ctx: Context)
         q = np.asarray(ctx.query_vec, dtype=np.float32)
     else:
         q = encode([query], model=params.model)[0]
-    return (embed_docs(ctx.index, docs, params.cache_size, params.model) @ q).astype(np.float64)
+    sims = embed_docs(ctx.index, docs, params.cache_size, params.model).astype(np.float64) @ q.astype(np.float64)
+    return ranking.rounded(sims, ranking.COSINE_DECIMALS)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import ranking
 from kgrag.generate import clean_question
 from kgrag.llm import CallRecord, LLMRequest
 from kgrag.reasoners.baselines import cot_answer, cot_request, io_request
@@ -196,8 +197,8 @@ class Scorer:
                                           ctx=self.ctx), dtype=np.float64)
 
     def rank(self, docs: Sequence[str]) -> list[int]:
-        """Doc positions by descending score, ties in input order."""
-        return [int(i) for i in np.argsort(-self(docs), kind="stable")]
+        """Doc positions by descending score rounded per ``kgrag.ranking``, ties in input order."""
+        return [int(i) for i in ranking.order(self(docs))]
 
 
 def rel_words(name: Any) -> str:

@@ -1,5 +1,11 @@
 """``lego``: LEGO-GraphRAG retrieval, subgraph extraction → (semantic pruning) → path filtering → path refinement.
 
+Differences from the paper: the stages run on the topics' k-hop neighbourhood (the paper's PPR runs over
+the whole KG), and past ``max_neighbourhood_edges`` that neighbourhood's farthest hop is cut keeping the most
+question-like relations first (``relation_priority``; false = cut in edge order; a cap at least the
+neighbourhood's size = no cut, the paper's setting). Scores are rounded and ties broken by id
+(``kgrag.ranking``).
+
 Each stage is a module of a ``kgrag.lego`` sub-registry chosen by name in params; ``preset`` names one of
 the paper's Table 4 instances (``kgrag/lego/presets.py``) and explicit stage keys override it.
 """
@@ -61,6 +67,12 @@ class LegoParams(BaseModel):
     refine: RefinerSpec = Field(default_factory=lambda: RefinerSpec(**_default("refine")),
                                 description="path refiner (random, scored, llm) and its params")
     llm: LLMSettings = Field(default_factory=LLMSettings, description="LLM of the LLM-based stages")
+    relation_priority: bool = Field(
+        True,
+        description="a neighbourhood over max_neighbourhood_edges keeps the farthest hop's edges of the most "
+        "question-like relations first (kgrag); false = in edge order. The paper extracts from the whole "
+        "graph with no such cut: set false with a large max_neighbourhood_edges for its exact setting",
+    )
     trace_nodes: bool = Field(True, description="record each stage's node ids in the trace (per-module metrics)")
     trace_ms: bool = Field(True, description="record each stage's wall time (ms) in the trace (Table 6 timings)")
 
@@ -149,7 +161,8 @@ def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, m
 
     t0 = time.perf_counter()
     nb = kg.question_neighbourhood(topics, hops, max_edges, graph_id=question.graph_id,
-                                   relation_priority=index.relation_vectors @ query_vec)
+                                   relation_priority=index.relation_vectors @ query_vec
+                                   if params.relation_priority else None)
     graph = LocalGraph.build(kg=kg, nodes=nb.nodes, edges=nb.edges, graph_id=question.graph_id)
     seeds = graph.local(topics)
     ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,

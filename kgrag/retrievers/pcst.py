@@ -6,16 +6,40 @@ from typing import Literal
 
 import numpy as np
 import pcst_fast
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kgrag.registry import RETRIEVERS
+from kgrag import ranking
 from kgrag.types import Subgraph
 
 
+PRESETS: dict[str, dict] = {
+    # kgrag's defaults: rooted at the topic entity, instance simplified by leaf pruning (measured better on
+    # MetaQA: reports/bench/retrieval_frontier.json)
+    "kgrag": {},
+    # G-Retriever's published `retrieval_via_pcst` with its WebQSP call (topk=3, topk_e=5, cost_e=0.5):
+    # unrooted (root = -1, one cluster), GW pruning, the instance as built there (virtual nodes for edges
+    # whose prize beats the cost), no leaf pruning
+    "gretriever-exact": {"topk": 3, "topk_e": 5, "cost_e": 0.5, "tie_decay": 0.01, "root_topic": False,
+                         "pruning": "gw", "prune_leaves": False},
+}
+
+
 class PCSTParams(BaseModel):
-    """Params of the ``pcst`` retriever (defaults: G-Retriever's WebQSP setting)."""
+    """Params of the ``pcst`` retriever (defaults: G-Retriever's WebQSP prizes and costs, kgrag's rooted,
+    leaf-pruned solve; ``preset: gretriever-exact`` = the paper's published construction exactly).
+
+    Differences of the defaults from G-Retriever's ``retrieval_via_pcst``: the tree is rooted at the first
+    topic entity (G-Retriever: unrooted, so the tree may miss the topic), and zero-prize leaves are dropped /
+    paying leaf edges folded before solving (same optimum, GW may pick another tree of equal value). Both
+    are switched off by ``gretriever-exact``. Both variants round similarities to 4 decimals before prizes
+    are given (``kgrag.ranking``; G-Retriever ranks raw float32 similarities).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    preset: Literal["kgrag", "gretriever-exact"] | None = Field(
+        None, description="named setting (PRESETS in kgrag/retrievers/pcst.py); explicit keys override it"
+    )
     topk: int = Field(3, ge=0, description="nodes given prizes k..1 by cosine similarity (eq. 6)")
     topk_e: int = Field(5, ge=0, description="distinct edge-similarity values given prizes (eq. 6 for edges)")
     cost_e: float = Field(0.5, ge=0.0, description="cost per edge C_e (eq. 8)")
@@ -24,6 +48,10 @@ class PCSTParams(BaseModel):
         True, description="root the tree at the topic entity (kgrag); false = unrooted, as G-Retriever"
     )
     pruning: Literal["gw", "strong", "none", "simple"] = Field("gw", description="pcst_fast pruning")
+    relation_priority: bool = Field(
+        True, description="a neighbourhood over max_edges is cut by question-relevance of relations (kgrag); "
+        "false = in edge order"
+    )
     prune_leaves: bool = Field(
         True,
         description="simplify the instance before solving: drop zero-prize leaves, fold paying leaf edges "
@@ -31,9 +59,21 @@ class PCSTParams(BaseModel):
         "another tree of about equal value); false = the instance exactly as G-Retriever builds it",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data):
+        if isinstance(data, dict) and data.get("preset") is not None:
+            if data["preset"] not in PRESETS:
+                raise ValueError(f"unknown pcst preset {data['preset']!r}; valid: {', '.join(PRESETS)}")
+            return {**PRESETS[data["preset"]], **data}
+        return data
+
 
 def node_prizes(sim: np.ndarray, k: int) -> np.ndarray:
     """Top-``k`` similarities get prizes k, k-1, ..., 1; the rest 0.
+
+    Similarities are rounded to ``kgrag.ranking.COSINE_DECIMALS`` and ties go to the lower position (the
+    caller passes nodes sorted by id), so CPU float noise does not move a prize.
 
     References
     ----------
@@ -42,7 +82,7 @@ def node_prizes(sim: np.ndarray, k: int) -> np.ndarray:
     prizes = np.zeros(len(sim), dtype=np.float64)
     k = min(k, len(sim))
     if k > 0:
-        top = np.argsort(-sim, kind="stable")[:k]
+        top = ranking.top_k(sim, k, decimals=ranking.COSINE_DECIMALS)
         prizes[top] = np.arange(k, 0, -1, dtype=np.float64)
     return prizes
 
@@ -60,6 +100,7 @@ def edge_prizes(sim: np.ndarray, k: int, c: float) -> np.ndarray:
     prizes = np.zeros(len(sim), dtype=np.float64)
     if k <= 0 or len(sim) == 0:
         return prizes
+    sim = ranking.rounded(sim, ranking.COSINE_DECIMALS)  # tiers of equal similarity, robust to float noise
     values, inverse, counts = np.unique(sim, return_inverse=True, return_counts=True)
     k = min(k, len(values))
     last = float(k)
@@ -171,17 +212,8 @@ def pcst_select(
     real &= alive
     real_idx = np.nonzero(real)[0]
     virt_idx = np.nonzero(~real & alive)[0]
-    nv = len(virt_idx)
-    virt_nodes = n + np.arange(nv)
-    all_edges = np.concatenate(
-        [
-            edges[real_idx],
-            np.stack([edges[virt_idx, 0], virt_nodes], axis=1),
-            np.stack([virt_nodes, edges[virt_idx, 1]], axis=1),
-        ]
-    ).astype(np.int64)
-    costs = np.concatenate([cost_e - e_prizes[real_idx], np.zeros(2 * nv)])
-    prizes = np.concatenate([n_prizes, e_prizes[virt_idx] - cost_e])
+    all_edges, prizes, costs = pcst_instance(edges=edges, n_prizes=n_prizes, e_prizes=e_prizes, cost_e=cost_e,
+                                             real_idx=real_idx, virt_idx=virt_idx)
     vertices, sel = pcst_fast.pcst_fast(all_edges, prizes, costs, int(root), 1, pruning, 0)
     vertices = np.asarray(vertices, dtype=np.int64)
     sel = np.asarray(sel, dtype=np.int64)
@@ -192,6 +224,34 @@ def pcst_select(
     chosen = np.unique(np.concatenate([chosen_real, chosen_virt, chosen_fold]))
     nodes = np.unique(np.concatenate([picked, edges[chosen].ravel()]))
     return one_tree(nodes=nodes, chosen=chosen, edges=edges, root=root, n_prizes=n_prizes_in)
+
+
+def pcst_instance(*, edges: np.ndarray, n_prizes: np.ndarray, e_prizes: np.ndarray, cost_e: float,
+                  real_idx: np.ndarray, virt_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The PCST instance handed to ``pcst_fast``: (edges, node prizes, edge costs).
+
+    A real edge (prize <= cost) keeps its ends and costs ``cost_e - prize``; an edge whose prize beats the
+    cost becomes virtual node ``n + j`` (j-th in ``virt_idx``) with prize ``prize - cost_e``, joined to both
+    ends by zero-cost edges. Edge rows: the real edges, then every (head, virtual), then every
+    (virtual, tail) (G-Retriever interleaves the two virtual edges of each; the instance is the same).
+
+    References
+    ----------
+    He et al., G-Retriever (2024), section 4 and ``retrieval_via_pcst`` in its released code.
+    """
+    n = len(n_prizes)
+    nv = len(virt_idx)
+    virt_nodes = n + np.arange(nv)
+    all_edges = np.concatenate(
+        [
+            edges[real_idx],
+            np.stack([edges[virt_idx, 0], virt_nodes], axis=1),
+            np.stack([virt_nodes, edges[virt_idx, 1]], axis=1),
+        ]
+    ).astype(np.int64).reshape(-1, 2)
+    costs = np.concatenate([cost_e - e_prizes[real_idx], np.zeros(2 * nv)])
+    prizes = np.concatenate([n_prizes, e_prizes[virt_idx] - cost_e])
+    return all_edges, prizes, costs
 
 
 def one_tree(*, nodes: np.ndarray, chosen: np.ndarray, edges: np.ndarray, root: int, n_prizes: np.ndarray
@@ -227,7 +287,7 @@ def one_tree(*, nodes: np.ndarray, chosen: np.ndarray, edges: np.ndarray, root: 
     return nodes_kept, chosen[inside]
 
 
-@RETRIEVERS.register("pcst", params=PCSTParams, version="1")
+@RETRIEVERS.register("pcst", params=PCSTParams, version="2")
 def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, max_edges) -> Subgraph:
     """G-Retriever: prizes from k-NN on node/edge embeddings, PCST over the topic's k-hop neighbourhood
     (within the question's own graph when it has one: ``KGStore.question_neighbourhood``).
@@ -240,7 +300,8 @@ def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, m
     if not topics:
         return Subgraph.empty(method="pcst", reason="no topic entity in the KG")
     rel_sim = index.relation_vectors @ query_vec
-    nb = kg.question_neighbourhood(topics, hops, max_edges, graph_id=question.graph_id, relation_priority=rel_sim)
+    nb = kg.question_neighbourhood(topics, hops, max_edges, graph_id=question.graph_id,
+                                   relation_priority=rel_sim if params.relation_priority else None)
     nodes = np.sort(nb.nodes)
     eidx = nb.edges
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
@@ -257,8 +318,9 @@ def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, m
         edges=local, n_prizes=n_pr, e_prizes=e_pr, cost_e=params.cost_e, c=params.tie_decay,
         root=root, pruning=params.pruning, prune_leaves=params.prune_leaves,
     )
-    # Best first: edge prize, then similarity, then closeness (neighbourhood order).
-    order = np.lexsort((sel_edges, -e_sim[sel_edges], -e_pr[sel_edges]))
+    # Best first: edge prize, then similarity (both rounded, kgrag.ranking), then edge id.
+    order = np.lexsort((eidx[sel_edges], -ranking.rounded(e_sim[sel_edges], ranking.COSINE_DECIMALS),
+                        -ranking.rounded(e_pr[sel_edges])))
     sel_edges = sel_edges[order]
     return Subgraph(
         heads=h[sel_edges],
@@ -267,5 +329,5 @@ def retrieve_pcst(*, question, query_vec, kg, index, params: PCSTParams, hops, m
         node_ids=nodes[sel_nodes],
         neighbourhood_nodes=len(nodes),
         neighbourhood_edges=len(eidx),
-        trace={"method": "pcst", "root": int(topics[0]) if root >= 0 else None, "truncated": nb.truncated},
+        trace={"method": "pcst", "preset": params.preset, "root": int(topics[0]) if root >= 0 else None, "truncated": nb.truncated},
     )
