@@ -8,3 +8,4 @@ from kgrag.reasoners.core import (  # noqa: F401
 from kgrag.reasoners import answer, baselines  # noqa: E402,F401,I001
 from kgrag.reasoners import fasttog, tog  # noqa: E402,F401,I001
 from kgrag.reasoners import agent, explore  # noqa: E402,F401,I001
+from kgrag.reasoners import rank  # noqa: E402,F401,I001
