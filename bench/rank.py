@@ -40,6 +40,23 @@ from kgrag.runner import contexts_for, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
 
+class CacheOnlyGeneration:
+    """The backend for scoring; generation requests not in the call cache fail with ``not cached`` (the
+    ``answer`` rows of ``--answer-cached-only``: another run's generations reused, none made here)."""
+
+    def __init__(self, backend) -> None:
+        self.backend, self.model_id = backend, backend.model_id
+
+    def generate(self, requests):
+        from kgrag.llm import LLMReply
+
+        out = [None] * len(requests)
+        pos = [i for i, r in enumerate(requests) if r.scoring]
+        for i, rep in zip(pos, self.backend.generate([requests[i] for i in pos]) if pos else []):
+            out[i] = rep
+        return [o if o is not None else LLMReply(error="not cached (--answer-cached-only)") for o in out]
+
+
 def run_hops(*, data_dir: Path, client: LLMClient, params, limit: int, rank_json: str, shard: int) -> dict:
     """Both reasoners on one hop count's questions; their Hit@1 / Hit / F1."""
     db = (data_dir / "validated" / "kg.duckdb").resolve()
@@ -66,8 +83,9 @@ def run_hops(*, data_dir: Path, client: LLMClient, params, limit: int, rank_json
                                 reason=reason, sampling=sampling, kg=kg)
         secs = time.perf_counter() - t0
         scores = [answer_scores(prediction=r[S.PREDICTION], predicted=r[S.PREDICTED_ANSWERS], gold=q.answers)
-                  for r, q in zip(rows, questions)]
+                  for r, q in zip(rows, questions) if not r[S.FAILED]]
         n = max(len(scores), 1)
+        out[f"questions_{name}"] = len(scores)  # answered (with --answer-cached-only: found in the cache)
         for k in ("hit_at_1", "hit_any", "f1"):
             out[f"{k}_{name}"] = round(sum(x[k] for x in scores) / n, 4)
         out[f"failed_{name}"] = sum(r[S.FAILED] for r in rows)
@@ -87,6 +105,12 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="first N questions only (0 = all)")
     ap.add_argument("--cache", default=".kgrag_cache/bench_rank_calls.sqlite")
     ap.add_argument("--seed-cache", default=None, help="copy this call cache to --cache first when it is missing")
+    ap.add_argument("--answer-cached-only", action="store_true",
+                    help="answer rows only from the call cache (no generation); uncached questions left out of "
+                         "the answer metrics and counted in failed_answer")
+    ap.add_argument("--answer-metrics", action="append", default=[], metavar="HOPS=METRICS_JSON",
+                    help="answer row of a hop count from a pipeline run's reports/metrics.json (same sample, "
+                         "retrieval and prompt) where it is not computed here (e.g. with --answer-cached-only)")
     ap.add_argument("--out", default="reports/bench/rank.json")
     args = ap.parse_args()
     params = load(args.params)
@@ -95,14 +119,31 @@ def main() -> None:
         shutil.copyfile(args.seed_cache, args.cache)
     g = params.generate
     backend = BACKENDS.get(g.backend).impl(g.module_params(), timeout_s=g.timeout_s)
-    client = LLMClient(backend, cache=CallCache(args.cache), retries=g.retries, backoff_s=g.backoff_s)
+    if args.answer_cached_only:
+        backend = CacheOnlyGeneration(backend)
+    client = LLMClient(backend, cache=CallCache(args.cache), retries=0 if args.answer_cached_only else g.retries,
+                       backoff_s=g.backoff_s)
     result: dict = {"machine": machine(), "model": backend.model_id, "loadavg_before": list(os.getloadavg()),
-                    "rank_params": json.loads(args.rank), "targets": {"1": 0.6, "2": 0.4}}
+                    "rank_params": json.loads(args.rank), "targets": {"1": 0.6, "2": 0.4},
+                    "answer_cached_only": args.answer_cached_only}
     for spec in args.data or ["2=data"]:
         hops, d = spec.split("=", 1)
         result[hops] = run_hops(data_dir=Path(d), client=client, params=params, limit=args.limit,
                                 rank_json=args.rank, shard=g.shard_size)
         result[hops]["target_met"] = result[hops]["hit_at_1_rank"] >= result["targets"].get(hops, 0.0)
+    for spec in args.answer_metrics:
+        hops, path = spec.split("=", 1)
+        if hops in result and not result[hops].get("questions_answer"):
+            m = json.loads(Path(path).read_text())
+            val = lambda k: m[k]["mean"] if isinstance(m[k], dict) else m[k]  # noqa: E731
+            result[hops].update(hit_at_1_answer=val("hit_at_1"), hit_any_answer=val("hit_any"), f1_answer=val("f1"),
+                                answer_source=path)
+    # hop counts not run now keep their entry of an earlier run (one hop count per process is fine)
+    if Path(args.out).exists():
+        old = json.loads(Path(args.out).read_text())
+        for k, v in old.items():
+            if k.isdigit() and k not in result:
+                result[k] = v
     result["loadavg_after"] = list(os.getloadavg())
     if max(result["loadavg_before"][0], result["loadavg_after"][0]) > 1.0:
         result["warning"] = "load average > 1.0: timings are not comparable (Hit@1 does not depend on load)"

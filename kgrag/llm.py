@@ -241,11 +241,14 @@ def score_reply_text(scores: Sequence[tuple[float, int]]) -> str:
 
 def scores_of(rec: CallRecord | LLMReply) -> list[tuple[float, int]]:
     """(sum of the continuation's token log-probs, its token count) per continuation of a scoring call;
-    ``[]`` when the call failed."""
+    ``[]`` when the call failed or its reply is no score list (a backend that answered with text)."""
     reply = rec.reply if isinstance(rec, CallRecord) else rec
     if reply.error is not None or not reply.text:
         return []
-    return [(float(lp), int(n)) for lp, n in json.loads(reply.text)]
+    try:
+        return [(float(lp), int(n)) for lp, n in json.loads(reply.text)]
+    except (ValueError, TypeError):
+        return []
 
 
 class ScoringUnsupported(NotImplementedError):

@@ -125,11 +125,11 @@ def test_shared_kv_scores_equal_direct_per_candidate_computation():
     b = LlamaCppBackend(LlamaCppParams(n_ctx=1024, n_threads=1))
     req = build_request(question="who directed the movies starred by [Al Pacino]", context=CONTEXT,
                         temperature=0.0, top_p=1.0, max_tokens=16, seed=0)
-    names = ["Michael Mann", "Heat", "The Irishman", "Martin Scorsese", "Al Pacino", "Amélie", "x"]
+    names = ["Michael Mann", "Heat", "The Irishman", "Amélie", "x"]
     prompt = chat_tokens(b.llm, req.as_messages())
     conts = [continuation_tokens(b.llm, n) for n in names]
-    # a small engine: 3 sequences (groups of 2 candidates) and 4-token batches (candidates split over decodes)
-    eng = ScoreEngine(b.llm, n_ctx=1024, n_batch=4, n_threads=1, n_seq_max=3)
+    # a small engine: 3 sequences (candidates in groups of 2) and 8-token batches (the prompt in chunks)
+    eng = ScoreEngine(b.llm, n_ctx=1024, n_batch=8, n_threads=1, n_seq_max=3)
     try:
         got = eng.score(prompt, conts)
         again = eng.score(prompt, conts)  # prompt from the KV cache (all but its last token reused)
@@ -138,10 +138,11 @@ def test_shared_kv_scores_equal_direct_per_candidate_computation():
         eng.close()
     ref = _direct_scores(b.path, prompt, conts)
     assert [n for _, n in got] == [n for _, n in ref] == [len(c) for c in conts]
-    # tolerance: float32 logits of different batch shapes (llama.cpp kernels differ by batch size)
-    np.testing.assert_allclose([s for s, _ in got], [s for s, _ in ref], atol=2e-2, rtol=0)
-    np.testing.assert_allclose([s for s, _ in again], [s for s, _ in got], atol=2e-2, rtol=0)
+    # tolerance 1e-3 nats: float32 logits of other batch shapes (measured: |diff| <= 1.2e-4; with flash
+    # attention on in one context and off in the other it was up to 0.2)
+    np.testing.assert_allclose([s for s, _ in got], [s for s, _ in ref], atol=1e-3, rtol=0)
+    np.testing.assert_allclose([s for s, _ in again], [s for s, _ in got], atol=1e-3, rtol=0)
     # the same through the backend (the default engine) and the client
     rec = LLMClient(b, cache=None).score(req, names)
-    np.testing.assert_allclose([s for s, _ in scores_of(rec)], [s for s, _ in ref], atol=2e-2, rtol=0)
+    np.testing.assert_allclose([s for s, _ in scores_of(rec)], [s for s, _ in ref], atol=1e-3, rtol=0)
     assert json.loads(rec.reply.text)[0][1] == len(conts[0])

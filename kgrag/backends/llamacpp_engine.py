@@ -73,6 +73,9 @@ class ScoreEngine:
         p.n_ubatch = n_batch
         p.n_seq_max = max(2, min(n_seq_max, llama_cpp.llama_max_parallel_sequences()))
         p.kv_unified = True
+        # as ``Llama(flash_attn=False)`` has it: the library default (auto) turns flash attention on, whose f16
+        # accumulation moved log-probs by up to 0.2 nats against the generation context
+        p.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         p.n_threads = n_threads
         p.n_threads_batch = n_threads
         self.ctx = _internals.LlamaContext(model=llm._model, params=p, verbose=False)

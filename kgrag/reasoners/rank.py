@@ -91,8 +91,8 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
         return Reasoning(answer="", trace=trace)
     (rec,) = yield [replace(req, continuations=tuple(names))]
     scores = scores_of(rec)
-    if len(scores) != len(names):
-        return Reasoning(answer="", trace=trace)
+    if len(scores) != len(names):  # failed call (error in the trace), or a reply that is no score list
+        return Reasoning(answer="", trace=trace, unparseable=int(not rec.failed))
     ids = {}
     if inp.kg is not None and getattr(inp.kg, "ids_of", None) is not None and not choices:
         try:
