@@ -29,6 +29,16 @@ def shards(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+def progress_bar(stage: str, total: int):
+    """A tqdm bar on stderr counting the stage's questions (rate and ETA in questions); advanced as shards
+    finish (``bar.update(n)``); close it when done."""
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=stage, unit="q", file=sys.stderr, mininterval=1.0, smoothing=0.1)
+
+
 def progress(stage: str, done: int, total: int) -> None:
     """One progress line on stderr."""
     import sys

@@ -19,7 +19,7 @@ import hashlib  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from flows.runners import default_task_runner  # noqa: E402
-from flows.cache import closure_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
+from flows.cache import closure_version, progress_bar, shard_key, shard_key_parts, shards  # noqa: E402
 
 from kgrag import schema as S  # noqa: E402
 from kgrag.embed import open_index  # noqa: E402
@@ -91,6 +91,7 @@ def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_p
             reason_json=reason.model_dump_json(), separator=separator, cache_path=cache_path, db_path=db_path,
             index_dir=index_dir, index_model=index_model))
     out: list[dict] = []
+    bar = progress_bar("generate", len(question_rows))
     for future in futures:  # shard order, whatever order they finish in
         res = future.result(raise_on_failure=False)
         if isinstance(res, IncompleteShard):
@@ -98,5 +99,6 @@ def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_p
         elif isinstance(res, BaseException):
             raise res
         out.extend(res)
-        progress("generate", len(out), len(question_rows))
+        bar.update(len(out) - bar.n)
+    bar.close()
     return out

@@ -15,7 +15,7 @@ setup()
 from prefect import flow, task  # noqa: E402
 
 from flows.runners import default_task_runner  # noqa: E402
-from flows.cache import closure_version, progress, shard_key, shard_key_parts, shards  # noqa: E402
+from flows.cache import closure_version, progress_bar, shard_key, shard_key_parts, shards  # noqa: E402
 from kgrag.embed import open_index  # noqa: E402
 from kgrag.params import RetrieveParams, section_hash  # noqa: E402
 from kgrag.registry import RETRIEVERS  # noqa: E402
@@ -53,7 +53,9 @@ def retrieve_flow(*, question_rows: list[dict], db_path: str, db_hash: str, inde
                                              index_dir=index_dir, index_model=index_model,
                                              params_json=params.model_dump_json()))
     out: list[dict] = []
+    bar = progress_bar("retrieve", len(question_rows))
     for future in futures:  # shard order, whatever order they finish in
         out.extend(future.result())
-        progress("retrieve", len(out), len(question_rows))
+        bar.update(len(out) - bar.n)
+    bar.close()
     return out

@@ -47,6 +47,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "explore": "kgrag.reasoners.explore",
         "fasttog": "kgrag.reasoners.fasttog",
         "io": "kgrag.reasoners.baselines",
+        "rank": "kgrag.reasoners.rank",
         "tog": "kgrag.reasoners.tog",
     },
     "community_detector": {

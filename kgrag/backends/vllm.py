@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag.llm import LLMReply, LLMRequest
+from kgrag.llm import LLMReply, LLMRequest, score_reply_text
 from kgrag.registry import BACKENDS
 
 
@@ -41,7 +41,19 @@ def structured_kwargs(req: LLMRequest) -> dict[str, Any]:
         return {"guided_decoding": GuidedDecodingParams(**spec)}
 
 
-@BACKENDS.register("vllm", params=VLLMParams)
+def prompt_logprob_sums(prompt_logprobs, prompt_len: int, cont: Sequence[int]) -> tuple[float, int]:
+    """(sum of log-probs, tokens) of the continuation ``cont`` that follows ``prompt_len`` prompt tokens, read
+    from vLLM's ``RequestOutput.prompt_logprobs`` (one ``{token_id: Logprob}`` dict per prompt position, the
+    first None; with ``prompt_logprobs=0`` each dict holds the actual token)."""
+    total = 0.0
+    for t, tok in enumerate(cont):
+        entry = prompt_logprobs[prompt_len + t]
+        lp = entry[tok]
+        total += float(getattr(lp, "logprob", lp))
+    return total, len(cont)
+
+
+@BACKENDS.register("vllm", params=VLLMParams, version="2")
 class VLLMBackend:
     """One batched ``LLM.chat`` call per batch."""
 
@@ -55,10 +67,48 @@ class VLLMBackend:
         self._llm = LLM(model=params.model, gpu_memory_utilization=params.gpu_memory_utilization,
                         max_model_len=params.max_model_len)
 
-    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMReply]:
-        """Batched generation."""
+    def score(self, requests: Sequence[LLMRequest]) -> list[LLMReply]:
+        """Scoring requests: every (prompt, continuation) pair as one prompt of ``max_tokens=1`` with
+        ``prompt_logprobs=0``, all in one ``LLM.generate`` batch; vLLM's automatic prefix caching shares the
+        prompt's KV blocks between the continuations of a request. UNTESTED here (no CUDA machine)."""
         from vllm import SamplingParams
 
+        t0 = time.perf_counter()
+        tok = self._llm.get_tokenizer()
+        prompts, index = [], []
+        for i, r in enumerate(requests):
+            p = list(tok.apply_chat_template(r.as_messages(), add_generation_prompt=True, tokenize=True))
+            for c in r.continuations:
+                ct = list(tok.encode(c, add_special_tokens=False))
+                prompts.append({"prompt_token_ids": p + ct})
+                index.append((i, len(p), ct))
+        try:
+            outs = self._llm.generate(prompts, SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0),
+                                      use_tqdm=False)
+            sums: list[list[tuple[float, int]]] = [[] for _ in requests]
+            for (i, plen, ct), o in zip(index, outs):
+                sums[i].append(prompt_logprob_sums(o.prompt_logprobs, plen, ct))
+        except Exception as e:
+            return [LLMReply(error=f"{type(e).__name__}: {e}") for _ in requests]
+        ms = (time.perf_counter() - t0) * 1000 / max(len(requests), 1)
+        return [LLMReply(text=score_reply_text(s), tokens_in=sum(len(p["prompt_token_ids"]) for (j, _, _), p in
+                                                                zip(index, prompts) if j == i),
+                         latency_ms=ms) for i, s in enumerate(sums)]
+
+    def generate(self, requests: Sequence[LLMRequest]) -> list[LLMReply]:
+        """Batched generation (scoring requests of the batch go to ``score``, in one batch of their own)."""
+        from vllm import SamplingParams
+
+        if any(r.scoring for r in requests):
+            pos_s = [i for i, r in enumerate(requests) if r.scoring]
+            pos_g = [i for i, r in enumerate(requests) if not r.scoring]
+            out: list[LLMReply | None] = [None] * len(requests)
+            for i, rep in zip(pos_s, self.score([requests[i] for i in pos_s])):
+                out[i] = rep
+            if pos_g:
+                for i, rep in zip(pos_g, self.generate([requests[i] for i in pos_g])):
+                    out[i] = rep
+            return [r for r in out if r is not None]
         t0 = time.perf_counter()
         sps = [SamplingParams(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_tokens, seed=r.seed,
                               stop=list(r.stop) or None, **structured_kwargs(r)) for r in requests]

@@ -1,0 +1,127 @@
+"""Benchmark: questions per minute of the embedded-LLM path today (``answer`` reasoner, generation through
+``Llama.create_chat_completion``, one question at a time) against the new path (``rank`` reasoner: one scoring
+call per question on the multi-sequence llama.cpp context, candidates batched on the prompt's KV state), same
+questions, same run, same machine, no LLM call cache.
+
+Questions: the first ``--questions`` (default 48) of the default experiment (``data/validated/kg.duckdb`` and
+``data/retrieve/retrieved.parquet``, contexts as the generate stage builds them). Writes
+``reports/bench/inference.json``: ``sequential_qpm`` (today), ``batched_qpm`` (new), ``speedup``, prefill and
+decode tokens/s of each (llama.cpp's own perf counters), ``same_answers`` (how many predictions are identical,
+with the reason they may differ), Hit@1 of each on these questions, load average before and after (a warning
+when > 1.0: then the timings are not comparable; the lead re-runs it on an idle machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine, write_result  # noqa: E402
+
+from kgrag import io  # noqa: E402
+from kgrag import schema as S  # noqa: E402
+from kgrag.duckdb_io import read_tables  # noqa: E402
+from kgrag.evaluate import answer_scores  # noqa: E402
+from kgrag.llm import LLMClient  # noqa: E402
+from kgrag.params import ReasonParams, load  # noqa: E402
+from kgrag.reasoners import Sampling  # noqa: E402
+from kgrag.registry import BACKENDS  # noqa: E402
+from kgrag.runner import contexts_for, reason_rows  # noqa: E402
+from kgrag.store import open_store, questions_from_table  # noqa: E402
+
+
+def perf(ctx) -> dict:
+    """llama.cpp's perf counters of a context: prompt (prefill) and generated (decode) tokens and ms."""
+    import llama_cpp
+
+    d = llama_cpp.llama_perf_context(ctx)
+    return {"prefill_tokens": int(d.n_p_eval), "prefill_ms": float(d.t_p_eval_ms), "decode_tokens": int(d.n_eval),
+            "decode_ms": float(d.t_eval_ms)}
+
+
+def rates(p: dict) -> dict:
+    """Tokens per second from perf counters."""
+    return {**p, "prefill_tok_s": p["prefill_tokens"] / (p["prefill_ms"] / 1000) if p["prefill_ms"] else None,
+            "decode_tok_s": p["decode_tokens"] / (p["decode_ms"] / 1000) if p["decode_ms"] else None}
+
+
+def main() -> None:
+    """Run the benchmark."""
+    import llama_cpp
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--questions", type=int, default=48)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default="reports/bench/inference.json")
+    args = ap.parse_args()
+    params = load(args.params)
+    g = params.generate
+    if g.backend != "llamacpp":
+        raise SystemExit("bench/inference.py measures the embedded llamacpp backend (generate.backend: llamacpp)")
+    db = (io.VALIDATED / "kg.duckdb").resolve()
+    questions = questions_from_table(read_tables(db, ("questions",))["questions"])
+    retrieved = {r[S.QUESTION_ID]: r for r in io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()}
+    questions = [q for q in questions if q.question_id in retrieved][: args.questions]
+    kg = open_store(str(db))
+    contexts = contexts_for([retrieved[q.question_id] for q in questions], kg=kg, params=g)
+    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
+                        few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+    backend = BACKENDS.get("llamacpp").impl(g.module_params(), timeout_s=g.timeout_s)
+    client = LLMClient(backend, cache=None, retries=0)
+    result: dict = {"machine": machine(), "model": backend.model_id, "questions": len(questions),
+                    "llamacpp": g.module_params().model_dump(), "loadavg_before": list(os.getloadavg()),
+                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+    backend.llm.create_chat_completion(messages=[{"role": "user", "content": "hi"}], max_tokens=1)  # warm-up
+    backend.engine.score([1, 2, 3], [[4]])
+
+    # today's path: the answer reasoner, one question at a time (what `run_one` does), generation
+    llama_cpp.llama_perf_context_reset(backend.llm._ctx.ctx)
+    t0 = time.perf_counter()
+    seq = []
+    for q, c in zip(questions, contexts):
+        seq += reason_rows(questions=[q], contexts=[c], client=client, reason=ReasonParams(method="answer"),
+                           sampling=sampling, kg=kg)
+    ts = time.perf_counter() - t0
+    seq_perf = rates(perf(backend.llm._ctx.ctx))
+
+    # new path: the rank reasoner, the whole batch advanced together; scoring on the multi-sequence context
+    eng = backend.engine
+    llama_cpp.llama_perf_context_reset(eng.ctx.ctx)
+    ev0, re0 = eng.evaluated, eng.reused
+    t0 = time.perf_counter()
+    new = reason_rows(questions=questions, contexts=contexts, client=client, reason=ReasonParams(method="rank"),
+                      sampling=sampling, kg=kg)
+    tb = time.perf_counter() - t0
+    new_perf = {**rates(perf(eng.ctx.ctx)), "prompt_tokens_evaluated": eng.evaluated - ev0,
+                "prompt_tokens_reused": eng.reused - re0}
+
+    n = len(questions)
+    hit = lambda rows: sum(answer_scores(prediction=r[S.PREDICTION], predicted=r[S.PREDICTED_ANSWERS],  # noqa: E731
+                                         gold=q.answers)["hit_at_1"] for r, q in zip(rows, questions)) / max(n, 1)
+    same = sum(a[S.PREDICTION].strip() == b[S.PREDICTION].strip() for a, b in zip(seq, new))
+    result.update({
+        "sequential_seconds": ts, "batched_seconds": tb,
+        "sequential_qpm": n / ts * 60, "batched_qpm": n / tb * 60, "speedup": ts / tb,
+        "sequential": {"path": "answer reasoner, create_chat_completion, one question at a time", **seq_perf,
+                       "failed": sum(r[S.FAILED] for r in seq), "hit_at_1": hit(seq)},
+        "batched": {"path": "rank reasoner, one scoring call per question, candidates batched on the prompt's KV "
+                            "state (llamacpp_engine.ScoreEngine)", **new_perf,
+                    "failed": sum(r[S.FAILED] for r in new), "hit_at_1": hit(new)},
+        "same_answers": same,
+        "same_answers_reason": "the paths answer differently by design: rank outputs the best-scored context "
+                               "entity, answer generates free text; equal only where the generated answer is "
+                               "exactly that entity",
+        "loadavg_after": list(os.getloadavg()),
+    })
+    if max(result["loadavg_before"][0], result["loadavg_after"][0]) > 1.0:
+        result["warning"] = "load average > 1.0: timings not comparable; re-run on an idle machine"
+    write_result(args.out, result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The ``rank`` reasoner and continuation scoring: ranking rules (scripted scores), the reasoner's candidates and
+calls (scripted client), and agreement of the llama.cpp multi-sequence scorer with a from-scratch computation on
+the real SmolLM2."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from kgrag.generate import build_request
+from kgrag.llm import CallCache, LLMClient, LLMReply, call_key, score_reply_text, scores_of
+from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoners.rank import RankParams, rank_candidates
+from kgrag.types import Question
+
+CONTEXT = ("(Heat, directed_by, Michael Mann)\n(Heat, starred_actors, Al Pacino)\n"
+           "(The Irishman, starred_actors, Al Pacino)\n(The Irishman, directed_by, Martin Scorsese)")
+
+
+def test_rank_candidates_normalization_rounding_and_ties():
+    names = ["b", "a", "c", "d"]
+    scores = [(-2.0, 2), (-1.00001, 1), (-3.0, 1), (-1.0, 1)]
+    # mean: b -1.0, a -1.0 (rounded), c -3, d -1.0: ties broken by id, then by name
+    got = rank_candidates(names, scores, normalize="mean", ids={"d": 5, "b": 7, "a": 9})
+    assert [n for n, _ in got] == ["d", "b", "a", "c"]
+    got = rank_candidates(names, scores, normalize="sum")
+    assert [n for n, _ in got] == ["a", "d", "b", "c"]
+    assert got[0][1] == -1.0
+
+
+class ScoringScript:
+    """Scores each continuation by a fixed table; records the requests."""
+
+    model_id = "script"
+
+    def __init__(self, table):
+        self.table, self.requests = table, []
+
+    def generate(self, requests):
+        self.requests += list(requests)
+        return [LLMReply(text=score_reply_text([(self.table.get(c, -9.0), 1) for c in r.continuations]))
+                if r.scoring else LLMReply(error="not a scoring request") for r in requests]
+
+
+def _run(question, params=RankParams(), table=None, cache=None):
+    backend = ScoringScript(table or {})
+    client = LLMClient(backend, cache=cache)
+    job = REASONERS.get("rank").impl(inp=ReasonInput(question=question, context=CONTEXT, sampling=Sampling()),
+                                     params=params)
+    (res, recs), = run_batched(jobs=[job], client=client)
+    return res, recs, backend
+
+
+def test_rank_reasoner_candidates_topic_excluded_and_top_k():
+    q = Question("q1", "who directed the movies starred by [Al Pacino]", topic_ids=())
+    res, recs, b = _run(q, RankParams(top_k=2), {"Michael Mann": -0.5, "Martin Scorsese": -0.7, "Al Pacino": 0.0})
+    (req,) = b.requests
+    assert "Al Pacino" not in req.continuations  # the topic entity is no candidate
+    assert set(req.continuations) == {"Heat", "Michael Mann", "The Irishman", "Martin Scorsese"}
+    assert res.answer == "Michael Mann | Martin Scorsese"
+    # the prompt is the answer reasoner's
+    assert req.messages == build_request(question=q.text, context=CONTEXT, temperature=0.0, top_p=1.0,
+                                         max_tokens=48, seed=0).messages
+    res2, _, b2 = _run(q, RankParams(candidates="context"), {"Al Pacino": 0.0})
+    assert "Al Pacino" in b2.requests[0].continuations and res2.answer == "Al Pacino"
+
+
+def test_rank_reasoner_label_task_scores_the_choices():
+    q = Question("q2", "Argument: a. Belief: b. support or counter?", topic_ids=(), choices=("support", "counter"))
+    res, _, b = _run(q, table={"counter": -0.1, "support": -2.0})
+    assert b.requests[0].continuations == ("support", "counter") and res.answer == "counter"
+
+
+def test_scoring_calls_are_cached_under_their_own_key(tmp_path):
+    q = Question("q1", "who directed the movies starred by [Al Pacino]", topic_ids=())
+    cache = CallCache(tmp_path / "c.sqlite")
+    _, recs, _ = _run(q, cache=cache)
+    _, again, b = _run(q, cache=cache)
+    assert not recs[0].cached and again[0].cached and b.requests == []
+    req = build_request(question=q.text, context=CONTEXT, temperature=0.0, top_p=1.0, max_tokens=48, seed=0)
+    assert recs[0].key != call_key("script", req)  # a generation of the same prompt is another call
+    assert len(scores_of(again[0])) == 4
+
+
+def test_failed_scoring_gives_an_empty_answer():
+    class Unsupported:
+        model_id = "x"
+
+        def generate(self, requests):
+            return [LLMReply(error="ScoringUnsupported: no") for _ in requests]
+
+    job = REASONERS.get("rank").impl(inp=ReasonInput(question=Question("q", "who [Heat]", ()), context=CONTEXT),
+                                     params=RankParams())
+    (res, recs), = run_batched(jobs=[job], client=LLMClient(Unsupported(), cache=None, retries=0))
+    assert res.answer == "" and recs[0].failed and "ScoringUnsupported" in recs[0].reply.error
+
+
+# --- real SmolLM2 -------------------------------------------------------------------------------------------
+
+def _direct_scores(path, prompt, conts):
+    """Each continuation evaluated from scratch after the prompt in a fresh single-sequence context (all
+    logits kept): the reference of the shared-KV scorer."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=path, n_ctx=1024, n_threads=1, n_batch=512, logits_all=True, verbose=False, seed=0)
+    out = []
+    try:
+        for c in conts:
+            llm.reset()
+            llm.eval(prompt + c)
+            lp = llm.logits_to_logprobs(np.asarray(llm.scores[: len(prompt) + len(c)], dtype=np.float64))
+            out.append((float(sum(lp[len(prompt) - 1 + t, tok] for t, tok in enumerate(c))), len(c)))
+    finally:
+        llm.close()
+    return out
+
+
+def test_shared_kv_scores_equal_direct_per_candidate_computation():
+    from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams
+    from kgrag.backends.llamacpp_engine import ScoreEngine, chat_tokens, continuation_tokens
+
+    b = LlamaCppBackend(LlamaCppParams(n_ctx=1024, n_threads=1))
+    req = build_request(question="who directed the movies starred by [Al Pacino]", context=CONTEXT,
+                        temperature=0.0, top_p=1.0, max_tokens=16, seed=0)
+    names = ["Michael Mann", "Heat", "The Irishman", "Amélie", "x"]
+    prompt = chat_tokens(b.llm, req.as_messages())
+    conts = [continuation_tokens(b.llm, n) for n in names]
+    # a small engine: 3 sequences (candidates in groups of 2) and 8-token batches (the prompt in chunks)
+    eng = ScoreEngine(b.llm, n_ctx=1024, n_batch=8, n_threads=1, n_seq_max=3)
+    try:
+        got = eng.score(prompt, conts)
+        again = eng.score(prompt, conts)  # prompt from the KV cache (all but its last token reused)
+        assert eng.reused >= len(prompt) - 1
+    finally:
+        eng.close()
+    ref = _direct_scores(b.path, prompt, conts)
+    assert [n for _, n in got] == [n for _, n in ref] == [len(c) for c in conts]
+    # tolerance 1e-3 nats: float32 logits of other batch shapes (measured: |diff| <= 1.2e-4; with flash
+    # attention on in one context and off in the other it was up to 0.2)
+    np.testing.assert_allclose([s for s, _ in got], [s for s, _ in ref], atol=1e-3, rtol=0)
+    np.testing.assert_allclose([s for s, _ in again], [s for s, _ in got], atol=1e-3, rtol=0)
+    # the same through the backend (the default engine) and the client
+    rec = LLMClient(b, cache=None).score(req, names)
+    np.testing.assert_allclose([s for s, _ in scores_of(rec)], [s for s, _ in ref], atol=1e-3, rtol=0)
+    assert json.loads(rec.reply.text)[0][1] == len(conts[0])
