@@ -290,7 +290,7 @@ class ReportParams(Strict):
     traces: int = Field(3, ge=0, description="questions whose reasoner trace (steps and LLM calls) report.md shows")
     html_max_questions: int = Field(200, ge=0, description="questions with a full view (subgraph, trace, LLM calls) "
                                     "in report.html; its question list covers all")
-    html_seed: int = Field(0, description="seed of report.html's graph layouts (igraph Fruchterman-Reingold)")
+    html_seed: int = Field(0, description="seed of report.html's graph layouts (igraph Kamada-Kawai from a seeded start)")
 
 
 class ClusterParams(ModuleSection):
