@@ -28,12 +28,12 @@ from kgrag.constrain import context_entities  # noqa: E402
 from kgrag.duckdb_io import read_tables  # noqa: E402
 from kgrag.evaluate import answer_scores, normalize, rouge_l  # noqa: E402
 from kgrag.generate import parse_answers  # noqa: E402
-from kgrag.clients import client_for  # noqa: E402
+from kgrag.clients import backend_params, client_for  # noqa: E402
 from kgrag.params import load  # noqa: E402
 from kgrag.reasoners import ReasonInput, Sampling, run_batched  # noqa: E402
 from kgrag.reasoners.answer import answer  # noqa: E402
 from kgrag.registry import NoParams  # noqa: E402
-from kgrag.runner import contexts_for  # noqa: E402
+from kgrag.answering import contexts_for  # noqa: E402
 from kgrag.store import KGStore, questions_from_table  # noqa: E402
 
 
@@ -56,8 +56,10 @@ def main() -> None:
     rows = [retrieved[i] for i in pick]
     questions = [qs[r[S.QUESTION_ID]] for r in rows]
     contexts = contexts_for(rows, kg=kg, params=g)
-    client = client_for(g.model_copy(update={"backend": "llamacpp"}), cache=None, shared=False,
-                        overrides={"n_threads": args.threads} if args.threads else None)
+    section = g.model_copy(update={"backend": "llamacpp"})
+    overrides = {"n_threads": args.threads} if args.threads else None
+    lp = backend_params(section, overrides)
+    client = client_for(section, cache=None, shared=False, overrides=overrides)
     backend = client.backend
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)

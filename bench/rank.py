@@ -36,7 +36,7 @@ from kgrag.llm import CallCache, LLMClient  # noqa: E402
 from kgrag.params import ReasonParams, load  # noqa: E402
 from kgrag.reasoners import Sampling  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.runner import contexts_for, reason_rows  # noqa: E402
+from kgrag.answering import contexts_for, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
 

@@ -24,7 +24,7 @@ from kgrag.evaluate import answer_scores, summarize  # noqa: E402
 from kgrag.clients import backend_params, client_for  # noqa: E402
 from kgrag.params import load  # noqa: E402
 from kgrag.reasoners import Sampling  # noqa: E402
-from kgrag.runner import contexts_for, reason_rows  # noqa: E402
+from kgrag.answering import contexts_for, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
 CONFIGS = [

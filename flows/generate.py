@@ -27,7 +27,7 @@ from kgrag.clients import client_for  # noqa: E402
 from kgrag.params import GenerateParams, ReasonParams, section_hash  # noqa: E402
 from kgrag.reasoners import Sampling  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.runner import contexts_for, reason_rows  # noqa: E402
+from kgrag.answering import contexts_for, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
 MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)

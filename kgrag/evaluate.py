@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from kgrag.types import retrieval_recall  # noqa: F401 (a metric rule, defined with the Subgraph)
+
 MODULE_KINDS = ("metric",)  # looked up by name (kgrag.depgraph)
 
 if TYPE_CHECKING:
@@ -287,17 +289,9 @@ def judge_scores(*, client: "LLMClient", items: Sequence[tuple[str, Sequence[str
     return out
 
 
-def retrieval_recall(*, answer_ids: Iterable[int], node_ids: Iterable[int]) -> float | None:
-    """Share of gold answer entities present in the retrieved nodes; None without answer ids."""
-    gold = set(answer_ids)
-    if not gold:
-        return None
-    return len(gold & set(node_ids)) / len(gold)
-
-
 def prompt_triples(retrieved: dict, max_triples: int | None) -> tuple[int, list[int]]:
     """(triples, entity ids of those triples) of what the prompt holds: the first ``max_triples`` retrieved
-    triples (``kgrag.runner.contexts_for``; None = all)."""
+    triples (``kgrag.answering.contexts_for``; None = all)."""
     from kgrag import schema as S
 
     heads = list(retrieved.get(S.TRIPLE_HEADS) or [])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -58,3 +58,11 @@ class Subgraph:
 
     def __len__(self) -> int:
         return int(len(self.heads))
+
+
+def retrieval_recall(*, answer_ids: Iterable[int], node_ids: Iterable[int]) -> float | None:
+    """Share of gold answer entities present in the retrieved nodes; None without answer ids."""
+    gold = set(answer_ids)
+    if not gold:
+        return None
+    return len(gold & set(node_ids)) / len(gold)

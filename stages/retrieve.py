@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S
-from kgrag.evaluate import percentile
 from kgrag.duckdb_io import file_hash, read_tables
 
 
@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
                         index_model=params.index.model, params=p)
         io.write_parquet(io.RETRIEVE / "retrieved.parquet", pa.Table.from_pylist(rows, schema=S.RETRIEVED))
         ms = [r[S.RETRIEVE_MS] for r in rows]
-        info.update(method=p.method, questions=len(rows), median_ms=percentile(ms, 50), p90_ms=percentile(ms, 90))
+        info.update(method=p.method, questions=len(rows), median_ms=float(np.percentile(ms, 50)) if ms else None,
+                    p90_ms=float(np.percentile(ms, 90)) if ms else None)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
 from kgrag.gretriever import data as D  # noqa: E402
+from kgrag.gretriever import datasets as DS  # noqa: E402
 from kgrag.gretriever.encoders import GRAPH_ENCODERS, EncoderShape, build_encoder, mean_pool  # noqa: E402
 from kgrag.gretriever.model import LoraConfig, ModelConfig, build_model, load_llm  # noqa: E402
 from kgrag.gretriever.presets import PRESETS, get_preset, model_config  # noqa: E402
@@ -57,7 +58,7 @@ def llm_dir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def splits():
     """ExplaGraphs train + dev split 6:2:2 (seed 0)."""
-    return D.explagraphs_examples(path=str(EXPLAGRAPHS), ratios=(0.6, 0.2, 0.2), seed=0)
+    return DS.explagraphs_examples(path=str(EXPLAGRAPHS), ratios=(0.6, 0.2, 0.2), seed=0)
 
 
 @pytest.fixture(scope="session")
@@ -449,7 +450,7 @@ def test_metaqa_examples_from_pcst_and_whole_neighbourhood(tmp_path):
                            relation_vectors=encode([D.relation_text(str(r)) for r in kg.relation_names],
                                                    model="all-MiniLM-L6-v2"))
     retrieve = RetrieveParams(max_neighbourhood_edges=300)
-    out = D.metaqa_examples(kg=kg, index=index, retrieve=retrieve, path=str(METAQA), hops=2, train=3, val=2, test=2,
+    out = DS.metaqa_examples(kg=kg, index=index, retrieve=retrieve, path=str(METAQA), hops=2, train=3, val=2, test=2,
                             seed=0, mode="pcst")
     assert [len(out[k]) for k in ("train", "val", "test")] == [3, 2, 2]
     assert not {e.example_id for e in out["train"]} & {e.example_id for e in out["val"]}
@@ -457,12 +458,12 @@ def test_metaqa_examples_from_pcst_and_whole_neighbourhood(tmp_path):
     for e in out["train"] + out["val"] + out["test"]:
         assert e.triples and set(e.triples) <= known
         assert e.label == "|".join(e.answers) and e.answers and not e.choices
-    whole = D.metaqa_examples(kg=kg, index=index, retrieve=retrieve, path=str(METAQA), hops=2, train=3, val=2,
+    whole = DS.metaqa_examples(kg=kg, index=index, retrieve=retrieve, path=str(METAQA), hops=2, train=3, val=2,
                               test=2, seed=0, mode="none")
     for a, b in zip(out["test"], whole["test"]):
         assert a.example_id == b.example_id and len(b.triples) >= len(a.triples)
-    emb = D.TextEmbedder("all-MiniLM-L6-v2", preset=D.index_vectors(kg=kg, index=index),
+    emb = D.TextEmbedder("all-MiniLM-L6-v2", preset=DS.index_vectors(kg=kg, index=index),
                          encode=lambda texts: pytest.fail(f"re-encoded {texts[:3]}"))
     g = D.graph_arrays(out["test"][0].triples, emb)  # every name and relation comes from the index
     assert g.num_nodes >= 2
-    assert D.scores(out["test"], [{"id": e.example_id, "prediction": e.answers[0]} for e in out["test"]])["hit"] == 1.0
+    assert DS.scores(out["test"], [{"id": e.example_id, "prediction": e.answers[0]} for e in out["test"]])["hit"] == 1.0

@@ -56,9 +56,9 @@ def run_minutes(summary: dict[str, Any]) -> float:
 
 def rescore(summary: dict[str, Any], predictions: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """A run's test scores recomputed from its predictions (``id``, ``prediction``, ``gold``) under kgrag's rules
-    and G-Retriever's (``kgrag.gretriever.data.score_rows``): so that runs made before a rule existed or changed
+    and G-Retriever's (``kgrag.gretriever.datasets.score_rows``): so that runs made before a rule existed or changed
     are reported by today's rules without re-running them. ExplaGraphs runs are label tasks (support / counter)."""
-    from kgrag.gretriever.data import score_rows
+    from kgrag.gretriever.datasets import score_rows
 
     choices: tuple[str, ...] = ()
     if summary.get("dataset") == "explagraphs":

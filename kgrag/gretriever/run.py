@@ -14,14 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kgrag.gretriever.data import (
-    TextEmbedder,
-    explagraphs_examples,
-    graph_arrays,
-    index_vectors,
-    metaqa_examples,
-    scores,
-)
+from kgrag.gretriever.data import TextEmbedder, graph_arrays
+from kgrag.gretriever.datasets import explagraphs_examples, index_vectors, metaqa_examples, scores
 from kgrag.gretriever.presets import get_preset, model_config
 from kgrag.gretriever.train import TrainConfig, load_best, predict, train
 
