@@ -68,18 +68,26 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ask(args: argparse.Namespace) -> int:
+def _asker(args: argparse.Namespace):
+    """(params, Asker) for ``ask`` / ``serve``, or (None, exit code) after printing the error."""
     from kgrag.ask import Asker, NotIngested
-    from kgrag.textualize import triples_text
 
     p = _params(args)
     if p is None:
-        return 2
+        return None, 2
     try:
-        asker = Asker(p)
+        return p, Asker(p)
     except NotIngested as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return None, 1
+
+
+def _ask(args: argparse.Namespace) -> int:
+    from kgrag.textualize import triples_text
+
+    p, asker = _asker(args)
+    if p is None:
+        return asker
     ans = asker.ask(args.question)
     kg, named = asker.kg, ans.named
     print(f"topic entities ({ans.how}): {', '.join(kg.names(list(ans.question.topic_ids)))}")
@@ -108,17 +116,11 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from kgrag.ask import Asker, NotIngested
     from kgrag.serve import run
 
-    p = _params(args)
+    p, asker = _asker(args)
     if p is None:
-        return 2
-    try:
-        asker = Asker(p)
-    except NotIngested as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return asker
     return run(asker, host="127.0.0.1", port=args.port)
 
 

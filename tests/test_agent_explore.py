@@ -282,19 +282,22 @@ def test_explore_answer_thought_ends_and_bad_pick_falls_back(kg, index):
     assert len(kept) == 1 and res.trace["triples"] and all(f", {kept[0]}, " in t for t in res.trace["triples"])
 
 
-def test_explore_got_branches_in_one_batch_and_merges_their_triples(kg, index):
+def explore_got_reply(r):
+    """Scripted LLM of an explore GoT run: one thought per branch seed, the named film extracted, branch B
+    selected, a merged thought, then an answer (also used by tests/test_report_html.py)."""
     thought = {0: "Look at Heat.", 1: "Look at Top Gun."}
+    s, u = system(r), user(r)
+    if s == X.SYSTEM:
+        return thought[r.seed]
+    if s == X.EXTRACT_SYSTEM:
+        return "Heat" if "Heat" in u else "Top Gun"
+    if s == EVAL_SYSTEM:
+        return "{B}" if "Combine" not in u else "Both films matter."
+    return "Answer: done"
 
-    def reply(r):
-        s, u = system(r), user(r)
-        if s == X.SYSTEM:
-            return thought[r.seed]
-        if s == X.EXTRACT_SYSTEM:
-            return "Heat" if "Heat" in u else "Top Gun"
-        if s == EVAL_SYSTEM:
-            return "{B}" if "Combine" not in u else "Both films matter."
-        return "Answer: done"
 
+def test_explore_got_branches_in_one_batch_and_merges_their_triples(kg, index):
+    reply = explore_got_reply
     out, b = run("explore", [q("tell me about these films", 0), q("tell me about those films", 1)], reply, kg, index,
                  strategy="got", branching=2, breadth=1, prune="embedding", depth=1, max_steps=1)
     assert b.sizes == [4, 4, 2, 2, 2]  # thoughts, extractions, select, merge, answer: both questions together

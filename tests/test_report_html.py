@@ -294,21 +294,7 @@ def test_label_question_lists_no_missing_gold_entity(kg):
 
 
 def test_explore_got_view_marks_named_entities_and_draws_the_merge(kg, index):
-    from kgrag.reasoners import explore as X
-    from kgrag.reasoners.strategies import EVAL_SYSTEM
-    from tests.test_agent_explore import q, run, system, user
-
-    thought = {0: "Look at Heat.", 1: "Look at Top Gun."}
-
-    def reply(r):
-        s, u = system(r), user(r)
-        if s == X.SYSTEM:
-            return thought[r.seed]
-        if s == X.EXTRACT_SYSTEM:
-            return "Heat" if "Heat" in u else "Top Gun"
-        if s == EVAL_SYSTEM:
-            return "{B}" if "Combine" not in u else "Both films matter."
-        return "Answer: done"
+    from tests.test_agent_explore import explore_got_reply as reply, q, run
 
     ((res, calls),), _ = run("explore", [q("tell me about these films")], reply, kg, index, strategy="got",
                              branching=2, breadth=1, prune="embedding", depth=1, max_steps=1)
