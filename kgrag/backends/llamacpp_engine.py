@@ -81,6 +81,7 @@ class ScoreEngine:
         # as ``Llama(flash_attn=False)`` has it: the library default (auto) turns flash attention on, whose f16
         # accumulation moved log-probs by up to 0.2 nats against the generation context
         p.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        p.no_perf = False  # llama.cpp's perf counters (bench/inference.py reads them)
         p.n_threads = n_threads
         p.n_threads_batch = n_threads
         self.ctx = _internals.LlamaContext(model=llm._model, params=p, verbose=False)
