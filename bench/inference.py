@@ -108,6 +108,9 @@ def main() -> None:
         "sequential_seconds": ts, "batched_seconds": tb,
         "sequential_qpm": n / ts * 60, "batched_qpm": n / tb * 60, "speedup": ts / tb,
         "sequential": {"path": "answer reasoner, create_chat_completion, one question at a time", **seq_perf,
+                       # prompt tokens of the requests vs prefill_tokens evaluated: the difference is the
+                       # common prefix llama-cpp-python's Llama.generate kept in the KV cache
+                       "prompt_tokens": sum(r[S.TOKENS_IN] for r in seq),
                        "failed": sum(r[S.FAILED] for r in seq), "hit_at_1": hit(seq)},
         "batched": {"path": "rank reasoner, one scoring call per question, candidates batched on the prompt's KV "
                             "state (llamacpp_engine.ScoreEngine)", **new_perf,

@@ -47,12 +47,13 @@ class CacheOnlyGeneration:
     def __init__(self, backend) -> None:
         self.backend, self.model_id = backend, backend.model_id
 
-    def generate(self, requests):
+    def generate(self, requests, on_reply=None):
         from kgrag.llm import LLMReply
 
         out = [None] * len(requests)
         pos = [i for i, r in enumerate(requests) if r.scoring]
-        for i, rep in zip(pos, self.backend.generate([requests[i] for i in pos]) if pos else []):
+        stream = None if on_reply is None else (lambda k, rep: on_reply(pos[k], rep))  # noqa: E731
+        for i, rep in zip(pos, self.backend.generate([requests[i] for i in pos], on_reply=stream) if pos else []):
             out[i] = rep
         return [o if o is not None else LLMReply(error="not cached (--answer-cached-only)") for o in out]
 

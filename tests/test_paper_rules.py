@@ -160,6 +160,7 @@ def test_bare_letter_fallback_skips_the_pronoun_and_the_article():
     assert parse_choices("I think B", 10, k=2) == [1]  # not [8, 1]
     assert parse_choices("A good pick is C", 5, k=2) == [2]
     assert parse_choices("A and C", 5, k=2) == [0, 2]
+    assert parse_choices("A is best", 5) == [0] and parse_choices("I seems right", 10) == [8]
     assert parse_choices("Option B is best", 3) == [1]
     assert parse_choices("{I}", 10) == [8]  # braced letters are always options
 

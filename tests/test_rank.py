@@ -128,12 +128,13 @@ def test_shared_kv_scores_equal_direct_per_candidate_computation():
     names = ["Michael Mann", "Heat", "The Irishman", "Amélie", "x"]
     prompt = chat_tokens(b.llm, req.as_messages())
     conts = [continuation_tokens(b.llm, n) for n in names]
-    # a small engine: 3 sequences (candidates in groups of 2) and 8-token batches (the prompt in chunks)
-    eng = ScoreEngine(b.llm, n_ctx=1024, n_batch=8, n_threads=1, n_seq_max=3)
+    # a small engine: 4 sequences (candidates in groups of 2, one scratch) and 8-token batches (prompt in chunks)
+    eng = ScoreEngine(b.llm, n_ctx=1024, n_batch=8, n_threads=1, n_seq_max=4)
     try:
         got = eng.score(prompt, conts)
-        again = eng.score(prompt, conts)  # prompt from the KV cache (all but its last token reused)
-        assert eng.reused >= len(prompt) - 1
+        again = eng.score(prompt, conts)  # prompt from the KV cache (all but its last 2 tokens reused)
+        assert eng.reused == len(prompt) - 2
+        single = eng.score(prompt, conts[:1])  # one candidate alone: a padded 1-token batch
     finally:
         eng.close()
     ref = _direct_scores(b.path, prompt, conts)
@@ -142,6 +143,7 @@ def test_shared_kv_scores_equal_direct_per_candidate_computation():
     # attention on in one context and off in the other it was up to 0.2)
     np.testing.assert_allclose([s for s, _ in got], [s for s, _ in ref], atol=1e-3, rtol=0)
     np.testing.assert_allclose([s for s, _ in again], [s for s, _ in got], atol=1e-3, rtol=0)
+    np.testing.assert_allclose(single[0][0], got[0][0], atol=1e-3, rtol=0)
     # the same through the backend (the default engine) and the client
     rec = LLMClient(b, cache=None).score(req, names)
     np.testing.assert_allclose([s for s, _ in scores_of(rec)], [s for s, _ in ref], atol=1e-3, rtol=0)

@@ -9,8 +9,9 @@ from collections import Counter
 _LETTER = re.compile(r"\{\s*([A-Z])\s*\}")
 _BARE = re.compile(r"(?:^|[\s(\[:])([A-Z])(?=$|[\s).,\]:])")
 # "I" and "A" before a lower-case word are the pronoun and the article ("I think B", "A good pick is C"), not
-# options; "A and C" / "A or C" still list options
-_WORD_LETTER = re.compile(r"[IA]\s+(?!and\b|or\b)[a-z]")
+# options; before and / or / a verb a letter names an option ("A and C", "A is best", "I seems right")
+_WORD_LETTER = re.compile(r"[IA]\s+(?!(?:and|or|is|are|was|seems|looks|fits|leads|has|contains|would|should|could"
+                          r"|because|since|then|first|best)\b)[a-z]")
 _NUM = re.compile(r"[-+]?\d*\.?\d+")
 _YES = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 _ANSWER = re.compile(r"(?:final answer|answer)\s*(?:is)?\s*[:：]\s*(.+)", re.IGNORECASE)
@@ -25,8 +26,9 @@ def parse_choices(text: str, n: int, k: int = 1) -> list[int] | None:
     """Up to ``k`` distinct option indices from ``{A}``-style letters (bare letters as a second chance), in
     reply order; None when no valid letter is found.
 
-    A bare ``I`` or ``A`` followed by a lower-case word other than and / or is English (``I think B`` is
-    [B], not [I, B]), not an option letter.
+    A bare ``I`` or ``A`` followed by a lower-case word is English (``I think B`` is [B], not [I, B];
+    ``A good pick is C`` is [C]), not an option letter — unless that word is and / or or a verb such as is /
+    seems / looks (``A and C``, ``A is best``).
     """
     valid = set(letters(n))
     found: list[int] = []
