@@ -24,7 +24,7 @@ def _modules(args: argparse.Namespace) -> int:
     return 0
 
 
-PIPELINES = ("dvc.yaml", "finetune/dvc.yaml", "gretriever/dvc.yaml")
+PIPELINES = ("dvc.yaml", "finetune/dvc.yaml", "gretriever/dvc.yaml", "synth/dvc.yaml")
 
 
 def _deps(args: argparse.Namespace) -> int:

@@ -58,7 +58,7 @@ def test_metrics_fields_and_ranges(project, first_run):
 
 def test_default_repro_runs_only_what_the_experiment_reads(project, first_run):
     """The default experiment (PCST) reads no fine-tuned scorer: `dvc repro` ran the default DAG only, not
-    finetune/dvc.yaml nor gretriever/dvc.yaml."""
+    finetune/dvc.yaml, gretriever/dvc.yaml nor synth/dvc.yaml."""
     ran = {line.split("'")[1] for line in first_run.splitlines() if line.startswith("Running stage '")}
     assert ran == {"ingest", "validate", "index", "retrieve", "generate", "evaluate", "report"}, ran
     assert not (project / "data" / "finetune").exists()
@@ -97,7 +97,7 @@ def test_lego_presets_through_dvc_experiments(project, first_run):
     """Three LEGO-GraphRAG presets as `dvc exp run -S` experiments: per-module metrics reach the report. lego-18
     scores with the fine-tuned ST, built first by its own pipeline (finetune/dvc.yaml)."""
     out = _run(["dvc", "repro", "finetune/dvc.yaml"], project)
-    assert "Running stage 'finetune'" in out
+    assert "Running stage 'finetune/dvc.yaml:finetune'" in out, out
     _run(["git", "add", "-A"], project)
     _run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "finetuned scorer"], project)
     for preset in ("lego-00", "lego-08", "lego-18"):  # 18 scores with the fine-tuned ST

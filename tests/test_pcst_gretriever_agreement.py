@@ -65,3 +65,18 @@ def test_cost_is_lowered_below_the_best_edge_prize():
                                               virt_idx=np.array([0]))
     assert np.allclose(prizes[4:], [0.2 - 0.199])
     assert np.allclose(costs[:3], [0.199 - 0.1, 0.199, 0.199])
+
+
+def test_preset_wins_over_keys_left_at_their_defaults_and_yields_to_changed_ones():
+    """params.yaml lists every pcst key at its default, so `-S retrieve.pcst.preset=gretriever-exact` must still
+    switch rooting and leaf pruning off; a key the user changed overrides the preset."""
+    import yaml
+
+    from tests.conftest import ROOT
+
+    section = yaml.safe_load((ROOT / "params.yaml").read_text())["retrieve"]["pcst"]
+    exact = pcst.PCSTParams(**{**section, "preset": "gretriever-exact"})
+    assert (exact.root_topic, exact.prune_leaves, exact.cost_e) == (False, False, 0.5)
+    mine = pcst.PCSTParams(**{**section, "preset": "gretriever-exact", "cost_e": 0.25})
+    assert (mine.root_topic, mine.cost_e) == (False, 0.25)
+    assert pcst.PCSTParams(**section) == pcst.PCSTParams()

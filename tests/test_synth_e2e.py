@@ -1,4 +1,4 @@
-"""The synth stage end to end: `dvc repro synth` in a copy of the project, then the real ingest stage on its
+"""The synth stage end to end: `dvc repro synth/dvc.yaml` in a copy of the project, then the real ingest stage on its
 files through the triples loader (the whole KG) and the jsonl loader (per-question graphs), and the real
 retrieve stage on it with `retrieve.store: duckdb` against `memory` (same retrieved rows)."""
 
@@ -40,17 +40,18 @@ def _params(proj: Path, **data) -> None:
 
 @pytest.fixture(scope="module")
 def proj(tmp_path_factory) -> Path:
-    """A DVC project (no git) with the repo's code, dvc.yaml and params, `dvc repro synth` done."""
+    """A DVC project (no git) with the repo's code, dvc.yaml and params, `dvc repro synth/dvc.yaml` done."""
     dst = tmp_path_factory.mktemp("synth") / "proj"
     dst.mkdir()
     for d in ("kgrag", "stages", "flows"):
         shutil.copytree(ROOT / d, dst / d, ignore=shutil.ignore_patterns("__pycache__"))
-    for f in ("dvc.yaml", "params.yaml"):
+    for f in ("dvc.yaml", "params.yaml", "synth/dvc.yaml"):
+        (dst / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, dst / f)
     _params(dst)
     _run(["dvc", "init", "--no-scm", "-q"], dst)
-    out = _run(["dvc", "repro", "synth"], dst)
-    assert "Running stage 'synth'" in out
+    out = _run(["dvc", "repro", "synth/dvc.yaml"], dst)
+    assert "Running stage 'synth/dvc.yaml:synth'" in out, out
     for stage in ("ingest", "validate", "retrieve"):  # nothing else runs: the default DAG does not read synth
         assert f"Running stage '{stage}'" not in out
     return dst
@@ -62,16 +63,16 @@ def test_stage_writes_labelled_files_and_reruns_on_its_params(proj):
     lines = (proj / "data" / "synth" / "triples.tsv").read_text().splitlines()
     assert len(lines) == N + BAD
     assert "synth" in json.loads((proj / "data" / "synth" / "timing.json").read_text())["stage"]
-    assert "up to date" in _run(["dvc", "status", "synth"], proj)
+    assert "up to date" in _run(["dvc", "status", "synth/dvc.yaml:synth"], proj)
     original = (proj / "params.yaml").read_text()
     p = yaml.safe_load(original)
     p["data"]["sample"] = 7  # another stage's param: synth stays up to date
     (proj / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
-    assert "up to date" in _run(["dvc", "status", "synth"], proj)
+    assert "up to date" in _run(["dvc", "status", "synth/dvc.yaml:synth"], proj)
     p["synth"]["seed"] = 1  # its own param: synth is stale
     (proj / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     try:
-        out = _run(["dvc", "status", "synth"], proj)
+        out = _run(["dvc", "status", "synth/dvc.yaml:synth"], proj)
         assert "changed deps" in out and "synth" in out.split("modified:")[1]
     finally:
         (proj / "params.yaml").write_text(original)

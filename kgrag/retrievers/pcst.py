@@ -40,7 +40,8 @@ class PCSTParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     preset: Literal["kgrag", "gretriever-exact"] | None = Field(
-        None, description="named setting (PRESETS in kgrag/retrievers/pcst.py); explicit keys override it"
+        None, description="named setting (PRESETS in kgrag/retrievers/pcst.py); keys set to a value other than "
+        "their default override it"
     )
     topk: int = Field(3, ge=0, description="nodes given prizes k..1 by cosine similarity (eq. 6)")
     topk_e: int = Field(5, ge=0, description="distinct edge-similarity values given prizes (eq. 6 for edges)")
@@ -67,7 +68,12 @@ class PCSTParams(BaseModel):
         if isinstance(data, dict) and data.get("preset") is not None:
             if data["preset"] not in PRESETS:
                 raise ValueError(f"unknown pcst preset {data['preset']!r}; valid: {', '.join(PRESETS)}")
-            return {**PRESETS[data["preset"]], **data}
+            # params.yaml lists every key with its default, so a key equal to its default yields to the preset
+            # (`dvc exp run -S retrieve.pcst.preset=gretriever-exact` works as it reads); a key set to another
+            # value overrides the preset
+            own = {k: v for k, v in data.items()
+                   if k == "preset" or k not in cls.model_fields or v != cls.model_fields[k].default}
+            return {**data, **PRESETS[data["preset"]], **own}
         return data
 
 
