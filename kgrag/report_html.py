@@ -425,7 +425,9 @@ def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionDat
            f'{esc(trace.get("text"))}; stop <b>{esc(trace.get("stop"))}</b> at depth '
            f'{esc(trace.get("depth_reached"))}</p>']
     depths = trace.get("depths") or []
-    final = next((d.get("chains") for d in reversed(depths) if d.get("chains")), []) or []
+    # the last round's chains; a run answered in the initial phase (depth 0, paper Alg. 1) has only those
+    final = next((d.get("chains") for d in reversed(depths) if d.get("chains")), []) or \
+        (trace.get("initial") or {}).get("chains") or []
     outside = 0
     for ci, chain in enumerate(final):
         marks.labels[ci] = f"chain {ci + 1}"

@@ -180,12 +180,13 @@ def test_fasttog_communities_are_coloured(kg):
     from tests.test_tog_fasttog import fast_script, run
 
     res, calls, _ = run("fasttog", kg, fast_script, width=1, d_max=3)
-    members = {n for c in res.trace["depths"][-1]["chains"][0] for n in c}
+    assert res.trace["depths"] == []  # answered in the initial phase: its chains are the ones drawn
+    members = {n for c in res.trace["initial"]["chains"][0] for n in c}
     view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "fasttog"), subgraph=_all_edges(kg)))
     els = Elements(view)
     chained = {a["data-name"] for a in els.find("g", "node") if a["data-chains"] == "0"}
     assert chained == members and members
-    chain = res.trace["depths"][-1]["chains"][0]  # drawn as start → one box per community
+    chain = res.trace["initial"]["chains"][0]  # drawn as start → one box per community
     assert [int(a["data-members"]) for a in els.find("span", "comm") if "start" not in a["class"]] == \
         [len(c) for c in chain]
 
