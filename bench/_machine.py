@@ -4,8 +4,13 @@ Timings taken while other processes compete for the cores overstate or understat
 busy machine slows a memory-bound whole-graph reference far more than a local method). Each bench calls
 ``start()`` first (via ``bench.common``: it runs on import) and ``finish(result)`` before writing: the JSON
 gets ``machine`` (CPU, cores, Python, platform), ``load`` (1-, 5-, 15-minute load averages before and
-after) and ``load_warning`` (a sentence, or null) when the 1-minute load average exceeded ``LOAD_LIMIT``
-at either end. The warning is also printed to stderr.
+after; ``others_cores``: the cores other processes kept busy on average while the bench ran) and
+``load_warning`` (a sentence, or null) when the 1-minute load average before the run exceeded ``LOAD_LIMIT``
+or other processes used more than ``OTHERS_LIMIT`` cores during it. The load average *after* includes the
+bench's own threads (a 2-thread llama.cpp bench leaves it near 2 on an otherwise idle machine), so it is
+recorded but not what the warning reads; ``others_cores`` is: busy CPU time of the whole machine
+(``/proc/stat``) minus this process's own (``os.times``, children included), over the wall time.
+The warning is also printed to stderr.
 """
 
 from __future__ import annotations
@@ -17,7 +22,26 @@ import time
 from kgrag.versioning import machine
 
 LOAD_LIMIT = 1.0
+OTHERS_LIMIT = 0.5
 _BEFORE: dict | None = None
+
+
+def busy_seconds() -> float | None:
+    """CPU seconds the whole machine spent busy since boot (``/proc/stat``: all but idle and iowait);
+    None where there is no ``/proc/stat``."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def own_seconds() -> float:
+    """CPU seconds of this process, its threads and its waited-for children."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def load_average() -> list[float]:
@@ -32,7 +56,8 @@ def start() -> dict:
     """Record the load before the run (once) and warn now if the machine is busy."""
     global _BEFORE
     if _BEFORE is None:
-        _BEFORE = {"load": load_average(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        _BEFORE = {"load": load_average(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                   "busy": busy_seconds(), "own": own_seconds(), "wall": time.monotonic()}
         la = _BEFORE["load"]
         if la and la[0] > LOAD_LIMIT:
             print(f"WARNING: load average {la[0]} > {LOAD_LIMIT} before the benchmark: timings are not idle "
@@ -44,12 +69,21 @@ def finish(result: dict) -> dict:
     """``result`` with ``machine``, ``load`` (before/after) and ``load_warning`` set; prints the warning."""
     before = start()
     after = load_average()
-    worst = max([x[0] for x in (before["load"], after) if x] or [0.0])
+    busy, wall = busy_seconds(), time.monotonic() - before["wall"]
+    others = None
+    if busy is not None and before["busy"] is not None and wall > 0:
+        others = round(max(0.0, (busy - before["busy"]) - (own_seconds() - before["own"])) / wall, 2)
+    reasons = []
+    if before["load"] and before["load"][0] > LOAD_LIMIT:
+        reasons.append(f"load average {before['load'][0]} > {LOAD_LIMIT} before the run")
+    if others is not None and others > OTHERS_LIMIT:
+        reasons.append(f"other processes kept {others} cores busy during it (> {OTHERS_LIMIT})")
     warning = None
-    if worst > LOAD_LIMIT:
-        warning = (f"load average {worst} > {LOAD_LIMIT} (before {before['load'][:1]}, after {after[:1]}): "
-                   "timings measured under load; re-run on an idle machine before comparing them")
+    if reasons:
+        warning = ("; ".join(reasons) + ": timings measured under load; re-run on an idle machine before "
+                   "comparing them")
         print(f"WARNING: {warning}", file=sys.stderr)
     m = result.get("machine") or machine()
     return {**result, "machine": m, "load": {"before": before["load"], "after": after, "started": before["time"],
-                                             "limit": LOAD_LIMIT}, "load_warning": warning}
+                                             "limit": LOAD_LIMIT, "others_cores": others,
+                                             "others_limit": OTHERS_LIMIT}, "load_warning": warning}
