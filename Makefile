@@ -72,6 +72,8 @@ bench: install
 	python bench/constrain.py
 	python bench/reasoners.py
 	python bench/scale.py
+	python bench/retrieval_frontier.py
+	python bench/inference.py
 
 # G-Retriever training is its own pipeline (gretriever/dvc.yaml), never run by `make repro`.
 DATASET ?= explagraphs

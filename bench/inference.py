@@ -116,6 +116,10 @@ def main() -> None:
         "batched": {"path": "rank reasoner, one scoring call per question, candidates batched on the prompt's KV "
                             "state (llamacpp_engine.ScoreEngine)", **new_perf,
                     "failed": sum(r[S.FAILED] for r in new), "hit_at_1": hit(new)},
+        # where the time goes: today's path spends prefill_ms of its wall time evaluating prompt tokens; a new
+        # path that reads the same prompts cannot beat today's by more than wall / prefill (no decode at all)
+        "sequential_prefill_share": seq_perf["prefill_ms"] / 1000 / ts,
+        "speedup_bound_same_prompts": ts / (seq_perf["prefill_ms"] / 1000),
         "same_answers": same,
         "same_answers_reason": "the paths answer differently by design: rank outputs the best-scored context "
                                "entity, answer generates free text; equal only where the generated answer is "

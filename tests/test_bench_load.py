@@ -1,0 +1,52 @@
+"""The benches' load record (bench/_machine.py): the warning reads the load before the run and the CPU time
+other processes used during it, not the load average after (which the bench's own threads raise)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import _machine
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """A machine whose load average, busy CPU seconds, own CPU seconds and clock the test sets."""
+    state = {"load": [0.2, 0.3, 0.4], "busy": 100.0, "own": 10.0, "wall": 1000.0}
+    monkeypatch.setattr(_machine, "_BEFORE", None)
+    monkeypatch.setattr(_machine, "load_average", lambda: list(state["load"]))
+    monkeypatch.setattr(_machine, "busy_seconds", lambda: state["busy"])
+    monkeypatch.setattr(_machine, "own_seconds", lambda: state["own"])
+    monkeypatch.setattr(_machine.time, "monotonic", lambda: state["wall"])
+    return state
+
+
+def test_own_threads_raising_the_load_average_are_not_a_warning(fake):
+    _machine.start()
+    # 100 s of wall time: the bench used 2 cores (200 CPU s), the whole machine 205: others 0.05 cores
+    fake.update(load=[1.99, 1.4, 1.3], busy=305.0, own=210.0, wall=1100.0)
+    r = _machine.finish({"x": 1})
+    assert r["load"]["after"][0] == 1.99 and r["load"]["others_cores"] == 0.05
+    assert r["load_warning"] is None and r["x"] == 1
+
+
+def test_other_processes_during_the_run_give_a_warning(fake):
+    _machine.start()
+    fake.update(busy=100.0 + 200.0, own=10.0 + 100.0, wall=1100.0)  # others: (200 - 100) / 100 = 1 core
+    r = _machine.finish({})
+    assert r["load"]["others_cores"] == 1.0
+    assert "other processes kept 1.0 cores busy" in r["load_warning"]
+
+
+def test_a_busy_machine_before_the_run_gives_a_warning(fake):
+    fake["load"] = [3.5, 3.0, 2.0]
+    _machine.start()
+    fake.update(busy=150.0, own=60.0, wall=1100.0)
+    r = _machine.finish({})
+    assert r["load"]["before"][0] == 3.5 and "load average 3.5 > 1.0 before the run" in r["load_warning"]
+
+
+def test_real_counters_are_read():
+    """On Linux the real counters exist and grow."""
+    b, o = _machine.busy_seconds(), _machine.own_seconds()
+    sum(i * i for i in range(200_000))
+    assert b is not None and _machine.busy_seconds() >= b and _machine.own_seconds() > o
