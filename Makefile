@@ -60,7 +60,7 @@ repro: install
 	dvc repro
 
 test: install $(CHROMIUM)
-	pytest -q
+	pytest -q --durations=20
 
 test-fast: install
 	pytest -q -m "not e2e"
