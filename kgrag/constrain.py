@@ -147,6 +147,34 @@ def _split_triple(body: str, relations: set[str]) -> tuple[str, str, str] | None
     return ", ".join(parts[:i]), ", ".join(parts[i:j]), ", ".join(parts[j:])
 
 
+def context_distances(context: str, sources: set[str] | frozenset[str], kg: KGView = None) -> dict[str, int]:
+    """Hops from the nearest of ``sources`` to each entity of a ``triples``-form context, over the undirected
+    graph of its ``(head, relation, tail)`` lines (sources at 0; entities not connected to a source absent).
+    ``kg`` resolves names that contain ", " as in :func:`context_entities`."""
+    relations: set[str] = set()
+    if kg is not None and getattr(kg, "relation_names", None) is not None:
+        relations = {str(r) for r in kg.relation_names if r is not None}
+    adj: dict[str, list[str]] = {}
+    for line in (context or "").splitlines():
+        m = _TRIPLE.match(line)
+        t = _split_triple(m.group(1), relations) if m else None
+        if t is not None:
+            h, tl = t[0].strip(), t[2].strip()
+            adj.setdefault(h, []).append(tl)
+            adj.setdefault(tl, []).append(h)
+    dist = {n: 0 for n in sorted(sources) if n in adj}
+    frontier = list(dist)
+    while frontier:
+        nxt = []
+        for u in frontier:
+            for v in adj[u]:
+                if v not in dist:
+                    dist[v] = dist[u] + 1
+                    nxt.append(v)
+        frontier = nxt
+    return dist
+
+
 def context_entities(context: str, kg: KGView = None) -> list[str]:
     """Entity names of a textualized context, in order of appearance: heads and tails of its
     ``(head, relation, tail)`` lines (``triples`` form) or the ``node_attr`` column (G-Retriever's ``csv``

@@ -68,6 +68,28 @@ def test_rank_reasoner_candidates_topic_excluded_and_top_k():
     assert "Al Pacino" in b2.requests[0].continuations and res2.answer == "Al Pacino"
 
 
+def test_rank_reasoner_distance_keeps_the_answer_ring():
+    """distance=2: only entities two hops from the topic in the context's graph (the directors, not the films);
+    a distance nobody is at keeps every candidate."""
+    q = Question("q3", "who directed the movies starred by [Al Pacino]", topic_ids=())
+    table = {"Heat": -0.1, "The Irishman": -0.2, "Martin Scorsese": -0.7, "Michael Mann": -0.9}
+    res, _, b = _run(q, RankParams(distance=2), table)
+    assert set(b.requests[0].continuations) == {"Michael Mann", "Martin Scorsese"}
+    assert res.answer == "Martin Scorsese"
+    res1, _, b1 = _run(q, RankParams(distance=1), table)
+    assert set(b1.requests[0].continuations) == {"Heat", "The Irishman"} and res1.answer == "Heat"
+    _, _, b5 = _run(q, RankParams(distance=5), table)
+    assert len(b5.requests[0].continuations) == 4
+
+
+def test_context_distances_on_the_facts_graph():
+    from kgrag.constrain import context_distances
+
+    d = context_distances(CONTEXT + "\n(Other, directed_by, Someone)", {"Al Pacino"})
+    assert d == {"Al Pacino": 0, "Heat": 1, "The Irishman": 1, "Michael Mann": 2, "Martin Scorsese": 2}
+    assert context_distances(CONTEXT, {"Nobody"}) == {}
+
+
 def test_rank_reasoner_label_task_scores_the_choices():
     q = Question("q2", "Argument: a. Belief: b. support or counter?", topic_ids=(), choices=("support", "counter"))
     res, _, b = _run(q, table={"counter": -0.1, "support": -2.0})

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag.constrain import context_entities
+from kgrag.constrain import context_distances, context_entities
 from kgrag.generate import build_request
 from kgrag.llm import scores_of
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning
@@ -34,6 +34,11 @@ class RankParams(BaseModel):
     )
     top_k: int = Field(1, ge=1, description="best candidates output, best first, joined by the separator")
     max_candidates: int = Field(0, ge=0, description="candidates scored per question, in context order; 0 = all")
+    distance: int = Field(
+        0, ge=0, description="only candidates this many hops from a topic entity in the graph of the context's "
+        "facts (the answer ring of a k-hop question, e.g. 2 for MetaQA 2-hop; GCR constrains answers to KG paths "
+        "from the topic); 0 = every candidate; a question with none at that distance keeps them all",
+    )
 
 
 def rank_candidates(names: list[str], scores: list[tuple[float, int]], *, normalize: str,
@@ -83,6 +88,10 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
             topic = _topic_names(inp)
             kept = [n for n in names if n not in topic]
             names = kept or names  # a context of topic entities only: rank them rather than answer nothing
+        if params.distance:
+            dist = context_distances(inp.context, _topic_names(inp), inp.kg)
+            ring = [n for n in names if dist.get(n) == params.distance]
+            names = ring or names
         k = params.top_k
     if params.max_candidates:
         names = names[: params.max_candidates]
