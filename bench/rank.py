@@ -7,7 +7,10 @@ generate stage does (``generate`` params of params.yaml), runs both reasoners th
 ``--cache`` (a copy of another run's cache may seed it: ``--seed-cache``; the original is only read), and
 writes ``reports/bench/rank.json``: per hop count ``questions``, ``retrieval`` (the retrieve method and params
 of the retrieved file), ``hit_at_1_rank``, ``hit_at_1_answer``, ``hit_any_rank``, ``hit_any_answer`` (and F1).
-Hit@1 does not depend on machine load; the timings recorded are indicative only.
+Hit@1 does not depend on machine load; the timings recorded are indicative only. ``--distance-hops`` sets
+``rank.distance`` to each hop count (candidates in the answer ring), ``--variants`` adds the grid distance
+0 / hops x normalize mean / sum on the same questions (``variants``: chosen on these questions, so the best
+of them is an optimistic figure; see docs/inference.md).
 
 Example (1-hop retrieval in this checkout, the 2-hop one of another checkout)::
 
@@ -58,8 +61,10 @@ class CacheOnlyGeneration:
         return [o if o is not None else LLMReply(error="not cached (--answer-cached-only)") for o in out]
 
 
-def run_hops(*, data_dir: Path, client: LLMClient, params, limit: int, rank_json: str, shard: int) -> dict:
-    """Both reasoners on one hop count's questions; their Hit@1 / Hit / F1."""
+def run_hops(*, data_dir: Path, client: LLMClient, params, limit: int, rank_json: str, shard: int,
+             variants: list[dict] = ()) -> dict:
+    """Both reasoners on one hop count's questions; their Hit@1 / Hit / F1. ``variants``: further rank params
+    (each a dict), scored on the same questions and listed under ``variants``."""
     db = (data_dir / "validated" / "kg.duckdb").resolve()
     qtable = read_tables(db, ("questions",))["questions"]
     questions = questions_from_table(qtable)
@@ -75,8 +80,10 @@ def run_hops(*, data_dir: Path, client: LLMClient, params, limit: int, rank_json
     method = {r[S.MODULE] for r in retrieved.values()}
     out["retrieval"] = {"method": sorted(method), "file": str(data_dir / "retrieve" / "retrieved.parquet"),
                         **{k: v for k, v in info.items() if k in ("params", "params_hash", "method")}}
-    for name, reason in (("rank", ReasonParams.model_validate({"method": "rank", "rank": json.loads(rank_json)})),
-                         ("answer", ReasonParams(method="answer"))):
+    runs = [("rank", ReasonParams.model_validate({"method": "rank", "rank": json.loads(rank_json)})),
+            ("answer", ReasonParams(method="answer"))]
+    runs += [(f"variant{i}", ReasonParams.model_validate({"method": "rank", "rank": v})) for i, v in enumerate(variants)]
+    for name, reason in runs:
         t0 = time.perf_counter()
         rows = []
         for s in range(0, len(questions), shard):  # shards as the generate flow has them
@@ -93,6 +100,10 @@ def run_hops(*, data_dir: Path, client: LLMClient, params, limit: int, rank_json
         out[f"seconds_{name}"] = round(secs, 1)
         out[f"cached_{name}"] = sum(r[S.CACHED] for r in rows)
         print(f"{data_dir} {name}: {({k: v for k, v in out.items() if k.endswith(name)})}", file=sys.stderr)
+    if variants:
+        out["variants"] = [{"rank": v, **{k: out.pop(f"{k}_variant{i}") for k in
+                                          ("hit_at_1", "hit_any", "f1", "failed", "questions", "seconds", "cached")}}
+                           for i, v in enumerate(variants)]
     return out
 
 
@@ -103,6 +114,11 @@ def main() -> None:
                     help="hop count and the data folder of a pipeline run on it (repeatable; default 2=data)")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--rank", default="{}", help="rank params as JSON, e.g. '{\"normalize\": \"sum\"}'")
+    ap.add_argument("--distance-hops", action="store_true",
+                    help="rank.distance = each --data's hop count (candidates in the answer ring of a k-hop question)")
+    ap.add_argument("--variants", action="store_true",
+                    help="also score rank with distance 0 / the hop count x normalize mean / sum on the same "
+                         "questions (normalize reuses the scoring calls: only the distance changes them)")
     ap.add_argument("--limit", type=int, default=0, help="first N questions only (0 = all)")
     ap.add_argument("--cache", default=".kgrag_cache/bench_rank_calls.sqlite")
     ap.add_argument("--seed-cache", default=None, help="copy this call cache to --cache first when it is missing")
@@ -129,8 +145,13 @@ def main() -> None:
                     "answer_cached_only": args.answer_cached_only}
     for spec in args.data or ["2=data"]:
         hops, d = spec.split("=", 1)
+        rank_json = args.rank
+        if args.distance_hops:
+            rank_json = json.dumps({**json.loads(args.rank), "distance": int(hops)})
+        grid = [{"distance": dist, "normalize": norm} for dist in (0, int(hops)) for norm in ("mean", "sum")]
         result[hops] = run_hops(data_dir=Path(d), client=client, params=params, limit=args.limit,
-                                rank_json=args.rank, shard=g.shard_size)
+                                rank_json=rank_json, shard=g.shard_size, variants=grid if args.variants else [])
+        result[hops]["rank_params"] = json.loads(rank_json)
         result[hops]["target_met"] = result[hops]["hit_at_1_rank"] >= result["targets"].get(hops, 0.0)
     for spec in args.answer_metrics:
         hops, path = spec.split("=", 1)
@@ -146,8 +167,7 @@ def main() -> None:
             if k.isdigit() and k not in result:
                 result[k] = v
     result["loadavg_after"] = list(os.getloadavg())
-    if max(result["loadavg_before"][0], result["loadavg_after"][0]) > 1.0:
-        result["warning"] = "load average > 1.0: timings are not comparable (Hit@1 does not depend on load)"
+    # load record and warning: bench/_machine.py (Hit@1 does not depend on load; the seconds do)
     write_result(args.out, result)
 
 
