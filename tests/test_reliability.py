@@ -192,3 +192,6 @@ def test_two_queued_experiments_run_in_parallel_without_interference(e2e_project
                 assert exps[name][k] == alone[k], (name, k)
     finally:
         srv.stop()
+        # the workspace experiments applied their -S to params.yaml: put the shared project's params back, so
+        # later tests do not inherit a backend pointing at the stopped server
+        run(["git", "checkout", "HEAD", "--", "params.yaml"], project)

@@ -53,6 +53,11 @@ def _subgraph_nodes(retrieved: dict) -> set[int]:
     return set(retrieved["node_ids"] or []) | set(retrieved["triple_heads"] or []) | set(retrieved["triple_tails"] or [])
 
 
+# the embedded SmolLM2, whatever an earlier test left in the shared project's params.yaml (test_reliability's
+# experiments leave `generate.backend: openai` pointing at a server they have stopped)
+REAL_LLM = ["--set", "generate.backend=llamacpp"]
+
+
 def test_report_html_in_chromium(e2e_project, e2e_first_run, browser, tmp_path):
     import pyarrow.parquet as pq
 
@@ -137,7 +142,8 @@ def test_ask_html_page(e2e_project, e2e_first_run, browser, tmp_path):
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     out = tmp_path / "ask.html"
     p = subprocess.run(["kgrag", "ask", "who directed the movies starred by [Al Pacino]", "--html", str(out),
-                        "--set", "generate.max_tokens=8"], cwd=e2e_project, env=env, capture_output=True, text=True,
+                        "--set", "generate.max_tokens=8", *REAL_LLM], cwd=e2e_project, env=env, capture_output=True,
+                       text=True,
                        timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
     n = int(re.search(r"retrieved (\d+) triples", p.stdout).group(1))
@@ -156,7 +162,7 @@ def server(e2e_project, e2e_first_run):
     """`kgrag serve --port 0` in the project (real SmolLM2, 8 tokens); its URL; stopped at teardown."""
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    proc = subprocess.Popen(["kgrag", "serve", "--set", "generate.max_tokens=8"], cwd=e2e_project, env=env,
+    proc = subprocess.Popen(["kgrag", "serve", "--set", "generate.max_tokens=8", *REAL_LLM], cwd=e2e_project, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
