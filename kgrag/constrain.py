@@ -147,21 +147,29 @@ def _split_triple(body: str, relations: set[str]) -> tuple[str, str, str] | None
     return ", ".join(parts[:i]), ", ".join(parts[i:j]), ", ".join(parts[j:])
 
 
+def _context_pairs(text: str, kg: KGView = None) -> list[tuple[str, str]]:
+    """(head, tail) names of a ``triples``-form context's ``(head, relation, tail)`` lines, in order; ``kg``
+    resolves names that contain ", " through its relation names."""
+    relations: set[str] = set()
+    if kg is not None and getattr(kg, "relation_names", None) is not None:
+        relations = {str(r) for r in kg.relation_names if r is not None}
+    pairs = []
+    for line in text.splitlines():
+        m = _TRIPLE.match(line)
+        t = _split_triple(m.group(1), relations) if m else None
+        if t is not None:
+            pairs.append((t[0].strip(), t[2].strip()))
+    return pairs
+
+
 def context_distances(context: str, sources: set[str] | frozenset[str], kg: KGView = None) -> dict[str, int]:
     """Hops from the nearest of ``sources`` to each entity of a ``triples``-form context, over the undirected
     graph of its ``(head, relation, tail)`` lines (sources at 0; entities not connected to a source absent).
     ``kg`` resolves names that contain ", " as in :func:`context_entities`."""
-    relations: set[str] = set()
-    if kg is not None and getattr(kg, "relation_names", None) is not None:
-        relations = {str(r) for r in kg.relation_names if r is not None}
     adj: dict[str, list[str]] = {}
-    for line in (context or "").splitlines():
-        m = _TRIPLE.match(line)
-        t = _split_triple(m.group(1), relations) if m else None
-        if t is not None:
-            h, tl = t[0].strip(), t[2].strip()
-            adj.setdefault(h, []).append(tl)
-            adj.setdefault(tl, []).append(h)
+    for h, t in _context_pairs(context or "", kg):
+        adj.setdefault(h, []).append(t)
+        adj.setdefault(t, []).append(h)
     dist = {n: 0 for n in sorted(sources) if n in adj}
     frontier = list(dist)
     while frontier:
@@ -184,15 +192,4 @@ def context_entities(context: str, kg: KGView = None) -> list[str]:
         nodes = text.split("\n\n", 1)[0].splitlines()[1:]
         rows = csv.reader(io.StringIO("\n".join(nodes)))
         return _unique(r[1].strip() for r in rows if len(r) >= 2)
-    relations: set[str] = set()
-    if kg is not None and getattr(kg, "relation_names", None) is not None:
-        relations = {str(r) for r in kg.relation_names if r is not None}
-    names = []
-    for line in text.splitlines():
-        m = _TRIPLE.match(line)
-        if not m:
-            continue
-        t = _split_triple(m.group(1), relations)
-        if t is not None:
-            names += [t[0].strip(), t[2].strip()]
-    return _unique(names)
+    return _unique(n for pair in _context_pairs(text, kg) for n in pair)

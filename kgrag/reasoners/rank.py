@@ -84,12 +84,12 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
         names, k = list(dict.fromkeys(choices)), 1
     else:
         names = context_entities(inp.context, inp.kg)
+        topic = _topic_names(inp) if params.candidates == "context_without_topic" or params.distance else set()
         if params.candidates == "context_without_topic":
-            topic = _topic_names(inp)
             kept = [n for n in names if n not in topic]
             names = kept or names  # a context of topic entities only: rank them rather than answer nothing
         if params.distance:
-            dist = context_distances(inp.context, _topic_names(inp), inp.kg)
+            dist = context_distances(inp.context, topic, inp.kg)
             ring = [n for n in names if dist.get(n) == params.distance]
             names = ring or names
         k = params.top_k
