@@ -33,6 +33,7 @@ def questions_from_table(table: pa.Table) -> list[Question]:
                 answers=tuple(r[S.ANSWERS] or []),
                 graph_id=r.get(S.GRAPH_ID),
                 choices=tuple(c for c in (r.get(S.CHOICES) or []) if c is not None),
+                hops=r.get(S.HOPS),
             )
         )
     return out

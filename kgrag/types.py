@@ -36,6 +36,7 @@ class Question:
     answers: tuple[str, ...] = ()
     graph_id: str | None = None  # the question's own graph (``KGStore.graph_edges``); None = the global KG
     choices: tuple[str, ...] = ()  # the labels it is answered with (a label task); () = entity answers
+    hops: int | None = None  # the question set's declared hop count (MetaQA k-hop files); None = not given
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,40 @@ def test_rank_reasoner_distance_keeps_the_answer_ring():
     assert len(b5.requests[0].continuations) == 4
 
 
+def test_rank_reasoner_distance_hops_reads_the_questions_declared_hop_count():
+    """distance=hops (the default): a 2-hop question keeps the ring at distance 2, a 1-hop one the ring at 1, a
+    question without a declared hop count scores every candidate; an invalid distance is refused."""
+    table = {"Heat": -0.1, "The Irishman": -0.2, "Martin Scorsese": -0.7, "Michael Mann": -0.9}
+    text = "who directed the movies starred by [Al Pacino]"
+    assert RankParams().distance == "hops"
+    res2, _, b2 = _run(Question("h2", text, topic_ids=(), hops=2), RankParams(), table)
+    assert set(b2.requests[0].continuations) == {"Michael Mann", "Martin Scorsese"}
+    assert res2.answer == "Martin Scorsese" and res2.trace["distance"] == 2
+    res1, _, b1 = _run(Question("h1", text, topic_ids=(), hops=1), RankParams(), table)
+    assert set(b1.requests[0].continuations) == {"Heat", "The Irishman"} and res1.answer == "Heat"
+    res0, _, b0 = _run(Question("h0", text, topic_ids=()), RankParams(), table)
+    assert len(b0.requests[0].continuations) == 4 and "distance" not in res0.trace
+    with pytest.raises(ValueError):
+        RankParams(distance=-1)
+    with pytest.raises(ValueError):
+        RankParams(distance="far")
+    assert RankParams(distance="2").distance == 2  # a -S override arrives as text
+
+
+def test_questions_from_table_carry_the_declared_hops():
+    import pyarrow as pa
+
+    from kgrag import schema as S
+    from kgrag.store import questions_from_table
+
+    rows = [{S.QUESTION_ID: "a", S.SPLIT: "test", S.HOPS: 2, S.TEXT: "t", S.QTYPE: None, S.TOPIC_IDS: [1],
+             S.ANSWER_IDS: [2], S.ANSWERS: ["x"], S.GRAPH_ID: None, S.CHOICES: None},
+            {S.QUESTION_ID: "b", S.SPLIT: "test", S.HOPS: None, S.TEXT: "t", S.QTYPE: None, S.TOPIC_IDS: [1],
+             S.ANSWER_IDS: [2], S.ANSWERS: ["x"], S.GRAPH_ID: None, S.CHOICES: None}]
+    qs = questions_from_table(pa.Table.from_pylist(rows, schema=S.QUESTIONS))
+    assert [q.hops for q in qs] == [2, None]
+
+
 def test_context_distances_on_the_facts_graph():
     from kgrag.constrain import context_distances
 
