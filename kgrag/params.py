@@ -248,8 +248,10 @@ class GenerateParams(ModuleSection):
 
 
 class ReasonParams(ModuleSection):
-    """Reasoning: ``method`` picks how answers are produced (``answer`` = one call over the retrieved context;
-    io / cot / cot-sc baselines; graph reasoners); its sub-section holds its params."""
+    """Reasoning: ``method`` picks how answers are produced (``answer`` = one generated reply over the retrieved
+    context, the fallback here because every backend can serve it; ``rank`` = the context's entities scored, the
+    committed params.yaml's choice; io / cot / cot-sc baselines; graph reasoners); its sub-section holds its
+    params."""
 
     _registry = REASONERS
     _selector = "method"

@@ -141,24 +141,29 @@ def _table(md: str) -> dict[str, dict[str, str]]:
 
 
 def test_compare_two_experiments(project, first_run):
-    """Two real `dvc exp run` experiments (generate.max_tokens 24 and 16) and a queued one: `kgrag compare` puts
-    both finished ones side by side with their differing param and the metric values of their metrics files.
-    (Both param sets ran earlier in this module, so DVC's run cache restores most stages.)"""
+    """Two real `dvc exp run` experiments (the default `rank` reasoner with reason.rank.top_k 1 and 2) and a queued
+    one: `kgrag compare` puts both finished ones side by side with their differing param and the metric values of
+    their metrics files. top_k changes the answer, not the scoring call, so the second is served by the LLM call
+    cache: its best-first answer is the first's, with a second name after it."""
     _run(["git", "checkout", "HEAD", "--", "params.yaml"], project)  # earlier tests left other params there
     files = {}
-    for name, tokens in (("cmp-tok24", 24), ("cmp-tok16", 16)):
-        _run(["dvc", "exp", "run", "-n", name, "-S", f"generate.max_tokens={tokens}"], project)
+    for name, k in (("cmp-k1", 1), ("cmp-k2", 2)):
+        _run(["dvc", "exp", "run", "-n", name, "-S", f"reason.rank.top_k={k}"], project)
         files[name] = json.loads((project / "reports" / "metrics.json").read_text())
-    assert files["cmp-tok16"]["tokens_out_mean"] <= min(16, files["cmp-tok24"]["tokens_out_mean"])
-    _run(["dvc", "exp", "run", "--queue", "-n", "cmp-queued", "-S", "generate.max_tokens=20"], project)
+    assert files["cmp-k1"]["setup"]["reasoner"] == "rank"
+    assert files["cmp-k2"]["hit_at_1"] == files["cmp-k1"]["hit_at_1"]  # same best candidate first
+    assert files["cmp-k2"]["hit_any"] >= files["cmp-k1"]["hit_any"]  # one more name can only add hits
+    calls = files["cmp-k2"]["llm_calls_per_question"]
+    assert (calls["mean"] if isinstance(calls, dict) else calls) == 0  # every scoring call came from the cache
+    _run(["dvc", "exp", "run", "--queue", "-n", "cmp-queued", "-S", "reason.rank.top_k=3"], project)
 
-    out = _run(["kgrag", "compare", "cmp-tok24", "cmp-tok16"], project)
-    assert "2 experiments: cmp-tok24, cmp-tok16" in out
+    out = _run(["kgrag", "compare", "cmp-k1", "cmp-k2"], project)
+    assert "2 experiments: cmp-k1, cmp-k2" in out
     md = (project / "reports" / "compare.md").read_text()
     table = _table(md)
-    assert list(table) == ["cmp-tok24", "cmp-tok16"]
-    assert [table[n]["`generate.max_tokens`"] for n in table] == ["24", "16"]
-    assert [c for c in table["cmp-tok24"] if c.startswith("`")] == ["`generate.max_tokens`"]  # only the diff
+    assert list(table) == ["cmp-k1", "cmp-k2"]
+    assert [table[n]["`reason.rank.top_k`"] for n in table] == ["1", "2"]
+    assert [c for c in table["cmp-k1"] if c.startswith("`")] == ["`reason.rank.top_k`"]  # only the diff
     from kgrag.compare import KEY_METRICS, direction, label
 
     arrows = {1: " ↑", -1: " ↓", 0: ""}
@@ -174,8 +179,8 @@ def test_compare_two_experiments(project, first_run):
     # default selection: the baseline and every finished experiment; the queued one is skipped with a note
     _run(["kgrag", "compare", "--out", "reports/compare_all.md"], project)
     md_all = (project / "reports" / "compare_all.md").read_text()
-    assert {"cmp-tok24", "cmp-tok16"} <= set(_table(md_all)) and "cmp-queued (queued)" in md_all
-    bad = subprocess.run(["kgrag", "compare", "cmp-tok24", "no-such-exp"], cwd=project, capture_output=True,
+    assert {"cmp-k1", "cmp-k2"} <= set(_table(md_all)) and "cmp-queued (queued)" in md_all
+    bad = subprocess.run(["kgrag", "compare", "cmp-k1", "no-such-exp"], cwd=project, capture_output=True,
                          text=True, env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert bad.returncode == 2 and "unknown experiment 'no-such-exp'; known:" in bad.stderr
-    assert "cmp-tok16" in bad.stderr
+    assert "cmp-k2" in bad.stderr

@@ -116,8 +116,10 @@ def test_sigkilled_generate_resumes_without_repeating_a_finished_call(e2e_projec
     project = e2e_project
     srv = FaultServer("--delay-s", "0.4")
     try:
+        # the fault server generates text but returns no prompt logprobs: the `answer` reasoner, not the default
+        # `rank` (a scoring call it cannot serve would fail and be retried, which is not what this test is about)
         sets = ["--set", "generate.backend=openai", "--set", f"generate.openai.base_url={srv.url}",
-                "--set", "generate.openai.concurrency=1"]
+                "--set", "generate.openai.concurrency=1", "--set", "reason.method=answer"]
         env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
         env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
         proc = subprocess.Popen([sys.executable, "-m", "stages.generate", *sets], cwd=project, env=env,
@@ -173,7 +175,10 @@ def test_two_queued_experiments_run_in_parallel_without_interference(e2e_project
         run(["dvc", "repro"], project)  # the workspace back in line with params.yaml
         run(["git", "add", "-A"], project)
         run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "baseline"], project)
-        common = ["-S", "generate.backend=openai", "-S", f"generate.openai.base_url={srv.url}"]
+        # the fault server generates text but returns no prompt logprobs: the `answer` reasoner, not the default
+        # `rank` (which needs a scoring backend); max_tokens then changes what each experiment generates
+        common = ["-S", "generate.backend=openai", "-S", f"generate.openai.base_url={srv.url}",
+                  "-S", "reason.method=answer"]
         for name, tokens in (("short", 16), ("long", 40)):
             run(["dvc", "exp", "run", "--queue", "-n", name, *common, "-S", f"generate.max_tokens={tokens}"],
                 project)
