@@ -16,10 +16,12 @@ export OMP_WAIT_POLICY := PASSIVE
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # llama-cpp-python is an sdist, built once into .wheels/ (git-ignored) for a portable x86-64 target
 # (AVX2, no AVX512/AMX): a -march=native build crashed at the first decode on these VMs, and CI machines
-# may have other CPUs. Both cores build it (about 10 minutes).
+# may have other CPUs. LLAVA_BUILD=OFF: the multimodal library (mtmd / clip, imported only by llava chat
+# handlers kgrag never uses) is not compiled. Both cores build it (about 8 minutes).
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
-	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
+	-DLLAVA_BUILD=OFF
 LLAMA_WHEEL := .wheels/llama-$(LLAMA_VERSION).built
 
 .PHONY: install repro test test-fast bench train clean help

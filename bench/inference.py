@@ -1,7 +1,9 @@
 """Benchmark: questions per minute of the embedded-LLM path today (``answer`` reasoner, generation through
-``Llama.create_chat_completion``, one question at a time) against the new path (``rank`` reasoner: one scoring
-call per question on the multi-sequence llama.cpp context, candidates batched on the prompt's KV state), same
-questions, same run, same machine, no LLM call cache.
+``Llama.create_chat_completion``, one question at a time, the packaged Q4_1 weights as is) against the new
+default path (``rank`` reasoner: one scoring call per question on the multi-sequence llama.cpp context,
+candidates batched on the prompt's KV state; weights converted as ``generate.llamacpp.weights`` says, Q8_0 by
+default, so llama.cpp's tiled CPU kernels run), same questions, same run, same machine, no LLM call cache.
+``levers`` holds the two changes apart (rank on the packaged weights, answer on the converted ones).
 
 Questions: the first ``--questions`` (default 48) of the default experiment (``data/validated/kg.duckdb`` and
 ``data/retrieve/retrieved.parquet``, contexts as the generate stage builds them). Writes
@@ -72,55 +74,77 @@ def main() -> None:
     contexts = contexts_for([retrieved[q.question_id] for q in questions], kg=kg, params=g)
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
-    backend = BACKENDS.get("llamacpp").impl(g.module_params(), timeout_s=g.timeout_s)
-    client = LLMClient(backend, cache=None, retries=0)
-    result: dict = {"machine": machine(), "model": backend.model_id, "questions": len(questions),
-                    "llamacpp": g.module_params().model_dump(), "loadavg_before": list(os.getloadavg()),
-                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
-    backend.llm.create_chat_completion(messages=[{"role": "user", "content": "hi"}], max_tokens=1)  # warm-up
-    backend.engine.score([1, 2, 3], [[4]])
+    new_params = g.module_params()
+    today_params = new_params.model_copy(update={"weights": "as-is"})  # today's path: the packaged GGUF as is
+    result: dict = {"machine": machine(), "questions": len(questions), "llamacpp": new_params.model_dump(),
+                    "loadavg_before": list(os.getloadavg()), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
 
-    # today's path: the answer reasoner, one question at a time (what `run_one` does), generation
-    llama_cpp.llama_perf_context_reset(backend.llm._ctx.ctx)
-    t0 = time.perf_counter()
-    seq = []
-    for q, c in zip(questions, contexts):
-        seq += reason_rows(questions=[q], contexts=[c], client=client, reason=ReasonParams(method="answer"),
+    def answer_path(backend) -> tuple[list[dict], float, dict]:
+        """The answer reasoner, one question at a time (what `run_one` does), generation."""
+        client = LLMClient(backend, cache=None, retries=0)
+        backend.llm.create_chat_completion(messages=[{"role": "user", "content": "hi"}], max_tokens=1)  # warm-up
+        llama_cpp.llama_perf_context_reset(backend.llm._ctx.ctx)
+        t0 = time.perf_counter()
+        rows = []
+        for q, c in zip(questions, contexts):
+            rows += reason_rows(questions=[q], contexts=[c], client=client, reason=ReasonParams(method="answer"),
+                                sampling=sampling, kg=kg)
+        return rows, time.perf_counter() - t0, rates(perf(backend.llm._ctx.ctx))
+
+    def rank_path(backend) -> tuple[list[dict], float, dict]:
+        """The rank reasoner, the whole batch advanced together; scoring on the multi-sequence context."""
+        client = LLMClient(backend, cache=None, retries=0)
+        eng = backend.engine
+        eng.score([1, 2, 3], [[4]])  # warm-up
+        llama_cpp.llama_perf_context_reset(eng.ctx.ctx)
+        ev0, re0 = eng.evaluated, eng.reused
+        t0 = time.perf_counter()
+        rows = reason_rows(questions=questions, contexts=contexts, client=client, reason=ReasonParams(method="rank"),
                            sampling=sampling, kg=kg)
-    ts = time.perf_counter() - t0
-    seq_perf = rates(perf(backend.llm._ctx.ctx))
-
-    # new path: the rank reasoner, the whole batch advanced together; scoring on the multi-sequence context
-    eng = backend.engine
-    llama_cpp.llama_perf_context_reset(eng.ctx.ctx)
-    ev0, re0 = eng.evaluated, eng.reused
-    t0 = time.perf_counter()
-    new = reason_rows(questions=questions, contexts=contexts, client=client, reason=ReasonParams(method="rank"),
-                      sampling=sampling, kg=kg)
-    tb = time.perf_counter() - t0
-    new_perf = {**rates(perf(eng.ctx.ctx)), "prompt_tokens_evaluated": eng.evaluated - ev0,
-                "prompt_tokens_reused": eng.reused - re0}
+        return rows, time.perf_counter() - t0, {**rates(perf(eng.ctx.ctx)), "prompt_tokens_evaluated":
+                                                eng.evaluated - ev0, "prompt_tokens_reused": eng.reused - re0}
 
     n = len(questions)
     hit = lambda rows: sum(answer_scores(prediction=r[S.PREDICTION], predicted=r[S.PREDICTED_ANSWERS],  # noqa: E731
                                          gold=q.answers)["hit_at_1"] for r, q in zip(rows, questions)) / max(n, 1)
-    same = sum(a[S.PREDICTION].strip() == b[S.PREDICTION].strip() for a, b in zip(seq, new))
+    same = lambda a, b: sum(x[S.PREDICTION].strip() == y[S.PREDICTION].strip() for x, y in zip(a, b))  # noqa: E731
+    summary = lambda rows, secs, prf, path, model: {  # noqa: E731
+        "path": path, "model": model, "seconds": secs, "qpm": n / secs * 60, **prf,
+        "failed": sum(r[S.FAILED] for r in rows), "hit_at_1": hit(rows)}
+
+    # one backend (one loaded model) at a time: today's weights, then the converted ones
+    today = BACKENDS.get("llamacpp").impl(today_params, timeout_s=g.timeout_s)
+    seq, ts, seq_perf = answer_path(today)
+    rank_today, trt, rank_today_perf = rank_path(today)
+    new_backend = BACKENDS.get("llamacpp").impl(new_params, timeout_s=g.timeout_s)
+    ans_new, tan, ans_new_perf = answer_path(new_backend)
+    new, tb, new_perf = rank_path(new_backend)
+    seq_perf["prompt_tokens"] = sum(r[S.TOKENS_IN] for r in seq)
     result.update({
+        "model": new_backend.model_id,
         "sequential_seconds": ts, "batched_seconds": tb,
         "sequential_qpm": n / ts * 60, "batched_qpm": n / tb * 60, "speedup": ts / tb,
-        "sequential": {"path": "answer reasoner, create_chat_completion, one question at a time", **seq_perf,
-                       # prompt tokens of the requests vs prefill_tokens evaluated: the difference is the
-                       # common prefix llama-cpp-python's Llama.generate kept in the KV cache
-                       "prompt_tokens": sum(r[S.TOKENS_IN] for r in seq),
-                       "failed": sum(r[S.FAILED] for r in seq), "hit_at_1": hit(seq)},
-        "batched": {"path": "rank reasoner, one scoring call per question, candidates batched on the prompt's KV "
-                            "state (llamacpp_engine.ScoreEngine)", **new_perf,
-                    "failed": sum(r[S.FAILED] for r in new), "hit_at_1": hit(new)},
-        # where the time goes: today's path spends prefill_ms of its wall time evaluating prompt tokens; a new
-        # path that reads the same prompts cannot beat today's by more than wall / prefill (no decode at all)
+        # today's default path: answer reasoner on the packaged weights; prompt_tokens of the requests vs
+        # prefill_tokens evaluated: the difference is the common prefix Llama.generate kept in the KV cache
+        "sequential": summary(seq, ts, seq_perf, "answer reasoner, create_chat_completion, one question at a "
+                              "time", today.model_id),
+        # the new default path: rank reasoner on the converted weights
+        "batched": summary(new, tb, new_perf, "rank reasoner, one scoring call per question, candidates batched "
+                           "on the prompt's KV state (llamacpp_engine.ScoreEngine)", new_backend.model_id),
+        # the two levers apart, same questions, same run
+        "levers": {
+            "rank_packaged_weights": summary(rank_today, trt, rank_today_perf, "rank reasoner", today.model_id),
+            "answer_converted_weights": summary(ans_new, tan, ans_new_perf, "answer reasoner", new_backend.model_id),
+            "speedup_reasoner_only": ts / trt, "speedup_weights_only": ts / tan,
+            "same_answers_weights": same(seq, ans_new), "same_ranks_weights": same(rank_today, new),
+            "same_reason": "same reasoner, packaged vs converted weights: differences are the weights' rounding "
+                           "(the Q4_1 values re-rounded to Q8_0) and the kernels' activation types (Q4_1 x Q8_1 dot "
+                           "products vs Q8_0 x Q8_0 tiles), which can flip a greedy token or a close ranking",
+        },
+        # where the time goes: today's path spends prefill_ms of its wall time evaluating prompt tokens
         "sequential_prefill_share": seq_perf["prefill_ms"] / 1000 / ts,
         "speedup_bound_same_prompts": ts / (seq_perf["prefill_ms"] / 1000),
-        "same_answers": same,
+        "same_answers": same(seq, new),
         "same_answers_reason": "the paths answer differently by design: rank outputs the best-scored context "
                                "entity, answer generates free text; equal only where the generated answer is "
                                "exactly that entity",

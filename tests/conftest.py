@@ -28,6 +28,11 @@ E2E_SAMPLE = 12
 _PREFECT = Path(tempfile.mkdtemp(prefix="kgrag-test-prefect-"))
 os.environ.setdefault("PREFECT_HOME", str(_PREFECT / "home"))
 os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(_PREFECT / "results"))
+# One embedding cache for the session (kgrag.embed.encode): the 43k MetaQA names are encoded once, not once per
+# project copy (e2e index stage, agent / explore fixtures, cluster run); stage subprocesses inherit it.
+os.environ.setdefault("KGRAG_EMBED_CACHE", str(_PREFECT / "embeddings"))
+# and one folder of converted GGUF weights (kgrag.backends.llamacpp.converted_gguf), not one per project copy
+os.environ.setdefault("KGRAG_MODEL_CACHE", str(_PREFECT / "models"))
 setup(ROOT)
 
 

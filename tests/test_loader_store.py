@@ -102,3 +102,36 @@ def test_find_entities(movies):
     assert movies.names(movies.find_entities("who starred in [Heat]")) == ["Heat"]
     assert movies.names(movies.find_entities("which films did tom cruise star in")) == ["Tom Cruise"]
     assert movies.find_entities("nothing known") == []
+
+
+def test_embedding_cache_is_keyed_by_the_set_of_texts(tmp_path, monkeypatch):
+    """`$KGRAG_EMBED_CACHE`: a long list is encoded once per set of texts (order-free), a later call with the
+    same texts in another order reads the file and returns each text's own vector; another set encodes anew;
+    short lists and unset variable bypass the cache."""
+    import numpy as np
+
+    from kgrag import embed
+
+    calls = []
+
+    def fake(texts, model, batch_size, progress):  # a deterministic stand-in for the model: text -> vector
+        calls.append(list(texts))
+        return np.array([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts], dtype=np.float32)
+
+    monkeypatch.setattr(embed, "_encode", fake)
+    monkeypatch.setattr(embed, "CACHE_MIN_TEXTS", 3)
+    texts = ["b", "aa", "ccc", "aa"]
+    monkeypatch.delenv(embed.CACHE_ENV, raising=False)
+    np.testing.assert_array_equal(embed.encode(texts, model="all-MiniLM-L6-v2"), fake(texts, "", 0, False))
+    assert not list(tmp_path.iterdir())
+    calls.clear()
+    monkeypatch.setenv(embed.CACHE_ENV, str(tmp_path))
+    first = embed.encode(texts, model="all-MiniLM-L6-v2")
+    assert calls == [["aa", "b", "ccc"]] and len(list(tmp_path.glob("*.npy"))) == 1  # sorted distinct texts
+    again = embed.encode(list(reversed(texts)), model="all-MiniLM-L6-v2")
+    assert len(calls) == 1  # read from the cache
+    np.testing.assert_array_equal(again, first[::-1])
+    embed.encode(["x", "yy", "zzz"], model="all-MiniLM-L6-v2")
+    assert len(calls) == 2 and len(list(tmp_path.glob("*.npy"))) == 2
+    embed.encode(["x", "yy"], model="all-MiniLM-L6-v2")  # below CACHE_MIN_TEXTS
+    assert len(calls) == 3 and len(list(tmp_path.glob("*.npy"))) == 2

