@@ -76,7 +76,8 @@ def run_hops(*, data_dir: Path, client: LLMClient, params, limit: int, rank_json
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
     out: dict = {"questions": len(questions), "missing_retrieval": len(questions_from_table(qtable)) - len(retrieved)}
-    info = json.loads((data_dir / "retrieve" / "timing.json").read_text()) if (data_dir / "retrieve" / "timing.json").exists() else {}
+    rec = data_dir / "timings" / "retrieve" / "timing.json"  # the retrieve stage's run record (kgrag.timings)
+    info = json.loads(rec.read_text()) if rec.exists() else {}
     method = {r[S.MODULE] for r in retrieved.values()}
     out["retrieval"] = {"method": sorted(method), "file": str(data_dir / "retrieve" / "retrieved.parquet"),
                         **{k: v for k, v in info.items() if k in ("params", "params_hash", "method")}}

@@ -103,7 +103,7 @@ def ingest(size: str, n: int, work: Path, questions: int) -> dict:
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     info["load_ingest_start"] = load()
     wall, peak, _ = run_child([sys.executable, "-c", PEAK_WRAPPER, "stages.ingest"], proj)
-    timing = json.loads((proj / "data" / "ingest" / "timing.json").read_text())
+    timing = json.loads((proj / "data" / "timings" / "ingest" / "timing.json").read_text())  # run record
     info.update(ingest_s=round(timing["seconds"], 2), ingest_wall_s=round(wall, 2),
                 triples_per_s=round(timing["triples"] / timing["seconds"]), peak_rss_gib=round(peak, 3),
                 entities=timing["entities"], questions=timing["questions"], quarantined=timing["quarantined"],

@@ -3,11 +3,12 @@ the ingest stage does not depend on the retrieval view)."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+
+from kgrag.io import file_hash  # noqa: F401 (hash the file: moved to kgrag.io, which the run records use too)
 
 TABLES = ("entities", "relations", "triples", "questions")
 
@@ -36,12 +37,3 @@ def read_tables(path: str | Path, names: tuple[str, ...] = TABLES) -> dict[str, 
         return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table() for n in names}
     finally:
         con.close()
-
-
-def file_hash(path: str | Path, chunk: int = 1 << 20) -> str:
-    """sha256 of a file's bytes (input part of cache keys)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()[:16]

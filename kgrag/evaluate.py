@@ -24,8 +24,8 @@ The papers' own rules, to compare with a paper's numbers only under that paper's
 - ``accuracy_gretriever``: G-Retriever's ExplaGraphs accuracy (``accuracy_gretriever_rule``).
 - ``em_tog``: Think-on-Graph's exact match (``em_tog_rule``), the "Hits@1" / EM of ToG and FastToG.
 
-``llm_calls_per_question`` counts backend attempts (0 for an answer served from the call cache);
-``llm_answers_from_cache`` counts those cached answers, so stage times can be read right.
+Run records (wall times, backend attempts, answers served from the LLM call cache) are no metrics: they differ
+between runs of the same results and live in ``reports/timings.json`` (``kgrag.timings``).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -19,7 +20,7 @@ FINETUNE = DATA / "finetune"
 ST_MODEL = FINETUNE / "st_model"  # the fine-tuned sentence-transformer (LEGO "Fine-tuned ST")
 RETRIEVE = DATA / "retrieve"
 GENERATE = DATA / "generate"
-EVALUATE = DATA / "evaluate"
+TIMINGS = DATA / "timings"  # run records (wall times, call-cache use): no DVC output (kgrag.timings)
 REPORTS = Path("reports")
 CACHE = Path(".kgrag_cache")
 
@@ -50,3 +51,13 @@ def write_json(path: str | Path, obj: Any) -> None:
 def read_json(path: str | Path) -> Any:
     """Read a JSON file."""
     return json.loads(Path(path).read_text())
+
+
+def file_hash(path: str | Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, first 16 hex digits (input part of cache keys; the outputs a run record
+    describes)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            h.update(b)
+    return h.hexdigest()[:16]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from kgrag import schema as S
 from kgrag.evaluate import (
-    answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, percentile, prompt_triples,
+    answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, prompt_triples,
     retrieval_recall, rouge_l, summarize,
 )
 from kgrag.registry import METRICS
@@ -166,33 +166,27 @@ class LabelMetrics:
         return out
 
 
-@METRICS.register("cost", version="1")
+@METRICS.register("cost", version="2")
 class CostMetrics:
     """What answering cost, per question: ``context_tokens_mean`` (prompt tokens), ``tokens_out_mean``,
-    ``tokens_per_question``, ``llm_calls_per_question`` (backend attempts, retries included, 0 for a cached
-    answer), ``reasoner_calls_per_question`` (the reasoner's LLM requests), ``depth_mean``,
-    ``unparseable_outputs`` (LLM outputs no parser could read), ``llm_answers_from_cache``, and the median
-    ``retrieve_ms`` / ``generate_ms``."""
+    ``tokens_per_question``, ``reasoner_calls_per_question`` (the reasoner's LLM requests), ``depth_mean``,
+    ``unparseable_outputs`` (LLM outputs no parser could read). What a run took (wall times, backend attempts,
+    answers from the call cache) differs between runs of the same results: it is no metric here but a run
+    record (``kgrag.timings``, ``reports/timings.json``)."""
 
     def score(self, item: Item) -> dict:
         g = item.generation
         return {S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
-                S.LLM_CALLS: g.get(S.LLM_CALLS, 0), S.CACHED: int(g.get(S.CACHED, 0)),
-                S.REQUESTS: g.get(S.REQUESTS, 0), S.DEPTH: g.get(S.DEPTH, 0), S.UNPARSEABLE: g.get(S.UNPARSEABLE, 0),
-                S.RETRIEVE_MS: item.retrieved.get(S.RETRIEVE_MS), S.GENERATE_MS: g.get(S.GENERATE_MS)}
+                S.REQUESTS: g.get(S.REQUESTS, 0), S.DEPTH: g.get(S.DEPTH, 0), S.UNPARSEABLE: g.get(S.UNPARSEABLE, 0)}
 
     def aggregate(self, rows: Sequence[dict]) -> dict:
         return {
             "context_tokens_mean": summarize(_col(rows, S.TOKENS_IN)),
             "tokens_out_mean": summarize(_col(rows, S.TOKENS_OUT)),
             "tokens_per_question": summarize([x[S.TOKENS_IN] + x[S.TOKENS_OUT] for x in rows]),
-            "llm_calls_per_question": summarize(_col(rows, S.LLM_CALLS)),
             "reasoner_calls_per_question": summarize(_col(rows, S.REQUESTS)),
             "depth_mean": summarize(_col(rows, S.DEPTH)),
             "unparseable_outputs": sum(_col(rows, S.UNPARSEABLE)),
-            "llm_answers_from_cache": sum(_col(rows, S.CACHED)),
-            "retrieve_ms_median": percentile([x for x in _col(rows, S.RETRIEVE_MS) if x is not None], 50),
-            "generate_ms_median": percentile([x for x in _col(rows, S.GENERATE_MS) if x is not None], 50),
         }
 
 

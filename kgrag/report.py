@@ -9,6 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
+from kgrag.timings import call_runs
+
 NAMES = {
     "accuracy": "Accuracy (label task: the parsed label is the gold label)",
     "accuracy_answered": "Accuracy over answered questions (failed generations left out)",
@@ -35,15 +37,18 @@ NAMES = {
     "context_tokens_mean": "Prompt tokens / question",
     "tokens_out_mean": "Output tokens / question",
     "tokens_per_question": "Tokens (prompt + output) / question",
-    "llm_calls_per_question": "LLM calls / question (this run; 0 when cached)",
     "reasoner_calls_per_question": "Reasoner LLM requests / question",
     "depth_mean": "Reasoning depth / question (mean)",
     "unparseable_outputs": "Unparseable LLM outputs",
+    "questions": "Questions",
+    "failed": "Failed questions",
+}
+# run records (reports/timings.json, kgrag.timings): what this run took, not what it found
+TIMING_NAMES = {
+    "llm_calls_per_question": "LLM calls / question (this run; 0 when cached)",
     "llm_answers_from_cache": "Answers served from the LLM call cache",
     "retrieve_ms_median": "Retrieval ms / question (median)",
     "generate_ms_median": "Generation ms / question (median)",
-    "questions": "Questions",
-    "failed": "Failed questions",
 }
 
 
@@ -95,6 +100,10 @@ def _short(value, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _yes(v) -> str:
+    return "–" if v is None else ("yes" if v else "no")
+
+
 def render_trace(row: dict, *, limit: int = 300) -> list[str]:
     """Markdown lines of one question's reasoner trace: its steps (chains, communities, actions, thoughts,
     whatever the reasoner recorded) and every LLM call with its reply."""
@@ -103,6 +112,7 @@ def render_trace(row: dict, *, limit: int = 300) -> list[str]:
     except json.JSONDecodeError:
         trace = {"unreadable trace": row.get("trace")}
     calls = trace.pop("calls", [])
+    runs = call_runs(row)  # cached / attempts per call: run records, when joined
     out = [f"**{row['question']}** — reasoner `{row.get('reasoner')}`, depth {row.get('depth')}, "
            f"{len(calls)} LLM calls; prediction `{_short(row.get('prediction') or '', 120)}`; "
            f"gold {_short(' | '.join(row.get('gold') or []), 120)}", ""]
@@ -114,15 +124,16 @@ def render_trace(row: dict, *, limit: int = 300) -> list[str]:
         out += ["| call | key | tokens in / out | cached | attempts | reply or error |", "|---|---|---|---|---|---|"]
         for i, c in enumerate(calls, 1):
             said = c.get("error") or c.get("reply") or ""
+            cached, attempts = runs[i - 1] if i <= len(runs) else (None, None)
             out.append(f"| {i} | `{c.get('key')}` | {c.get('tokens_in')} / {c.get('tokens_out')} | "
-                       f"{'yes' if c.get('cached') else 'no'} | {c.get('attempts')} | {_short(said, 160)} |")
+                       f"{_yes(cached)} | {'–' if attempts is None else attempts} | {_short(said, 160)} |")
         out.append("")
     return out
 
 
 def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, validation: dict | None,
-           traces: int = 0) -> str:
-    """Markdown of the report."""
+           traces: int = 0, timings: dict | None = None) -> str:
+    """Markdown of the report; ``timings`` (``reports/timings.json``) adds what the run took, when given."""
     setup = metrics.get("setup", {})
     out = ["# kgrag report", ""]
     hops = f" {setup['hops']}-hop" if setup.get("hops") is not None else ""
@@ -136,9 +147,16 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
     for k, label in NAMES.items():
         if k in metrics:
             out.append(f"| {_cell(label)} (`{k}`) | {_fmt(metrics[k])} |")
-    out += ["", "## Time per stage", "", "| stage | seconds |", "|---|---|"]
-    for s, v in (metrics.get("stage_seconds") or {}).items():
-        out.append(f"| {s} | {v:.1f} |")
+    run = timings or {}
+    for k, label in TIMING_NAMES.items():
+        if run.get(k) is not None:
+            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(run[k])} |")
+    out += ["", "## Time per stage", ""]
+    if run.get("stage_seconds"):
+        out += ["| stage | seconds |", "|---|---|"]
+        out += [f"| {s} | {v:.1f} |" for s, v in run["stage_seconds"].items()]
+    else:
+        out.append("No run records (`reports/timings.json`): the stages' timings were not kept with these outputs.")
     if metrics.get("retrieval_modules"):
         out += ["", "## Retrieval modules (answer entities in each module's output)", "",
                 "| stage | module | precision | recall | F1 | hit ratio | nodes | ms / question |",

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kgrag import schema as S
 from kgrag.evaluate import normalize
+from kgrag.timings import call_runs
 
 # roles of a drawn node (a node can have several: a gold answer the LLM also predicted)
 TOPIC, GOLD, PRED = "topic", "gold", "pred"
@@ -603,15 +604,22 @@ TRACE_VIEWS: dict[str, Callable[[dict, _GraphIndex, Marks, QuestionData, str], s
 }
 
 
-def calls_table(calls: Sequence[Mapping[str, Any]]) -> str:
+def calls_table(calls: Sequence[Mapping[str, Any]], runs: Sequence[tuple[Any, Any]] = ()) -> str:
     """The LLM calls of a question: key (the prompt is in the call cache under it), tokens, cached, attempts,
-    and the reply (or error)."""
+    and the reply (or error). ``runs``: (cached, attempts) per call, the run records
+    (``kgrag.timings.call_runs``); "–" where a call has none."""
     if not calls:
         return '<p class="note">no LLM call recorded</p>'
+
+    def run(i: int) -> str:
+        cached, attempts = runs[i] if i < len(runs) else (None, None)
+        return (f'<td>{"–" if cached is None else ("yes" if cached else "no")}</td>'
+                f'<td>{"–" if attempts is None else esc(attempts)}</td>')
+
     rows = "".join(
         f'<tr class="{"err" if c.get("error") else ""}"><td>{i}</td><td><code>{esc(c.get("key"))}</code></td>'
-        f'<td>{esc(c.get("tokens_in"))} / {esc(c.get("tokens_out"))}</td><td>{"yes" if c.get("cached") else "no"}'
-        f'</td><td>{esc(c.get("attempts"))}</td><td>{_pre(c.get("error") or c.get("reply") or "")}</td></tr>'
+        f'<td>{esc(c.get("tokens_in"))} / {esc(c.get("tokens_out"))}</td>{run(i - 1)}'
+        f'<td>{_pre(c.get("error") or c.get("reply") or "")}</td></tr>'
         for i, c in enumerate(calls, 1))
     return ('<table class="calls"><thead><tr><th>#</th><th>key</th><th>tokens in / out</th><th>cached</th>'
             f'<th>attempts</th><th>reply or error</th></tr></thead><tbody>{rows}</tbody></table>')
@@ -679,7 +687,7 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
         (f'<p class="missing">gold answers not in the subgraph: <b>{esc(" | ".join(miss))}</b></p>' if miss else
          ('<p class="note">every gold answer is in the subgraph</p>' if gold and not row.get(S.CHOICES) else "")),
         f'<h3>Reasoner <code>{esc(reasoner or "?")}</code> trace</h3>{trace_html}' if trace_html else "",
-        f"<h3>LLM calls ({len(calls)})</h3>{calls_table(calls)}",
+        f"<h3>LLM calls ({len(calls)})</h3>{calls_table(calls, call_runs(row))}",
         "</section>",
     ]
     return "".join(p for p in parts if p)

@@ -1,6 +1,12 @@
 """Column names and Arrow schemas of every table that crosses a stage boundary.
 
 Every module reads and writes columns through these constants, so a rename happens in one place.
+
+The tables a stage writes as DVC outputs (``RETRIEVED``, ``GENERATIONS``) hold only what the inputs and params
+determine. What differs from run to run and machine to machine (wall times, which LLM calls the call cache
+answered, backend attempts) goes into the run-record tables ``RETRIEVE_TIMINGS`` / ``GENERATE_TIMINGS``,
+written beside the outputs under ``data/timings/`` (``kgrag.timings``), so equal results hash equal in
+``dvc.lock``. In-memory rows (``kgrag.runner.retrieve_rows``, ``kgrag.reasoners.rows_of``) carry both.
 """
 
 from __future__ import annotations
@@ -57,6 +63,9 @@ TOKENS_IN = "tokens_in"
 TOKENS_OUT = "tokens_out"
 GENERATE_MS = "generate_ms"
 CACHED = "cached"
+# per LLM call of a question (aligned with its trace's ``calls``): served from the call cache, backend attempts
+CALL_CACHED = "call_cached"
+CALL_ATTEMPTS = "call_attempts"
 FAILED = "failed"
 ERROR = "error"
 SEED = "seed"
@@ -99,7 +108,6 @@ RETRIEVED = pa.schema(
         (CONTEXT_CSV, pa.string()),
         (NEIGHBOURHOOD_NODES, pa.int64()),
         (NEIGHBOURHOOD_EDGES, pa.int64()),
-        (RETRIEVE_MS, pa.float64()),
         (TRACE, pa.string()),
     ]
 )
@@ -109,11 +117,8 @@ GENERATIONS = pa.schema(
         (PROMPT_HASH, pa.string()),
         (PREDICTION, pa.string()),
         (PREDICTED_ANSWERS, pa.list_(pa.string())),
-        (LLM_CALLS, pa.int64()),
-        (CACHED, pa.int64()),
         (TOKENS_IN, pa.int64()),
         (TOKENS_OUT, pa.int64()),
-        (GENERATE_MS, pa.float64()),
         (FAILED, pa.bool_()),
         (ERROR, pa.string()),
         (SEED, pa.int64()),
@@ -122,6 +127,18 @@ GENERATIONS = pa.schema(
         (DEPTH, pa.int64()),
         (UNPARSEABLE, pa.int64()),
         (TRACE, pa.string()),
+    ]
+)
+# run records (data/timings/<stage>/questions.parquet): per question, what this run took
+RETRIEVE_TIMINGS = pa.schema([(QUESTION_ID, pa.string()), (RETRIEVE_MS, pa.float64())])
+GENERATE_TIMINGS = pa.schema(
+    [
+        (QUESTION_ID, pa.string()),
+        (GENERATE_MS, pa.float64()),
+        (LLM_CALLS, pa.int64()),  # backend attempts, retries included (0 when every call came from the cache)
+        (CACHED, pa.int64()),  # 1 when every call came from the call cache
+        (CALL_CACHED, pa.list_(pa.bool_())),
+        (CALL_ATTEMPTS, pa.list_(pa.int64())),
     ]
 )
 QUARANTINE = pa.schema(

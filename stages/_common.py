@@ -7,9 +7,10 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Sequence
 
 from kgrag.env import setup
-from kgrag.io import write_json
+from kgrag.io import file_hash, write_json
 from kgrag.params import Params, ParamsError, load
 
 
@@ -33,12 +34,16 @@ def params_from_argv(description: str, argv: list[str] | None = None) -> Params:
 
 
 @contextmanager
-def timed(stage: str, folder: str | Path, extra: dict | None = None):
-    """Time the block and write ``<folder>/timing.json`` (seconds) when it succeeds."""
+def timed(stage: str, folder: str | Path, extra: dict | None = None, outputs: Sequence[str | Path] = ()):
+    """Time the block and write ``<folder>/timing.json`` (seconds, and the hash of each of ``outputs``, the
+    files the record describes) when it succeeds. The default DAG's stages pass ``io.TIMINGS / <stage>``, no
+    DVC output (``kgrag.timings``)."""
     t0 = time.perf_counter()
     info: dict = dict(extra or {})
     yield info
     info["stage"] = stage
     info["seconds"] = round(time.perf_counter() - t0, 3)
+    if outputs:
+        info["outputs"] = {Path(p).as_posix(): file_hash(p) for p in outputs}  # read by kgrag.timings
     write_json(Path(folder) / "timing.json", info)
     print(f"[{stage}] done in {info['seconds']:.1f}s", file=sys.stderr)

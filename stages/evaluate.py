@@ -1,4 +1,5 @@
-"""Stage evaluate: per-question scores → reports/predictions.parquet, aggregates → reports/metrics.json."""
+"""Stage evaluate: per-question scores → reports/predictions.parquet, aggregates → reports/metrics.json; the
+stages' run records (wall times, call-cache use) → reports/timings.json (no DVC output: kgrag.timings)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from stages._common import params_from_argv, timed
-from kgrag import io
+from kgrag import io, schema as S, timings
 from kgrag.evaluate import evaluate_rows, stage_metrics
 from kgrag.duckdb_io import read_tables
 
-STAGES = ("ingest", "validated", "index", "retrieve", "generate")
+STAGES = ("ingest", "validate", "index", "retrieve", "generate")
 
 
 def judge_client(jb):
@@ -25,7 +26,7 @@ def judge_client(jb):
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
-    with timed("evaluate", io.EVALUATE):
+    with timed("evaluate", timings.stage_dir("evaluate"), outputs=[io.REPORTS / "metrics.json"]):
         questions = read_tables(io.VALIDATED / "kg.duckdb", ("questions",))["questions"].to_pylist()
         retrieved = io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()
         generations = io.read_parquet(io.GENERATE / "generations.parquet").to_pylist()
@@ -34,12 +35,10 @@ def main(argv: list[str] | None = None) -> None:
         rows, metrics = evaluate_rows(questions=questions, retrieved=retrieved, generations=generations, judge=judge,
                                       judge_max_tokens=ev.judge_backend.max_tokens, judge_seed=ev.judge_backend.seed,
                                       max_context_triples=params.generate.max_context_triples)
-        stage_s = {}
-        for s in STAGES:
-            f = io.DATA / s / "timing.json"
-            if f.exists():
-                stage_s["validate" if s == "validated" else s] = io.read_json(f)["seconds"]
-        metrics["stage_seconds"] = stage_s
+        # what this run took: only records of the outputs evaluated here (a stale record is left out)
+        run = timings.summary(question_ids=[q[S.QUESTION_ID] for q in questions],
+                              stage_seconds=timings.stage_seconds(STAGES), retrieve=timings.read_questions("retrieve"),
+                              generate=timings.read_questions("generate"))
         modules = stage_metrics(questions=questions, retrieved=retrieved)
         if modules:  # multi-stage retrievers (LEGO): per-module metrics and times
             metrics["retrieval_modules"] = modules
@@ -52,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
                             "judge": judge.model_id if judge else None}
         io.write_parquet(io.REPORTS / "predictions.parquet", pa.Table.from_pylist(rows))
         io.write_json(io.REPORTS / "metrics.json", metrics)
+        io.write_json(io.REPORTS / "timings.json", run)
         plots = io.REPORTS / "plots"
         plots.mkdir(parents=True, exist_ok=True)
         with open(plots / "recall_vs_context.csv", "w", newline="") as f:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from stages._common import params_from_argv, timed
-from kgrag import io, schema as S
+from kgrag import io, schema as S, timings
 from kgrag.duckdb_io import file_hash, read_tables
 
 
@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> None:
     from flows.runners import run_flow
 
     db = (io.VALIDATED / "kg.duckdb").resolve()  # absolute: shard tasks may run in other processes
-    with timed("generate", io.GENERATE) as info:
+    out = io.GENERATE / "generations.parquet"
+    with timed("generate", timings.stage_dir("generate"), outputs=[out]) as info:
         questions = read_tables(db, ("questions",))["questions"].to_pylist()
         retrieved = io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()
         # graph reasoners walk the KG themselves: the questions' topic ids and the index are inputs too
@@ -28,7 +29,9 @@ def main(argv: list[str] | None = None) -> None:
                         cache_path=str((io.CACHE / "llm_calls.sqlite").resolve()),
                         index_dir=str(io.INDEX.resolve()), index_model=params.index.model,
                         inputs_hash=f"{file_hash(db)}-{index_hash}")
-        io.write_parquet(io.GENERATE / "generations.parquet", pa.Table.from_pylist(rows, schema=S.GENERATIONS))
+        # the DVC output holds the answers only; wall times and call-cache use go to the run records
+        io.write_parquet(out, pa.Table.from_pylist(rows, schema=S.GENERATIONS))
+        timings.write_questions("generate", rows)
         info.update(backend=p.backend, reasoner=params.reason.method, questions=len(rows), failed=sum(r[S.FAILED] for r in rows),
                     cached=sum(r[S.CACHED] for r in rows), seed=p.seed)
 

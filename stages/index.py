@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from stages._common import params_from_argv, timed
-from kgrag import io
+from kgrag import io, timings
 from kgrag.embed import encode, write_vectors
 from kgrag.store import KGStore
 
@@ -15,7 +15,7 @@ from kgrag.store import KGStore
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     p = params_from_argv(__doc__, argv).index
-    with timed("index", io.INDEX) as info:
+    with timed("index", timings.stage_dir("index"), outputs=[io.INDEX / "entities.parquet"]) as info:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
         ids = np.nonzero(kg.entity_names != None)[0]  # noqa: E711 (numpy elementwise)
         print(f"[index] embedding {len(ids)} entity names with {p.model}", file=sys.stderr)

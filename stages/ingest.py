@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stages._common import params_from_argv, timed
-from kgrag import io
+from kgrag import io, timings
 from kgrag.registry import LOADERS
 from kgrag.duckdb_io import write_duckdb
 
@@ -13,7 +13,7 @@ MODULE_KINDS = ('loader',)  # looked up by name (kgrag.depgraph)
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     p = params_from_argv(__doc__, argv).data
-    with timed("ingest", io.INGEST) as info:
+    with timed("ingest", timings.stage_dir("ingest"), outputs=[io.INGEST / "kg.duckdb"]) as info:
         loader = LOADERS.get(p.dataset).impl
         kg = loader(**p.loader_kwargs())  # the selected loader's validated params + sample + seed
         tables = {"entities": kg.entities, "relations": kg.relations, "triples": kg.triples, "questions": kg.questions}

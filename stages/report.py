@@ -1,5 +1,6 @@
 """Stage report: reports/report.md with the metrics table, breakdowns, examples, traces and a PNG figure, and
-reports/report.html, the browser view of every question (docs/report.md)."""
+reports/report.html, the browser view of every question (docs/report.md). Both show the run records too
+(reports/timings.json, data/timings/: kgrag.timings) when they are there, so they are no DVC outputs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 import numpy as np
 
 from stages._common import params_from_argv
-from kgrag import io
+from kgrag import io, timings
 from kgrag.duckdb_io import read_tables
 from kgrag.report import figure_recall_vs_context, render
 from kgrag.report_html import run_report
@@ -19,12 +20,15 @@ def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     p = params_from_argv(__doc__, argv).report
     metrics = io.read_json(io.REPORTS / "metrics.json")
+    run = io.read_json(io.REPORTS / "timings.json") if (io.REPORTS / "timings.json").exists() else None
     rows = io.read_parquet(io.REPORTS / "predictions.parquet").to_pylist()
     fig = io.REPORTS / "figures" / "recall_vs_context.png"
     figure_recall_vs_context(rows, fig)
+    # per question: wall times and how each LLM call was obtained (absent when the records are stale or gone)
+    rows = timings.with_records(rows, timings.read_questions("retrieve"), timings.read_questions("generate"))
     validation = io.read_json(io.VALIDATED / "summary.json") if (io.VALIDATED / "summary.json").exists() else None
     md = render(metrics=metrics, rows=rows, figure="figures/recall_vs_context.png", examples=p.examples,
-                validation=validation, traces=p.traces)
+                validation=validation, traces=p.traces, timings=run)
     (io.REPORTS / "report.md").write_text(md)
     print(f"[report] wrote {io.REPORTS / 'report.md'}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from stages._common import params_from_argv, timed
-from kgrag import io
+from kgrag import io, timings
 from kgrag.duckdb_io import read_tables, write_duckdb
 from kgrag.validate import reason_counts, validate_tables
 
@@ -13,7 +13,7 @@ from kgrag.validate import reason_counts, validate_tables
 def main(argv: list[str] | None = None) -> None:
     """Run the stage; exit 1 when a table's bad share passes ``validate.max_bad_fraction``."""
     p = params_from_argv(__doc__, argv).validate_
-    with timed("validate", io.VALIDATED) as info:
+    with timed("validate", timings.stage_dir("validate"), outputs=[io.VALIDATED / "kg.duckdb"]) as info:
         res = validate_tables(read_tables(io.INGEST / "kg.duckdb"))
         io.write_parquet(io.QUARANTINE / "validate.parquet", res.quarantine)
         write_duckdb(io.VALIDATED / "kg.duckdb", res.tables)

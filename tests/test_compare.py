@@ -149,9 +149,12 @@ def toy_repo(tmp_path_factory) -> Path:
         "import json, sys, yaml\np = yaml.safe_load(open('params.yaml'))['model']\n"
         "sys.exit(1) if p['fail'] else None\n"
         "json.dump({'hit_at_1': 1 / p['m'], 'failed': p['m'] % 3, 'setup': {'m': p['m']}},"
-        " open('metrics.json', 'w'))\n")
+        " open('metrics.json', 'w'))\n"
+        "json.dump({'generate_ms_median': 10 * p['m']}, open('timings.json', 'w'))\n")  # a run record
+    # timings.json: a top-level metrics file (no stage output), as kgrag's reports/timings.json
     (root / "dvc.yaml").write_text("stages:\n  score:\n    cmd: python score.py\n    deps: [score.py]\n"
-                                   "    params: [model]\n    metrics:\n      - metrics.json:\n          cache: false\n")
+                                   "    params: [model]\n    metrics:\n      - metrics.json:\n          cache: false\n"
+                                   "metrics:\n  - timings.json\n")
     sh("git", "init", "-q")
     sh("dvc", "init", "-q")
     sh("dvc", "repro", "-q")
@@ -202,6 +205,22 @@ def test_real_dvc_exp_show(toy_repo, tmp_path, monkeypatch, capsys):
     assert main(["compare", "m2", "m8", "--metrics-file", "metrics.json", "--out", str(out)]) == 0
     head = [x for x in out.read_text().splitlines() if x.startswith("|")][0]
     assert [c.strip() for c in head.strip("|").split("|")][3:] == ["Hit@1 ↑", "failed ↓"]
+
+
+@pytest.mark.e2e
+def test_run_records_of_a_top_level_metrics_file_reach_compare_and_no_lock(toy_repo, tmp_path, monkeypatch):
+    """A top-level ``metrics`` file of dvc.yaml (kgrag's reports/timings.json) belongs to no stage: no dvc.lock
+    holds its hash, yet `dvc exp run` commits it with each experiment, so `kgrag compare` shows its keys."""
+    monkeypatch.chdir(toy_repo)
+    lock = (toy_repo / "dvc.lock").read_text()
+    assert "metrics.json" in lock and "timings.json" not in lock
+    out = tmp_path / "cmp.md"
+    assert main(["compare", "m8", "m2", "--metrics", "hit_at_1,generate_ms_median", "--metrics-file",
+                 "metrics.json", "--out", str(out)]) == 0
+    lines = [x for x in out.read_text().splitlines() if x.startswith("|")]
+    assert [c.strip() for c in lines[0].strip("|").split("|")][3:] == ["Hit@1 ↑", "generate ms / q ↓"]
+    cells = [[c.strip().strip("*") for c in x.strip("|").split("|")] for x in lines[2:]]
+    assert [(r[0], float(r[4])) for r in cells] == [("m8", 80.0), ("m2", 20.0)]  # each experiment's own file
 
 
 def test_help_lists_options(capsys):

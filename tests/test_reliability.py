@@ -104,9 +104,7 @@ def test_generate_flow_survives_every_fault_and_retries_failures_next_run(faulty
 # ------------------------------------------------------------------ the real pipeline (e2e copy)
 
 def _metrics(project: Path) -> dict:
-    m = json.loads((project / "reports" / "metrics.json").read_text())
-    return {k: v for k, v in m.items() if k not in ("stage_seconds", "generate_ms_median", "retrieve_ms_median",
-                                                     "llm_answers_from_cache")}
+    return json.loads((project / "reports" / "metrics.json").read_text())  # timings are in reports/timings.json
 
 
 @pytest.mark.e2e

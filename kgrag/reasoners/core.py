@@ -117,8 +117,10 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
     """Generations rows (``schema.GENERATIONS``): the answer, every call's cost, failure, trace and depth.
 
     A question *failed* when its reasoner got no answer because calls failed: its last call failed and
-    the answer is empty. Every call is listed in the trace (key, attempts, cached, tokens, error, reply text;
-    the prompt is in the call cache under the key).
+    the answer is empty. Every call is listed in the trace (key, tokens, error, reply text; the prompt is in
+    the call cache under the key). How this run obtained each call (``CALL_CACHED``, ``CALL_ATTEMPTS``, one
+    entry per trace call) and its wall time are run records (``schema.GENERATE_TIMINGS``), kept out of the
+    trace so that the same answers give the same ``generations.parquet`` however warm the cache.
     """
     from kgrag import schema as S
     from kgrag.generate import parse_answers
@@ -128,8 +130,8 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
         failed = bool(recs) and recs[-1].failed and not res.answer.strip()
         errors = [e for r in recs if r.failed for e in r.errors]
         trace = {**res.trace, "calls": [
-            {"key": r.key[:16], "attempts": r.attempts, "cached": r.cached, "tokens_in": r.reply.tokens_in,
-             "tokens_out": r.reply.tokens_out, "error": r.reply.error, "reply": r.reply.text} for r in recs]}
+            {"key": r.key[:16], "tokens_in": r.reply.tokens_in, "tokens_out": r.reply.tokens_out,
+             "error": r.reply.error, "reply": r.reply.text} for r in recs]}
         if res.fallback:
             trace["fallback"] = res.fallback
         out.append({
@@ -144,6 +146,8 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
             S.TOKENS_OUT: sum(r.reply.tokens_out for r in recs),
             S.GENERATE_MS: (sum(r.reply.latency_ms for r in recs if not r.cached)
                             if any(not r.cached for r in recs) else per_q_ms),
+            S.CALL_CACHED: [r.cached for r in recs],
+            S.CALL_ATTEMPTS: [r.attempts for r in recs],
             S.FAILED: failed,
             S.ERROR: "; ".join(errors) if failed else None,
             S.SEED: seed,
