@@ -122,6 +122,10 @@ class KGView(Protocol):
 
     def question_degree(self, ids: np.ndarray, *, graph_id: str | None) -> np.ndarray: ...
 
+    def question_adjacency(self, *, graph_id: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Undirected CSR ``(indptr, neighbour, edge index)`` of what a question over ``graph_id`` sees, or None
+        where the store holds no adjacency in memory (whole-graph algorithms then use the neighbourhood)."""
+
     def question_nodes(self, *, graph_id: str | None) -> np.ndarray | None: ...
 
     def names(self, ids: np.ndarray) -> list[str]: ...

@@ -64,15 +64,18 @@ class KGStore:
         self._build_csr()
 
     def _build_csr(self) -> None:
-        m = len(self.heads)
-        ends = np.concatenate([self.heads, self.tails])
-        other = np.concatenate([self.tails, self.heads])
-        edge = np.concatenate([np.arange(m), np.arange(m)])
+        self._indptr, self._nbr, self._edge = self._csr(np.arange(len(self.heads), dtype=np.int64))
+
+    def _csr(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Undirected CSR (indptr over all entities, neighbour, edge index) of triple indices ``edges``
+        (ascending): each edge in both ends' rows, a row's edges where the node is head first."""
+        ends = np.concatenate([self.heads[edges], self.tails[edges]])
+        other = np.concatenate([self.tails[edges], self.heads[edges]])
+        edge = np.concatenate([edges, edges])
         order = np.argsort(ends, kind="stable")
-        self._nbr = other[order]
-        self._edge = edge[order]
-        self._indptr = np.zeros(self.num_entities + 1, dtype=np.int64)
-        np.cumsum(np.bincount(ends, minlength=self.num_entities), out=self._indptr[1:])
+        indptr = np.zeros(self.num_entities + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ends, minlength=self.num_entities), out=indptr[1:])
+        return indptr, other[order], edge[order]
 
     @property
     def num_triples(self) -> int:
@@ -237,6 +240,21 @@ class KGStore:
         e = self.graph_edges(graph_id)
         counts = np.bincount(np.concatenate([self.heads[e], self.tails[e]]), minlength=self.num_entities)
         return counts[ids] if len(ids) else np.zeros(0, dtype=np.int64)
+
+    def question_adjacency(self, *, graph_id: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The undirected CSR ``(indptr, neighbour, edge index)`` of the edges a question over ``graph_id`` sees
+        (``question_neighbourhood``), each edge in both ends' rows, rows over every entity id (read-only):
+        the whole KG's; on a KG with per-question graphs, the global edges' (built once) or the question's
+        graph's (built per call, in time proportional to the number of entities plus the graph's edges)."""
+        if graph_id is None and not self.has_graphs:
+            return self._indptr, self._nbr, self._edge
+        if graph_id is None:
+            return self._global_csr
+        return self._csr(self.graph_edges(graph_id))
+
+    @functools.cached_property
+    def _global_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._csr(self.graph_edges(None))
 
     def question_nodes(self, *, graph_id: str | None) -> np.ndarray | None:
         """Entity ids a question over ``graph_id`` may name (sorted): its graph's nodes; None = every entity

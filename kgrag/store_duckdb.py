@@ -346,6 +346,10 @@ class DuckKGStore:
         self._global_only(graph_id)
         return self.degree(ids)
 
+    def question_adjacency(self, *, graph_id: str | None) -> None:
+        """No in-memory adjacency here (the KG stays on disk): always None."""
+        return None
+
     def question_nodes(self, *, graph_id: str | None) -> np.ndarray | None:
         """Entities a question may name: every entity (None) for a global-KG question."""
         self._global_only(graph_id)

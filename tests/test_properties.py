@@ -6,7 +6,7 @@ import igraph
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kgrag.lego.extract_ppr import local_ppr
+from kgrag.lego.extract_ppr import local_ppr, push_ppr
 from kgrag.lego.types import LocalGraph
 from kgrag.retrievers.pcst import pcst_select
 
@@ -78,6 +78,31 @@ def test_ppr_on_the_whole_graph_sums_to_one_and_agrees_with_igraph(graph, data, 
     reset[seeds] = 1.0 / len(seeds)
     ref = np.asarray(ig.personalized_pagerank(damping=damping, reset=reset.tolist()))
     assert np.allclose(ours, ref, atol=1e-6), (ours, ref)
+
+
+@SETTINGS
+@given(graph=simple_graphs(), data=st.data(), damping=st.floats(0.5, 0.95), eps=st.floats(1e-7, 1e-2))
+def test_push_ppr_is_within_eps_degree_below_igraph(graph, data, damping, eps):
+    """Forward push's guarantee (Andersen, Chung & Lang 2006): 0 <= exact - score < eps * degree, every node;
+    topics with edges (an edgeless topic sends its walk to the other topics, outside the bound's proof)."""
+    n, edges = graph
+    src, dst = (edges[:, 0], edges[:, 1]) if len(edges) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    g = LocalGraph(nodes=np.arange(n), edges=np.arange(len(edges)), src=src, dst=dst,
+                   relations=np.zeros(len(edges), dtype=np.int64),
+                   degree=np.bincount(np.concatenate([src, dst]), minlength=n).astype(np.int64))
+    linked = np.flatnonzero(g.degree > 0)
+    if not len(linked):
+        return
+    seeds = np.unique(np.asarray(data.draw(st.lists(st.sampled_from(linked.tolist()), min_size=1, max_size=3))))
+    ids, est, _ = push_ppr(indptr=g.indptr, nbr=g.nbr, degree=g.degree, seeds=seeds, damping=damping, eps=eps)
+    ours = np.zeros(n)
+    ours[ids] = est
+    reset = np.zeros(n)
+    reset[seeds] = 1.0 / len(seeds)
+    ref = np.asarray(igraph.Graph(n=n, edges=edges.tolist(), directed=False).personalized_pagerank(
+        damping=damping, reset=reset.tolist()))
+    gap = ref - ours
+    assert gap.min() >= -1e-9 and np.all(gap < eps * np.maximum(g.degree, 1) + 1e-9), (gap, eps)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

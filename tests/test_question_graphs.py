@@ -162,6 +162,18 @@ def test_question_neighbourhood_and_degree(mixed):
     assert cut.truncated and mixed.relation_names[mixed.relations[cut.edges[0]]] == "starred_actors"
 
 
+@pytest.mark.parametrize("gid", [None, "g1", "g2"])
+def test_question_adjacency_holds_what_the_question_sees(mixed, gid):
+    """ppr's push runs on this CSR: a question's graph only, or the global edges only, with matching degrees."""
+    indptr, nbr, eid = mixed.question_adjacency(graph_id=gid)
+    assert sorted(eid.tolist()) == sorted(2 * mixed.graph_edges(gid).tolist())  # each edge from both ends
+    ids = np.arange(mixed.num_entities)
+    assert np.array_equal(indptr[1:] - indptr[:-1], mixed.question_degree(ids, graph_id=gid))
+    own = np.repeat(ids, indptr[1:] - indptr[:-1])
+    h, t = mixed.heads[eid], mixed.tails[eid]
+    assert np.all(((h == own) & (t == nbr)) | ((t == own) & (h == nbr)))  # each row: its node and the other end
+
+
 def test_agent_and_explore_tools_stay_inside_the_graph(mixed, indexes):
     index = indexes["mixed"]
     heat = mixed.ids_of(["Heat"])[0]

@@ -1,7 +1,8 @@
 """Data passed between the LEGO stages: the local graph, an extracted subgraph, paths and the question context.
 
-Every stage works on local indices of one ``LocalGraph`` (the topic's k-hop neighbourhood); ids of the
-global KG appear only when the retriever builds its ``Subgraph``.
+Every stage works on local indices of one ``LocalGraph`` (the topic's k-hop neighbourhood, or the graph an
+extractor that works on the whole KG returns: ``ppr``'s push); ids of the global KG appear only when the
+retriever builds its ``Subgraph``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """``lego``: LEGO-GraphRAG retrieval, subgraph extraction → (semantic pruning) → path filtering → path refinement.
 
-Differences from the paper: the stages run on the topics' k-hop neighbourhood (the paper's PPR runs over
-the whole KG), and past ``max_neighbourhood_edges`` that neighbourhood's farthest hop is cut keeping the most
-question-like relations first (``relation_priority``; false = cut in edge order; a cap at least the
-neighbourhood's size = no cut, the paper's setting). Scores are rounded and ties broken by id
-(``kgrag.ranking``).
+An extractor whose function has a ``from_kg`` attribute (``ppr`` with ``method: push``) is first offered
+the whole KG (the question's own graph where it has one): it returns its own local graph (the extracted
+entities and the edges among them) and no neighbourhood is walked, as in the paper, whose PPR runs over the
+whole KG; the neighbourhood cap and ``relation_priority`` then do not apply. Otherwise (and where ``from_kg``
+returns None: the DuckDB store) the stages run on the topics' k-hop neighbourhood, and past
+``max_neighbourhood_edges`` that neighbourhood's farthest hop is cut keeping the most question-like relations
+first (``relation_priority``; false = cut in edge order; a cap at least the neighbourhood's size = no cut).
+Scores are rounded and ties broken by id (``kgrag.ranking``).
 
 Each stage is a module of a ``kgrag.lego`` sub-registry chosen by name in params; ``preset`` names one of
 the paper's Table 4 instances (``kgrag/lego/presets.py``) and explicit stage keys override it.
@@ -130,10 +133,11 @@ def path_nodes_edges(paths: Sequence[Path], seeds: np.ndarray) -> tuple[np.ndarr
     return np.fromiter(nodes, dtype=np.int64, count=len(nodes)), np.fromiter(edges, dtype=np.int64, count=len(edges))
 
 
-@RETRIEVERS.register("lego", params=LegoParams, version="2")
+@RETRIEVERS.register("lego", params=LegoParams, version="3")
 def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, max_edges) -> Subgraph:
-    """LEGO-GraphRAG retrieval on the topics' k-hop neighbourhood (within the question's own graph when it
-    has one: ``KGStore.question_neighbourhood``): extract, prune, filter paths, refine.
+    """LEGO-GraphRAG retrieval: extract (from the whole KG when the extractor offers ``from_kg``, else from the
+    topics' k-hop neighbourhood, within the question's own graph when it has one:
+    ``KGStore.question_neighbourhood``), prune, filter paths, refine.
 
     The triples are those of the refined paths, best first; ``trace["stages"]`` holds, per stage, its
     module, node/edge/path counts, answer recall, the LLM replies an LLM stage could not use (``llm_unparsed``)
@@ -159,20 +163,31 @@ def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, m
             info["node_ids"] = ids
         stages.append(info)
 
-    t0 = time.perf_counter()
-    nb = kg.question_neighbourhood(topics, hops, max_edges, graph_id=question.graph_id,
-                                   relation_priority=index.relation_vectors @ query_vec
-                                   if params.relation_priority else None)
-    graph = LocalGraph.build(kg=kg, nodes=nb.nodes, edges=nb.edges, graph_id=question.graph_id)
-    seeds = graph.local(topics)
     ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
                   topic_names=tuple(kg.names(topics)), llm=lambda: llm_client(params.llm))
-    record("neighbourhood", "kgstore", t0, np.arange(graph.n), edges=len(graph.edges))
-
-    t0 = time.perf_counter()
     fn, p = params.extract.module()
-    extracted = fn(graph=graph, seeds=seeds, hops=hops, params=p, ctx=ctx)
-    record("extract", params.extract.name, t0, extracted.nodes, edges=len(extracted.edges))
+    t0 = time.perf_counter()
+    # an extractor that works on the whole KG by itself (ppr's push) returns its own graph, or None
+    from_kg = getattr(fn, "from_kg", None)
+    direct = (from_kg(kg=kg, seeds=np.asarray(topics), hops=hops, params=p, graph_id=question.graph_id)
+              if from_kg else None)
+    truncated = False
+    if direct is not None:
+        graph, extracted = direct
+        seeds = graph.local(topics)
+        t_extract, t0 = t0, time.perf_counter()  # no neighbourhood walked: its stage holds the extracted graph
+        record("neighbourhood", params.extract.name, t0, np.arange(graph.n), edges=len(graph.edges))
+    else:
+        nb = kg.question_neighbourhood(topics, hops, max_edges, graph_id=question.graph_id,
+                                       relation_priority=index.relation_vectors @ query_vec
+                                       if params.relation_priority else None)
+        truncated = nb.truncated
+        graph = LocalGraph.build(kg=kg, nodes=nb.nodes, edges=nb.edges, graph_id=question.graph_id)
+        seeds = graph.local(topics)
+        record("neighbourhood", "kgstore", t0, np.arange(graph.n), edges=len(graph.edges))
+        t_extract = time.perf_counter()
+        extracted = fn(graph=graph, seeds=seeds, hops=hops, params=p, ctx=ctx)
+    record("extract", params.extract.name, t_extract, extracted.nodes, edges=len(extracted.edges))
     if params.prune is not None:
         t0 = time.perf_counter()
         extracted = prune_extracted(graph=graph, extracted=extracted, seeds=seeds, params=params.prune, ctx=ctx)
@@ -196,6 +211,6 @@ def retrieve_lego(*, question, query_vec, kg, index, params: LegoParams, hops, m
     return Subgraph(
         heads=kg.heads[e], relations=kg.relations[e], tails=kg.tails[e], node_ids=graph.nodes[nodes],
         neighbourhood_nodes=graph.n, neighbourhood_edges=len(graph.edges),
-        trace={"method": "lego", "preset": params.preset, "truncated": nb.truncated, "stages": stages,
+        trace={"method": "lego", "preset": params.preset, "truncated": truncated, "stages": stages,
                "paths": [path_text(q, graph, kg) for q in final[:10]]},
     )
