@@ -92,6 +92,21 @@ def khop_walk(
     return Neighbourhood(np.concatenate(nodes), all_edges, truncated)
 
 
+def undirected_csr(heads: np.ndarray, tails: np.ndarray, edges: np.ndarray, num_entities: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Undirected CSR ``(indptr over all entities, neighbour, edge index)`` of the triples ``edges`` (indices
+    into ``heads`` / ``tails``, ascending): each edge in both ends' rows, a row's edges where the node is head
+    first, each part in edge order. One layout for every store, so whole-graph algorithms over it (LEGO
+    ``ppr``'s push) give the same numbers whichever store holds the KG."""
+    ends = np.concatenate([heads[edges], tails[edges]])
+    other = np.concatenate([tails[edges], heads[edges]])
+    edge = np.concatenate([edges, edges])
+    order = np.argsort(ends, kind="stable")
+    indptr = np.zeros(num_entities + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ends, minlength=num_entities), out=indptr[1:])
+    return indptr, other[order], edge[order]
+
+
 @runtime_checkable
 class KGView(Protocol):
     """What modules may ask of a KG. ``heads`` / ``relations`` / ``tails`` are indexable by edge index

@@ -16,7 +16,7 @@ import numpy as np
 
 from kgrag import schema as S
 from kgrag.duckdb_io import TABLES, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
-from kgrag.kgview import Incident, KGView, Neighbourhood, khop_walk  # noqa: F401 (re-exported)
+from kgrag.kgview import Incident, KGView, Neighbourhood, khop_walk, undirected_csr  # noqa: F401 (re-exported)
 from kgrag.types import Question
 
 
@@ -67,15 +67,8 @@ class KGStore:
         self._indptr, self._nbr, self._edge = self._csr(np.arange(len(self.heads), dtype=np.int64))
 
     def _csr(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Undirected CSR (indptr over all entities, neighbour, edge index) of triple indices ``edges``
-        (ascending): each edge in both ends' rows, a row's edges where the node is head first."""
-        ends = np.concatenate([self.heads[edges], self.tails[edges]])
-        other = np.concatenate([self.tails[edges], self.heads[edges]])
-        edge = np.concatenate([edges, edges])
-        order = np.argsort(ends, kind="stable")
-        indptr = np.zeros(self.num_entities + 1, dtype=np.int64)
-        np.cumsum(np.bincount(ends, minlength=self.num_entities), out=indptr[1:])
-        return indptr, other[order], edge[order]
+        """Undirected CSR of triple indices ``edges`` (``kgview.undirected_csr``)."""
+        return undirected_csr(self.heads, self.tails, edges, self.num_entities)
 
     @property
     def num_triples(self) -> int:

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from kgrag import schema as S
-from kgrag.kgview import Incident, Neighbourhood, khop_walk
+from kgrag.kgview import Incident, Neighbourhood, khop_walk, undirected_csr
 
 SIDECAR_VERSION = "3"  # bump when the sidecar's tables change
 ROW_GROUP_SIZE = 16384  # rows per row group of the sidecar (zone-map granularity of a node lookup)
@@ -215,6 +215,7 @@ class DuckKGStore:
         self.relation_names = LazyNames(self, "kg.relations", S.RELATION_ID, int(n_rel))
         self._edges = _Cache(3)
         self._degrees = _Cache(1)
+        self._csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # question_adjacency, on first use
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
@@ -346,9 +347,18 @@ class DuckKGStore:
         self._global_only(graph_id)
         return self.degree(ids)
 
-    def question_adjacency(self, *, graph_id: str | None) -> None:
-        """No in-memory adjacency here (the KG stays on disk): always None."""
-        return None
+    def question_adjacency(self, *, graph_id: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The whole KG's undirected CSR (``kgview.undirected_csr``, the layout ``KGStore`` holds), read from
+        the triples table on first use and kept: 16 bytes per edge end in memory, the price of whole-graph
+        algorithms (LEGO ``ppr``'s push) giving the same results on both stores. Global-KG questions only."""
+        self._global_only(graph_id)
+        with self._lock:
+            if self._csr is None:
+                rows = self._query(f"SELECT {S.HEAD}, {S.TAIL} FROM kg.triples ORDER BY rowid")
+                heads = np.asarray(rows[S.HEAD], dtype=np.int64)
+                tails = np.asarray(rows[S.TAIL], dtype=np.int64)
+                self._csr = undirected_csr(heads, tails, np.arange(len(heads), dtype=np.int64), self.num_entities)
+            return self._csr
 
     def question_nodes(self, *, graph_id: str | None) -> np.ndarray | None:
         """Entities a question may name: every entity (None) for a global-KG question."""

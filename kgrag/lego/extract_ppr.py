@@ -3,12 +3,12 @@
 Two methods (param ``method``):
 
 * ``push`` (default): Andersen-Chung-Lang forward push (``push_ppr``) on the adjacency of everything the
-  question sees (the whole KG, or its own graph) when the store holds it in memory
-  (``KGView.question_adjacency``): it touches only the nodes that receive mass and never walks the k-hop
+  question sees (the whole KG, or its own graph; ``KGView.question_adjacency``, which both stores give in the
+  same layout, the DuckDB store reading it from its triples table once): it touches only the nodes that receive mass and never walks the k-hop
   neighbourhood (the retriever calls ``extract_ppr.from_kg`` before any neighbourhood). Every score is below
   the exact PPR by less than ``eps`` times the node's degree. With ``within_hops`` (default) only entities
-  within the retrieval hops of a topic are kept, as with the neighbourhood methods. On a store without that
-  adjacency (DuckDB) it pushes on the k-hop neighbourhood instead (the stage function).
+  within the retrieval hops of a topic are kept, as with the neighbourhood methods. A store that gives no
+  adjacency (None) gets the push on the k-hop neighbourhood instead (the stage function).
 * ``power``: power iteration to ``tol`` on the k-hop neighbourhood (``local_ppr``).
 
 Both rank by score rounded to ``kgrag.ranking.MASS_DECIMALS``, ties by id; neither depends on thread count.
@@ -41,8 +41,8 @@ class PPRParams(BaseModel):
     method: Literal["push", "power"] = Field(
         "push",
         description="push: forward push (Andersen, Chung & Lang 2006) on the whole KG's adjacency (the question's "
-        "own graph's where it has one), touching only nodes that get mass (on the k-hop neighbourhood where the "
-        "store has no in-memory adjacency: DuckDB); power: power iteration on the k-hop neighbourhood",
+        "own graph's where it has one), touching only nodes that get mass; power: power iteration on the k-hop "
+        "neighbourhood",
     )
     within_hops: bool = Field(
         True,
@@ -282,7 +282,7 @@ def extract_from_kg(*, kg: Any, seeds: np.ndarray, hops: int, params: PPRParams,
     """``method: push`` on the whole KG: the top-``max_ent`` entities by ``push_ppr`` from ``seeds``
     (global ids) over ``kg.question_adjacency`` (what a question over ``graph_id`` sees), as a ``LocalGraph``
     of those entities and every edge among them, and its ``Extracted`` (all of it, best first). None when
-    ``method`` is ``power`` or the store has no in-memory adjacency (the retriever then walks the k-hop
+    ``method`` is ``power`` or the store gives no adjacency (the retriever then walks the k-hop
     neighbourhood and calls ``extract_ppr``).
 
     The scores are whole-KG PPR (as in the paper) whatever ``within_hops``; with it, only entities within

@@ -4,7 +4,7 @@ An extractor whose function has a ``from_kg`` attribute (``ppr`` with ``method: 
 the whole KG (the question's own graph where it has one): it returns its own local graph (the extracted
 entities and the edges among them) and no neighbourhood is walked, as in the paper, whose PPR runs over the
 whole KG; the neighbourhood cap and ``relation_priority`` then do not apply. Otherwise (and where ``from_kg``
-returns None: the DuckDB store) the stages run on the topics' k-hop neighbourhood, and past
+returns None: ``method: power``) the stages run on the topics' k-hop neighbourhood, and past
 ``max_neighbourhood_edges`` that neighbourhood's farthest hop is cut keeping the most question-like relations
 first (``relation_priority``; false = cut in edge order; a cap at least the neighbourhood's size = no cut).
 Scores are rounded and ties broken by id (``kgrag.ranking``).
