@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.constrain import grammar_of
+from kgrag.io import file_hash
 from kgrag.llm import LLMReply, LLMRequest, score_reply_text
 from kgrag.registry import BACKENDS
 
@@ -65,16 +66,6 @@ def packaged_gguf(package: str = DEFAULT_PACKAGE) -> Path:
     return ggufs[0]
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 @functools.lru_cache(maxsize=8)
 def converted_gguf(src: str, weights: str, cache_dir: str | None = None) -> Path:
     """``src`` converted to ``weights`` (a ``WEIGHT_TYPES`` key) by llama.cpp's ``llama_model_quantize``
@@ -93,7 +84,7 @@ def converted_gguf(src: str, weights: str, cache_dir: str | None = None) -> Path
     from llama_cpp._utils import suppress_stdout_stderr
 
     folder = Path(cache_dir or os.environ.get(MODEL_CACHE_ENV) or Path(".kgrag_cache") / "models")
-    out = folder / f"{Path(src).stem}.{weights}-{_sha256(Path(src))[:16]}-llama{llama_cpp.__version__}.gguf"
+    out = folder / f"{Path(src).stem}.{weights}-{file_hash(src)}-llama{llama_cpp.__version__}.gguf"
     if out.exists():
         return out
     folder.mkdir(parents=True, exist_ok=True)
