@@ -4,7 +4,8 @@ MetaQA 1-, 2- and 3-hop test questions.
 For each preset and hop count: questions, mean retrieval answer recall (share of gold answer entities among
 the retrieved nodes), median triples, median ms per question (retriever call only; question vectors are
 computed beforehand in one batch, graph vectors come from the index). Presets: ``pcst`` (kgrag default),
-``pcst-gretriever-exact``, ``khop``, ``relpath``, LEGO ``lego-00`` ... ``lego-20`` without LLM stages, and
+``pcst-gretriever-exact``, ``khop``, ``relpath``, ``relpath-plan`` (with the learnt plan ``data/relplan``,
+2 sequences; skipped when missing), LEGO ``lego-00`` ... ``lego-20`` without LLM stages, and
 LEGO without the relation-priority neighbourhood cut (``-norelprio``). Presets that need the fine-tuned ST
 (``data/finetune/st_model``, ``dvc repro finetune``) are skipped with the reason when it is missing.
 Writes ``reports/bench/retrieval_frontier.json`` and ``reports/figures/retrieval_frontier.png``.
@@ -32,7 +33,7 @@ from bench.common import write_result  # noqa: E402
 
 from kgrag.embed import EmbeddingIndex, encode  # noqa: E402
 from kgrag.evaluate import retrieval_recall  # noqa: E402
-from kgrag.io import ST_MODEL  # noqa: E402
+from kgrag.io import RELPLAN, ST_MODEL  # noqa: E402
 from kgrag.lego.presets import PRESETS as LEGO_PRESETS  # noqa: E402
 from kgrag.loaders.metaqa import load_metaqa  # noqa: E402
 from kgrag.registry import RETRIEVERS  # noqa: E402
@@ -52,6 +53,8 @@ def presets() -> dict[str, tuple[str, dict]]:
         "pcst-gretriever-exact": ("pcst", {"preset": "gretriever-exact"}),
         "khop": ("khop", {}),
         "relpath": ("relpath", {}),
+        # the learnt relation-path plan (kgrag.relplan; stage relplan of finetune/dvc.yaml), 2 sequences
+        "relpath-plan": ("relpath", {"plan": str(RELPLAN), "paths": 2}),
     }
     for name, p in LEGO_PRESETS.items():
         if _uses(p, '"llm"'):
@@ -149,6 +152,10 @@ def main() -> None:
     for name, (method, extra) in chosen.items():
         entry = RETRIEVERS.get(method)
         per: dict = {}
+        if extra.get("plan") and not (Path(extra["plan"]) / "plan.parquet").exists():
+            result["presets"][name] = {"skipped": f"needs {extra['plan']} (dvc repro finetune/dvc.yaml)"}
+            print(f"[frontier] {name}: skipped (no {extra['plan']})", file=sys.stderr)
+            continue
         if _uses(extra, "st-ft") or (method == "lego" and str(ST_MODEL) in json.dumps(LEGO_PRESETS.get(
                 extra.get("preset", ""), {}))):
             if not Path(ST_MODEL).exists():

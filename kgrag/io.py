@@ -18,6 +18,7 @@ VALIDATED = DATA / "validated"
 INDEX = DATA / "index"
 FINETUNE = DATA / "finetune"
 ST_MODEL = FINETUNE / "st_model"  # the fine-tuned sentence-transformer (LEGO "Fine-tuned ST")
+RELPLAN = DATA / "relplan"  # relation-path plan of the relpath retriever (kgrag.relplan)
 RETRIEVE = DATA / "retrieve"
 GENERATE = DATA / "generate"
 TIMINGS = DATA / "timings"  # run records (wall times, call-cache use): no DVC output (kgrag.timings)

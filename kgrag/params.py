@@ -201,6 +201,15 @@ class FinetuneParams(Strict):
     seed: int = Field(0, description="seed of the question sample, negatives, shuffling and dropout")
 
 
+class RelPlanParams(Strict):
+    """Relation-path plan of the ``relpath`` retriever (``kgrag.relplan``), learnt from a held-out split."""
+
+    split: Literal["dev", "test"] = Field("dev", description="question split the plan learns from")
+    questions: int = Field(2000, ge=1, description="questions sampled from that split per hop count")
+    hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
+    seed: int = Field(0, description="seed of the question sample")
+
+
 class RetrieveParams(ModuleSection):
     """Retrieval: ``method`` picks the module; its own sub-section holds its params."""
 
@@ -435,6 +444,7 @@ class Params(Strict):
     validate_: ValidateParams = Field(default_factory=ValidateParams, alias="validate")
     index: IndexParams = Field(default_factory=IndexParams)
     finetune: FinetuneParams = Field(default_factory=FinetuneParams)
+    relplan: RelPlanParams = Field(default_factory=RelPlanParams)
     retrieve: RetrieveParams = Field(default_factory=RetrieveParams)
     generate: GenerateParams = Field(default_factory=GenerateParams)
     reason: ReasonParams = Field(default_factory=ReasonParams)
@@ -452,6 +462,11 @@ class Params(Strict):
             raise ValueError(
                 f"finetune.split: {self.finetune.split!r} is also data.split, the evaluated split; "
                 "the fine-tuned scorer would train on the questions it is scored on (choose the other split)"
+            )
+        if self.relplan.split == self.data.split:
+            raise ValueError(
+                f"relplan.split: {self.relplan.split!r} is also data.split, the evaluated split; "
+                "the relation-path plan would learn from the questions it is scored on (choose the other split)"
             )
         return self
 

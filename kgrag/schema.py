@@ -141,6 +141,11 @@ GENERATE_TIMINGS = pa.schema(
         (CALL_ATTEMPTS, pa.list_(pa.int64())),
     ]
 )
+# relation-path plans (kgrag.relplan): a training question's masked text, hop count and relation sequence
+PLAN_RELATIONS = "plan_relations"
+PLAN_FORWARD = "plan_forward"
+RELPLAN = pa.schema([(TEXT, pa.string()), (HOPS, pa.int64()), (PLAN_RELATIONS, pa.list_(pa.string())),
+                     (PLAN_FORWARD, pa.list_(pa.bool_()))])
 QUARANTINE = pa.schema(
     [(TABLE, pa.string()), (ROW, pa.int64()), (REASON, pa.string()), (RECORD, pa.string())]
 )

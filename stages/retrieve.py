@@ -22,9 +22,9 @@ def main(argv: list[str] | None = None) -> None:
     out = io.RETRIEVE / "retrieved.parquet"
     with timed("retrieve", timings.stage_dir("retrieve"), outputs=[out]) as info:
         questions = read_tables(db, ("questions",))["questions"].to_pylist()
-        # the fine-tuned scorer model is an input too (presets lego-05/12/18 read it)
+        # the fine-tuned scorer model (presets lego-05/12/18) and relpath's plan are inputs too
         index_hash = "-".join([*(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")),
-                               folder_hash(io.ST_MODEL)])
+                               folder_hash(io.ST_MODEL), folder_hash(io.RELPLAN)])
         rows = run_flow(retrieve_flow, params.cluster, question_rows=questions, db_path=str(db),
                         db_hash=file_hash(db), index_dir=str(io.INDEX.resolve()), index_hash=index_hash,
                         index_model=params.index.model, params=p)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag import ranking
+from kgrag import ranking, relplan
 from kgrag.lego.registries import SCORERS
 from kgrag.lego.types import Context
 from kgrag.registry import RETRIEVERS
@@ -36,6 +36,12 @@ class RelPathParams(BaseModel):
     inverse: Literal["plain", "of", "shares"] = Field(
         "plain", description="how a step against an edge's direction is written in the scored text: plain = "
         "the relation alone, of = 'r of', shares = 'shares r with'")
+    plan: str | None = Field(
+        None, description="folder of a relation-path plan learnt from a held-out split (kgrag.relplan), e.g. "
+        "data/relplan written by `dvc repro finetune/dvc.yaml`; None = zero-shot (cosine alone)")
+    plan_k: int = Field(16, ge=1, description="nearest training questions that vote for a sequence")
+    plan_weight: float = Field(1.0, ge=0.0, description="weight of the plan's vote share (0..1) added to the "
+                               "cosine of question and sequence")
 
 
 INVERSE = {"plain": "{}", "of": "{} of", "shares": "shares {} with"}
@@ -65,26 +71,37 @@ def _step(kg, frontier: np.ndarray, graph_id, exclude: np.ndarray, max_frontier:
     return out
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="1")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="2")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best ``hops``-long ones.
 
     Sequences are scored by cosine similarity of the question and the sequence's relation names (the
     ``st`` scorer with the index's model; texts repeat across questions and are encoded once per
-    process), rounded and tie-broken by sequence (``kgrag.ranking``). ``max_edges`` is not used: the beam
+    process), plus, with a learnt plan (``params.plan``, :mod:`kgrag.relplan`), ``plan_weight`` x the share of
+    the ``plan_k`` nearest training questions (topic names masked) whose relation sequence starts with the
+    candidate; rounded and tie-broken by sequence (``kgrag.ranking``). ``max_edges`` is not used: the beam
     bounds the work.
 
     References
     ----------
     Cao et al., LEGO-GraphRAG (2024), section 4.1 "Iterative Path-Filtering" (beam search with a semantic
     scorer), here over relation sequences as in Luo et al., Reasoning on Graphs (RoG, ICLR 2024) relation
-    paths, with an embedding scorer instead of a fine-tuned LLM.
+    paths, with an embedding scorer instead of a fine-tuned LLM; the learnt plan is RoG's planning step
+    (section 4.2) as a nearest-neighbour vote over weakly labelled training questions.
     """
     topics = np.unique(np.asarray([t for t in question.topic_ids if 0 <= t < kg.num_entities], dtype=np.int64))
     if not len(topics):
         return Subgraph.empty(method="relpath", reason="no topic entity in the KG")
     entry = SCORERS.get("st")
     ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index)
+    prior: dict = {}
+    if params.plan is not None:
+        plan = relplan.load_cached(params.plan)
+        if plan.model != index.model:
+            raise ValueError(f"retrieve.relpath.plan: {params.plan} was trained with the encoder {plan.model!r}, "
+                             f"the index uses {index.model!r}; re-run `dvc repro finetune/dvc.yaml`")
+        masked = relplan.mask_topics(question.text, kg.names(topics))
+        prior = plan.prior(index.encode([masked])[0], hops, params.plan_k)
     # a beam state: sequence -> list of per-hop (edges, from, to)
     beam: dict[tuple, list] = {(): []}
     frontiers: dict[tuple, np.ndarray] = {(): topics}
@@ -98,6 +115,10 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         seqs = sorted(cands)
         scores = entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
                             params=entry.params(), ctx=ctx)
+        if prior:
+            named = [tuple((str(kg.relation_names[r]), bool(f)) for r, f in s) for s in seqs]
+            scores = ranking.rounded(np.asarray(scores, dtype=np.float64)
+                                     + params.plan_weight * np.asarray([prior.get(n, 0.0) for n in named]))
         best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
         beam = {seqs[i]: cands[seqs[i]] for i in best}
         frontiers = {s: np.unique(st[-1][2]) for s, st in beam.items()}

@@ -1,0 +1,50 @@
+"""Stage relplan: learn the relpath retriever's relation-path plan from a held-out question split."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import replace
+
+from stages._common import params_from_argv, timed
+from kgrag import io, timings
+from kgrag import schema as S
+from kgrag.embed import encode
+from kgrag.registry import LOADERS
+from kgrag.relplan import train_plan
+from kgrag.store import KGStore, questions_from_table
+
+MODULE_KINDS = ('loader',)  # looked up by name (kgrag.depgraph)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the stage."""
+    params = params_from_argv(__doc__, argv)
+    p, d = params.relplan, params.data
+    out = io.RELPLAN
+    with timed("relplan", timings.stage_dir("relplan"), outputs=[out / "plan.parquet"]) as info:
+        kg = KGStore(io.VALIDATED / "kg.duckdb")
+        lp = d.loader_params()
+        qs, note = [], ""
+        if getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "hops" in type(lp).model_fields:
+            for hops in p.hops:
+                tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "hops": hops, "split": p.split,
+                                                      "sample": p.questions, "seed": p.seed})
+                # ids of the loader's own numbering -> the validated KG's, by name
+                names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
+                qs += [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids if i is not None]),
+                               answer_ids=kg.ids_of([names[i] for i in q.answer_ids if i is not None]))
+                       for q in questions_from_table(tabs.questions)]
+        else:  # nothing held out (or no hop counts) to learn from: an empty plan, relpath then votes nothing
+            note = f"not trained: the {d.dataset} loader has no held-out k-hop question files"
+            print(f"[relplan] {note}", file=sys.stderr)
+        model, stats = train_plan(kg=kg, questions=qs, encode=lambda t: encode(t, model=params.index.model),
+                                  model=params.index.model, log=lambda s: print(f"[relplan] {s}", file=sys.stderr))
+        shutil.rmtree(out, ignore_errors=True)
+        model.save(out, {**stats, "note": note, "split": p.split, "seed": p.seed})
+        print(f"[relplan] {stats}", file=sys.stderr)
+        info.update(stats)
+
+
+if __name__ == "__main__":
+    main()
