@@ -127,6 +127,7 @@ def copy_repo(dst: Path, *, sample: int, shard_size: int) -> Path:
     params["generate"]["shard_size"] = shard_size
     params["retrieve"]["shard_size"] = shard_size
     params["finetune"]["questions"] = 40
+    params["relplan"]["questions"] = 40
     (dst / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return dst
 
