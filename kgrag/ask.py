@@ -46,11 +46,12 @@ class Asker:
 
     def __init__(self, params) -> None:
         from kgrag import io
+        from kgrag.duckdb_io import ensure_duckdb
         from kgrag.embed import EmbeddingIndex
         from kgrag.clients import client_for
         from kgrag.store import KGStore
 
-        db = Path(io.VALIDATED / "kg.duckdb")
+        db = ensure_duckdb(io.VALIDATED / "kg.duckdb")  # built from data/validated/*.parquet when missing or stale
         if not db.exists() or not (io.INDEX / "entities.parquet").exists():
             raise NotIngested("no ingested KG and index; run `make repro` (or `dvc repro index`) first")
         self.params = params

@@ -129,7 +129,7 @@ def _lego_table(args: argparse.Namespace) -> int:
 
     from kgrag import io, runner
     from kgrag import schema as S
-    from kgrag.duckdb_io import file_hash, read_tables
+    from kgrag.duckdb_io import ensure_duckdb, file_hash, kg_hash, read_tables
     from kgrag.embed import EmbeddingIndex
     from kgrag.lego.presets import PRESETS
     from kgrag.lego.table import instance_row, render, row_key, uses_llm
@@ -145,7 +145,7 @@ def _lego_table(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown preset(s) {', '.join(unknown)}; valid: {', '.join(PRESETS)}", file=sys.stderr)
         return 2
-    db = Path(io.VALIDATED / "kg.duckdb")
+    db = ensure_duckdb(io.VALIDATED / "kg.duckdb")  # built from data/validated/*.parquet when missing or stale
     if not db.exists() or not (io.INDEX / "entities.parquet").exists():
         print("error: no ingested KG and index; run `dvc repro index` (and `dvc repro finetune/dvc.yaml` for "
               "the st-ft presets) first",
@@ -154,7 +154,7 @@ def _lego_table(args: argparse.Namespace) -> int:
     kg = KGStore(db)
     index = EmbeddingIndex.load(io.INDEX, p.index.model)
     qrows = read_tables(db, ("questions",))["questions"].to_pylist()
-    code = "-".join([closure_version("kgrag.lego.table"), closure_version("kgrag.runner"), file_hash(db),
+    code = "-".join([closure_version("kgrag.lego.table"), closure_version("kgrag.runner"), kg_hash(db),
                      file_hash(io.INDEX / "entities.parquet"), folder_hash(io.ST_MODEL)])
     out_json = Path(f"{args.out}.json")
     done = {r["key"]: r for r in (json.loads(out_json.read_text())["rows"] if out_json.exists() else [])}

@@ -1,38 +1,212 @@
-"""The KG's DuckDB file: write the tables, read them back, hash the file (kept apart from ``store`` so that
-the ingest stage does not depend on the retrieval view)."""
+"""The KG's tables on disk: Parquet files (what DVC tracks) and the DuckDB file built from them (what the stores
+query). Kept apart from ``store`` so that the ingest stage does not depend on the retrieval view.
+
+The ingest and validate stages write each table of ``TABLES`` to ``<folder>/<table>.parquet``
+(:func:`write_tables`): pyarrow writes no time stamp and no random identifier, so the same tables give the
+same bytes on every run and machine (same pyarrow), and DVC records the same hashes in ``dvc.lock``. A DuckDB
+file does not: two files written by the same statements differ in a header checksum and a random database
+identifier, so every run would change the hash of the stage's output and the deps of every stage downstream.
+
+``<folder>/kg.duckdb`` (``DB_NAME``) is therefore derived, not tracked: built from the Parquet files beside it
+(:func:`build_duckdb`, the tables in the files' row order) with a stamp of the files it was built from (name,
+size, modification time), and rebuilt by :func:`ensure_duckdb` when missing or stale (another version of the
+Parquet files checked out, a fresh clone after ``dvc pull``). ``read_tables``, ``KGStore`` and ``DuckKGStore``
+call it, so ``KGStore("data/validated/kg.duckdb")`` works wherever the Parquet files are. The project's
+``.dvcignore`` keeps ``kg.duckdb`` out of the hashes of the ``data/ingest`` and ``data/validated`` outputs.
+Cache keys that name the KG use :func:`kg_hash` (the Parquet files' contents), not the DuckDB file's bytes.
+
+A DuckDB file with no Parquet tables beside it (written by :func:`write_duckdb`, e.g. by tests) is used as it
+is.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from kgrag.io import file_hash  # noqa: F401 (hash the file: moved to kgrag.io, which the run records use too)
+from kgrag.io import file_hash, write_parquet
 
 TABLES = ("entities", "relations", "triples", "questions")
+DB_NAME = "kg.duckdb"  # the derived DuckDB file of a folder of KG tables (listed in .dvcignore)
+STAMP = "_kgrag_source"  # table of a derived DuckDB file: the Parquet files it was built from
 
 
-def write_duckdb(path: str | Path, tables: dict[str, pa.Table]) -> None:
-    """Write the tables into a fresh DuckDB file (replacing any old one)."""
+def write_duckdb(path: str | Path, tables: dict[str, pa.Table | pa.RecordBatchReader],
+                 stamp: list[tuple[str, int, int]] | None = None) -> None:
+    """Write the tables into a fresh DuckDB file (replacing any old one) in one step.
+
+    Parameters
+    ----------
+    path : str or Path
+        The DuckDB file. It is written under a temporary name beside it and renamed, so that a reader never
+        sees a half-written file.
+    tables : dict of str to pyarrow.Table or pyarrow.RecordBatchReader
+        Table name to rows, created in the file in this order, rows in their given order.
+    stamp : list of (str, int, int), optional
+        ``(file name, size, modification time in ns)`` of the Parquet files the tables come from, stored in
+        table ``STAMP`` (see :func:`build_duckdb`); None for a file of its own.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for p in (path, path.with_suffix(path.suffix + ".wal")):
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    for p in (tmp, Path(f"{tmp}.wal")):
         p.unlink(missing_ok=True)
-    con = duckdb.connect(str(path))
+    con = duckdb.connect(str(tmp))
     try:
         for name, table in tables.items():
             con.register("_src", table)
             con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _src')
             con.unregister("_src")
+        if stamp is not None:
+            con.execute(f'CREATE TABLE "{STAMP}" (file VARCHAR, size BIGINT, mtime_ns BIGINT)')
+            con.executemany(f'INSERT INTO "{STAMP}" VALUES (?, ?, ?)', [list(s) for s in stamp])
         con.execute("CHECKPOINT")
     finally:
         con.close()
+    Path(f"{path}.wal").unlink(missing_ok=True)
+    os.replace(tmp, path)
+    Path(f"{tmp}.wal").unlink(missing_ok=True)
+
+
+def table_files(db: str | Path) -> dict[str, Path]:
+    """The Parquet file of each KG table beside DuckDB file ``db`` (``<folder>/<table>.parquet``)."""
+    db = Path(db)
+    return {name: db.with_name(f"{name}.parquet") for name in TABLES}
+
+
+def is_derived(db: str | Path) -> bool:
+    """Whether ``db`` is built from Parquet files: every table of ``TABLES`` has its file beside it."""
+    return all(p.is_file() for p in table_files(db).values())
+
+
+def _stamp(db: str | Path) -> list[tuple[str, int, int]]:
+    out = []
+    for path in table_files(db).values():
+        st = path.stat()
+        out.append((path.name, int(st.st_size), int(st.st_mtime_ns)))
+    return out
+
+
+def _read_stamp(db: Path) -> list[tuple[str, int, int]] | None:
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return None
+    try:
+        rows = con.execute(f'SELECT file, size, mtime_ns FROM "{STAMP}" ORDER BY rowid').fetchall()
+    except duckdb.Error:  # no stamp: written by write_duckdb alone, or by an older version of the stages
+        return None
+    finally:
+        con.close()
+    return [(str(f), int(s), int(m)) for f, s, m in rows]
+
+
+def write_tables(folder: str | Path, tables: dict[str, pa.Table]) -> Path:
+    """Write the KG tables as Parquet files (the DVC outputs) and build the DuckDB file from them.
+
+    Parameters
+    ----------
+    folder : str or Path
+        Where ``<table>.parquet`` and ``kg.duckdb`` go.
+    tables : dict of str to pyarrow.Table
+        One table for each name of ``TABLES``.
+
+    Returns
+    -------
+    Path
+        The DuckDB file ``<folder>/kg.duckdb``.
+    """
+    if set(tables) != set(TABLES):
+        raise ValueError(f"KG tables {sorted(tables)}; expected {list(TABLES)}")
+    db = Path(folder) / DB_NAME
+    for name, path in table_files(db).items():
+        write_parquet(path, tables[name])
+    return build_duckdb(db)
+
+
+def build_duckdb(db: str | Path) -> Path:
+    """(Re)build DuckDB file ``db`` from the Parquet files beside it (:func:`table_files`).
+
+    Each table is streamed from its file in row order (``KGStore`` and ``DuckKGStore`` number the triples by
+    it) with the Arrow types the file stores, so the file equals one written from the tables in memory. Its
+    table ``STAMP`` names the files' sizes and modification times (:func:`ensure_duckdb` compares them).
+
+    Parameters
+    ----------
+    db : str or Path
+        The DuckDB file to write.
+
+    Returns
+    -------
+    Path
+        ``db``.
+    """
+    db = Path(db)
+    stamp = _stamp(db)  # before reading: a file replaced meanwhile makes the stamp stale, not the tables
+    files = [pq.ParquetFile(p) for p in table_files(db).values()]
+    try:
+        readers = {name: pa.RecordBatchReader.from_batches(f.schema_arrow, f.iter_batches())
+                   for name, f in zip(TABLES, files)}
+        write_duckdb(db, readers, stamp=stamp)
+    finally:
+        for f in files:
+            f.close()
+    return db
+
+
+def ensure_duckdb(db: str | Path) -> Path:
+    """DuckDB file ``db``, built or rebuilt first when it is derived (:func:`is_derived`) and missing or stale.
+
+    Stale: its stamp does not name the Parquet files' current sizes and modification times (or it has no
+    stamp). Processes that rebuild at the same time each write a file of their own and rename it over ``db``;
+    all hold the same tables.
+
+    Parameters
+    ----------
+    db : str or Path
+        A DuckDB file of the KG tables (``<folder>/kg.duckdb``).
+
+    Returns
+    -------
+    Path
+        ``db``, current. A file that is not derived is returned as it is (missing or not).
+    """
+    db = Path(db)
+    if is_derived(db) and (not db.is_file() or _read_stamp(db) != _stamp(db)):
+        build_duckdb(db)
+    return db
+
+
+def kg_hash(db: str | Path) -> str:
+    """Content hash of the KG behind DuckDB file ``db`` (part of cache keys): of its Parquet files when it is
+    derived (the same on every run and machine), else of the file's own bytes.
+
+    Parameters
+    ----------
+    db : str or Path
+        A DuckDB file of the KG tables.
+
+    Returns
+    -------
+    str
+        16 hex digits.
+    """
+    if not is_derived(db):
+        return file_hash(db)
+    parts = [f"{name}:{file_hash(path)}" for name, path in table_files(db).items()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def read_tables(path: str | Path, names: tuple[str, ...] = TABLES) -> dict[str, pa.Table]:
-    """Read tables back from a DuckDB file (read-only)."""
-    con = duckdb.connect(str(path), read_only=True)
+    """Read tables back from a DuckDB file (read-only; a derived file is brought up to date first,
+    :func:`ensure_duckdb`)."""
+    con = duckdb.connect(str(ensure_duckdb(path)), read_only=True)
     try:
         return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table() for n in names}
     finally:

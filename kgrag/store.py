@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 
 from kgrag import schema as S
-from kgrag.duckdb_io import TABLES, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
+from kgrag.duckdb_io import TABLES, ensure_duckdb, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
 from kgrag.kgview import Incident, KGView, Neighbourhood, khop_walk, undirected_csr  # noqa: F401 (re-exported)
 from kgrag.types import Question
 
@@ -43,7 +43,7 @@ class KGStore:
     """Read-only view of a global KG held in a DuckDB file."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
+        self.path = str(ensure_duckdb(path))  # a file derived from Parquet tables is rebuilt when stale
         con = duckdb.connect(self.path, read_only=True)
         try:
             t = con.execute(f"SELECT {S.HEAD}, {S.RELATION}, {S.TAIL} FROM triples").fetchnumpy()

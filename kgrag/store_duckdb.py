@@ -194,9 +194,10 @@ class DuckKGStore:
     """Read-only KG access by SQL on a DuckDB file (``KGStore``'s retrieval interface, nothing loaded whole)."""
 
     def __init__(self, path: str | Path, *, cache_dir: str | Path | None = None, threads: int = 1) -> None:
+        from kgrag.duckdb_io import ensure_duckdb
         from kgrag.io import CACHE
 
-        self.path = str(path)
+        self.path = str(ensure_duckdb(path))  # a file derived from Parquet tables is rebuilt when stale
         self.sidecar = ensure_adjacency(self.path, cache_dir or CACHE / "duckstore")
         self._lock = threading.RLock()
         self._con = duckdb.connect(str(self.sidecar), read_only=True)

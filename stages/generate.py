@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
-from kgrag.duckdb_io import file_hash, read_tables
+from kgrag.duckdb_io import file_hash, kg_hash, read_tables
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
                         db_path=str(db), params=p, separator=params.evaluate.answer_separator, reason=params.reason,
                         cache_path=str((io.CACHE / "llm_calls.sqlite").resolve()),
                         index_dir=str(io.INDEX.resolve()), index_model=params.index.model,
-                        inputs_hash=f"{file_hash(db)}-{index_hash}")
+                        inputs_hash=f"{kg_hash(db)}-{index_hash}")
         # the DVC output holds the answers only; wall times and call-cache use go to the run records
         io.write_parquet(out, pa.Table.from_pylist(rows, schema=S.GENERATIONS))
         timings.write_questions("generate", rows)

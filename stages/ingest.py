@@ -1,11 +1,12 @@
-"""Stage ingest: dataset files → Parquet tables + a DuckDB file; unparseable lines → quarantine."""
+"""Stage ingest: dataset files → Parquet tables (the DVC output) + the DuckDB file built from them
+(``kgrag.duckdb_io``); unparseable lines → quarantine."""
 
 from __future__ import annotations
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
 from kgrag.registry import LOADERS
-from kgrag.duckdb_io import write_duckdb
+from kgrag.duckdb_io import TABLES, write_tables
 
 MODULE_KINDS = ('loader',)  # looked up by name (kgrag.depgraph)
 
@@ -13,14 +14,13 @@ MODULE_KINDS = ('loader',)  # looked up by name (kgrag.depgraph)
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     p = params_from_argv(__doc__, argv).data
-    with timed("ingest", timings.stage_dir("ingest"), outputs=[io.INGEST / "kg.duckdb"]) as info:
+    outputs = [io.INGEST / f"{name}.parquet" for name in TABLES]  # not kg.duckdb: it is rebuilt when stale
+    with timed("ingest", timings.stage_dir("ingest"), outputs=outputs) as info:
         loader = LOADERS.get(p.dataset).impl
         kg = loader(**p.loader_kwargs())  # the selected loader's validated params + sample + seed
         tables = {"entities": kg.entities, "relations": kg.relations, "triples": kg.triples, "questions": kg.questions}
-        for name, t in tables.items():
-            io.write_parquet(io.INGEST / f"{name}.parquet", t)
+        write_tables(io.INGEST, tables)
         io.write_parquet(io.QUARANTINE / "ingest.parquet", kg.quarantine)
-        write_duckdb(io.INGEST / "kg.duckdb", tables)
         info.update({n: t.num_rows for n, t in tables.items()}, quarantined=kg.quarantine.num_rows, seed=p.seed,
                     dataset=p.dataset, **kg.stats)
     print(f"[ingest] {info}")

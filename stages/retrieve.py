@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
-from kgrag.duckdb_io import file_hash, read_tables
+from kgrag.duckdb_io import file_hash, kg_hash, read_tables
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
         index_hash = "-".join([*(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")),
                                folder_hash(io.ST_MODEL), folder_hash(io.RELPLAN)])
         rows = run_flow(retrieve_flow, params.cluster, question_rows=questions, db_path=str(db),
-                        db_hash=file_hash(db), index_dir=str(io.INDEX.resolve()), index_hash=index_hash,
+                        db_hash=kg_hash(db), index_dir=str(io.INDEX.resolve()), index_hash=index_hash,
                         index_model=params.index.model, params=p)
         # the DVC output holds the results only; the wall times go to the run records (kgrag.timings)
         io.write_parquet(out, pa.Table.from_pylist(rows, schema=S.RETRIEVED))

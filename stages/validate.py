@@ -1,4 +1,5 @@
-"""Stage validate: great-expectations checks; bad rows → data/quarantine/validate.parquet, clean KG → DuckDB."""
+"""Stage validate: great-expectations checks; bad rows → data/quarantine/validate.parquet, clean KG → Parquet
+tables (the DVC output) + the DuckDB file built from them (``kgrag.duckdb_io``)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,18 @@ import sys
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag.duckdb_io import read_tables, write_duckdb
+from kgrag.duckdb_io import DB_NAME, TABLES, read_tables, write_tables
 from kgrag.validate import reason_counts, validate_tables
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage; exit 1 when a table's bad share passes ``validate.max_bad_fraction``."""
     p = params_from_argv(__doc__, argv).validate_
-    with timed("validate", timings.stage_dir("validate"), outputs=[io.VALIDATED / "kg.duckdb"]) as info:
-        res = validate_tables(read_tables(io.INGEST / "kg.duckdb"))
+    outputs = [io.VALIDATED / f"{name}.parquet" for name in TABLES]  # not kg.duckdb: it is rebuilt when stale
+    with timed("validate", timings.stage_dir("validate"), outputs=outputs) as info:
+        res = validate_tables(read_tables(io.INGEST / DB_NAME))
         io.write_parquet(io.QUARANTINE / "validate.parquet", res.quarantine)
-        write_duckdb(io.VALIDATED / "kg.duckdb", res.tables)
+        write_tables(io.VALIDATED, res.tables)
         ingest_q = io.read_parquet(io.QUARANTINE / "ingest.parquet")
         summary = {**res.summary, "ingest_quarantined": ingest_q.num_rows, "max_bad_fraction": p.max_bad_fraction,
                    "quarantine_reasons": reason_counts({"ingest": ingest_q, "validate": res.quarantine})}

@@ -65,6 +65,33 @@ def test_broken_files_through_ingest_validate_and_report(tmp_path):
     assert "Quarantined rows by reason" in md and reasons[0]["reason"] in md
 
 
+def _output_hashes(project: Path) -> dict[str, str]:
+    import hashlib
+
+    data = project / "data"
+    return {p.relative_to(data).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for folder in ("ingest", "validated", "quarantine") for p in sorted((data / folder).rglob("*"))
+            if p.is_file() and not p.name.startswith("kg.duckdb")}
+
+
+def test_ingest_and_validate_write_the_same_bytes_on_a_rerun(tmp_path):
+    """The DVC outputs of ingest and validate (Parquet tables, quarantine, summary) are byte-identical across
+    runs from scratch, so dvc.lock does not change; the DuckDB files are derived and ignored by DVC."""
+    import shutil
+
+    _params(tmp_path)
+    runs = []
+    for _ in range(2):
+        shutil.rmtree(tmp_path / "data", ignore_errors=True)
+        for stage in ("ingest", "validate"):
+            r = _stage(stage, tmp_path)
+            assert r.returncode == 0, r.stderr[-2000:]
+        runs.append(_output_hashes(tmp_path))
+    assert runs[0] == runs[1]
+    assert {f"validated/{n}.parquet" for n in ("entities", "relations", "triples", "questions")} <= set(runs[0])
+    assert (tmp_path / "data" / "validated" / "kg.duckdb").is_file()  # built for the stages downstream
+
+
 @pytest.mark.parametrize("change,expect", [
     (("data", "sampel", 5), "sampel"),                                    # unknown key
     (("data", "sample", "many"), "data.sample"),                          # wrong type

@@ -18,7 +18,9 @@ MODEL = "all-MiniLM-L6-v2"
 
 @pytest.fixture(scope="module")
 def real(request):
-    kg_path, index_dir = KG, INDEX
+    from kgrag.duckdb_io import ensure_duckdb
+
+    kg_path, index_dir = ensure_duckdb(KG), INDEX  # built from data/validated/*.parquet (dvc pull) when missing
     if not all(Path(p).exists() for p in (KG, INDEX / "entities.parquet", INDEX / "relations.parquet")):
         # A fresh clone (CI): build the real KG and index through the pipeline in a copy of the repo.
         request.getfixturevalue("e2e_first_run")

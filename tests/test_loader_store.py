@@ -1,16 +1,22 @@
-"""MetaQA loader on the real files, DuckDB round trip, and the CSR neighbourhood against igraph."""
+"""MetaQA loader on the real files, DuckDB round trip, the KG's Parquet files and the DuckDB file derived from
+them, and the CSR neighbourhood against igraph."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 import igraph as ig
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from kgrag import schema as S
 from kgrag.loaders.metaqa import load_metaqa
-from kgrag.duckdb_io import read_tables, write_duckdb
+from kgrag.duckdb_io import (DB_NAME, TABLES, ensure_duckdb, is_derived, kg_hash, read_tables, table_files,
+                             write_duckdb, write_tables)
 from kgrag.store import KGStore
-from tests.conftest import METAQA, MOVIES
+from tests.conftest import METAQA, MOVIES, ROOT, tiny_tables
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +64,69 @@ def test_duckdb_round_trip(tmp_path, metaqa):
     back = read_tables(tmp_path / "kg.duckdb", ("entities", "triples"))
     assert back["triples"].equals(metaqa.triples)
     assert back["entities"].equals(metaqa.entities)
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def _tables(metaqa) -> dict[str, pa.Table]:
+    return {"entities": metaqa.entities, "relations": metaqa.relations, "triples": metaqa.triples,
+            "questions": metaqa.questions}
+
+
+def test_kg_parquet_files_have_the_same_bytes_on_every_write(tmp_path, metaqa):
+    """What DVC tracks (the stages' Parquet tables) is byte-identical across writes; the DuckDB file built from
+    them is not (a header checksum and a random database id), which is why it is no DVC output."""
+    a, b = write_tables(tmp_path / "a", _tables(metaqa)), write_tables(tmp_path / "b", _tables(metaqa))
+    assert a == tmp_path / "a" / DB_NAME
+    for name in TABLES:
+        assert _sha(tmp_path / "a" / f"{name}.parquet") == _sha(tmp_path / "b" / f"{name}.parquet")
+    assert kg_hash(a) == kg_hash(b)
+    for name, table in read_tables(b).items():  # the derived file holds the tables, rows in order
+        assert table.equals(read_tables(a)[name])
+    assert read_tables(a, ("triples",))["triples"].equals(metaqa.triples)
+    assert KGStore(a).num_triples == metaqa.triples.num_rows
+
+
+def test_derived_duckdb_is_rebuilt_when_missing_or_stale(tmp_path):
+    tables = tiny_tables(MOVIES)
+    db = write_tables(tmp_path, tables)
+    assert is_derived(db) and set(table_files(db).values()) == {tmp_path / f"{n}.parquet" for n in TABLES}
+    first = os.stat(db).st_mtime_ns
+    assert KGStore(db).num_triples == len(MOVIES) and os.stat(db).st_mtime_ns == first  # current: kept
+    db.unlink()  # a fresh clone after `dvc pull`: the Parquet files only
+    assert KGStore(str(db)).num_triples == len(MOVIES) and db.is_file()
+    h = kg_hash(db)
+    # another version of the Parquet files checked out (dvc checkout): the next open rebuilds
+    write_tables(tmp_path / "other", tiny_tables(MOVIES[:3]))
+    os.replace(tmp_path / "other" / "triples.parquet", tmp_path / "triples.parquet")
+    assert KGStore(db).num_triples == 3
+    assert read_tables(db, ("triples",))["triples"].num_rows == 3
+    assert kg_hash(db) != h
+    assert not list(tmp_path.glob(f"{DB_NAME}.*"))  # no temp file or WAL left beside it
+
+
+def test_a_duckdb_file_without_parquet_tables_is_used_as_it_is(tmp_path):
+    db = tmp_path / "kg.duckdb"
+    write_duckdb(db, tiny_tables(MOVIES))
+    before = _sha(db)
+    assert not is_derived(db) and ensure_duckdb(db) == db and _sha(db) == before
+    assert kg_hash(db) == before[:16]  # the file's own bytes
+    assert KGStore(db).num_triples == len(MOVIES)
+
+
+def test_dvc_ignores_the_derived_duckdb_files():
+    """``.dvcignore`` keeps the derived DuckDB file (and its WAL / temp files) out of the hashes of the
+    ``data/ingest`` and ``data/validated`` outputs, and nothing else of theirs."""
+    from dvc.repo import Repo
+
+    with Repo(str(ROOT)) as repo:
+        for folder in ("data/ingest", "data/validated"):
+            for name in (DB_NAME, f"{DB_NAME}.wal", f"{DB_NAME}.123.456.tmp"):
+                assert repo.dvcignore.is_ignored_file(str(ROOT / folder / name)), name
+            for name in (*(f"{n}.parquet" for n in TABLES), "summary.json"):
+                assert not repo.dvcignore.is_ignored_file(str(ROOT / folder / name)), name
 
 
 def _reference_neighbourhood(kg: KGStore, seeds, hops):
