@@ -128,16 +128,6 @@ def test_ingest_through_the_jsonl_loader(proj):
     assert len(pq.read_table(ing / "questions.parquet").to_pylist()) == QUESTIONS
 
 
-def _untimed(rows: list[dict]) -> list[dict]:
-    out = []
-    for r in rows:
-        trace = json.loads(r["trace"])
-        for st in trace.get("stages", []):
-            st.pop("ms", None)
-        out.append({**{k: v for k, v in r.items() if k not in ("retrieve_ms", "trace")}, "trace": trace})
-    return out
-
-
 def test_retrieve_stage_with_the_duckdb_store(proj):
     _params(proj, dataset="triples", triples={"path": "data/synth/triples.tsv",
                                               "questions": "data/synth/questions.jsonl"})
@@ -149,6 +139,6 @@ def test_retrieve_stage_with_the_duckdb_store(proj):
               "retrieve.lego={preset: lego-00}", "--set", f"retrieve.store={store}"], proj)
         got[store] = pq.read_table(proj / "data" / "retrieve" / "retrieved.parquet").to_pylist()
     assert len(got["duckdb"]) == QUESTIONS
-    assert _untimed(got["duckdb"]) == _untimed(got["memory"])
+    assert got["duckdb"] == got["memory"]  # retrieved.parquet holds no wall time (not even LEGO's per stage)
     assert sum(len(r["triple_heads"]) for r in got["duckdb"]) > 0
     assert list((proj / ".kgrag_cache" / "duckstore").glob("adjacency-*.duckdb"))  # the sidecar was built
