@@ -428,14 +428,20 @@ def rescore_rows(rows: Sequence[dict]) -> dict[str, float | int | None]:
     return out
 
 
-def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict]) -> list[dict]:
+def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict],
+                  stage_ms: dict[str, Sequence[float] | None] | None = None) -> list[dict]:
     """Per-module retrieval metrics of multi-stage retrievers (the ``stages`` of a retrieved row's trace).
 
     For each stage: precision, recall, F1 and hit ratio of the gold answer entities among the stage's
-    output nodes, mean output size and mean and median wall time (the median is robust to one-time model
-    loads in the first question), averaged over questions with answer entities; ``llm_unparsed`` /
-    ``llm_fallbacks``: LLM replies of the stage not used / fallbacks taken, summed.
+    output nodes, mean output size and mean and median wall time (``ms_mean``, ``ms_median``; the median is
+    robust to one-time model loads in the first question), averaged over questions with answer entities;
+    ``llm_unparsed`` / ``llm_fallbacks``: LLM replies of the stage not used / fallbacks taken, summed.
     Rows whose trace has no ``stages`` (single-shot retrievers) contribute nothing.
+
+    The wall times are run records, never in the trace: ``stage_ms`` maps a question id to its ``stage_ms``
+    (the retrieve stage's ``data/timings/retrieve/questions.parquet``); without it each row's own
+    ``stage_ms`` column is read (the in-memory rows of ``runner.retrieve_rows`` carry it). A list is used
+    only when it has one entry per trace stage; ``ms_mean`` / ``ms_median`` are None without times.
 
     References
     ----------
@@ -453,6 +459,9 @@ def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict]) -> li
             stages = json.loads(r.get(S.TRACE) or "{}").get("stages") or []
         except (TypeError, ValueError):
             stages = []
+        ms = (stage_ms.get(r[S.QUESTION_ID]) if stage_ms is not None else r.get(S.STAGE_MS)) or []
+        if len(ms) != len(stages):  # not this trace's times
+            ms = []
         for pos, st in enumerate(stages):
             if not answers or "node_ids" not in st:
                 continue
@@ -468,8 +477,8 @@ def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict]) -> li
             a["f1"].append(2 * p * rec / (p + rec) if p + rec else 0.0)
             a["hit"].append(float(tp > 0))
             a["nodes"].append(float(len(nodes)))
-            if "ms" in st:
-                a["ms"].append(float(st["ms"]))
+            if ms and ms[pos] is not None:
+                a["ms"].append(float(ms[pos]))
             a["llm_unparsed"].append(float(st.get("llm_unparsed", 0) or 0))
             a["llm_fallbacks"].append(float(st.get("llm_fallbacks", 0) or 0))
     return [

@@ -150,11 +150,12 @@ def load_trainable(base_model: str) -> Any:
 def finetune_st(
     *, base_model: str, train: Sequence[Triplet], val: Sequence[Triplet], margin: float, epochs: int,
     batch_size: int, lr: float, warmup: float, seed: int, log=None,
-) -> tuple[Any, list[dict[str, float]]]:
+) -> tuple[Any, list[dict[str, float]], list[float]]:
     """A copy of ``base_model`` trained with the margin loss (AdamW, linear warm-up then linear decay).
 
-    Returns (model, history): one history row per epoch (mean train loss, validation pair accuracy and
-    score gap, seconds) after a row for the untrained model (epoch 0).
+    Returns (model, history, epoch_seconds): one history row per epoch (mean train loss, validation pair
+    accuracy and score gap) after a row for the untrained model (epoch 0), and each epoch's wall time (a run
+    record, kept out of the history, which the stage writes into its DVC output).
 
     References
     ----------
@@ -172,7 +173,8 @@ def finetune_st(
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / max(1, warm) if s < warm else max(0.0, (total - s) / max(1, total - warm)))
-    history = [{"epoch": 0, "train_loss": float("nan"), **pair_accuracy(model, val), "seconds": 0.0}]
+    history = [{"epoch": 0, "train_loss": float("nan"), **pair_accuracy(model, val)}]
+    seconds: list[float] = []
     for epoch in range(1, epochs + 1):
         t0 = time.perf_counter()
         model.train()
@@ -187,9 +189,10 @@ def finetune_st(
             sched.step()
             losses.append(float(loss.detach()))
         row = {"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"),
-               **pair_accuracy(model, val), "seconds": round(time.perf_counter() - t0, 2)}
+               **pair_accuracy(model, val)}
+        seconds.append(round(time.perf_counter() - t0, 2))
         history.append(row)
         if log:
-            log(row)
+            log({**row, "seconds": seconds[-1]})
     model.eval()
-    return model, history
+    return model, history, seconds

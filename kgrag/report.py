@@ -158,12 +158,15 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
     else:
         out.append("No run records (`reports/timings.json`): the stages' timings were not kept with these outputs.")
     if metrics.get("retrieval_modules"):
+        # times: the run records' (reports/timings.json), or those of a metrics file written before they left it
+        ms = {(t["stage"], t["module"]): t.get("ms_mean") for t in run.get("retrieval_modules_ms") or []}
         out += ["", "## Retrieval modules (answer entities in each module's output)", "",
                 "| stage | module | precision | recall | F1 | hit ratio | nodes | ms / question |",
                 "|---|---|---|---|---|---|---|---|"]
         for m in metrics["retrieval_modules"]:
+            t = ms.get((m["stage"], m["module"]), m.get("ms_mean"))
             out.append(f"| {m['stage']} | {m['module']} | {_fmt(m['precision'])} | {_fmt(m['recall'])} | "
-                       f"{_fmt(m['f1'])} | {_fmt(m['hit'])} | {_fmt(m['nodes_mean'])} | {_fmt(m['ms_mean'])} |")
+                       f"{_fmt(m['f1'])} | {_fmt(m['hit'])} | {_fmt(m['nodes_mean'])} | {_fmt(t)} |")
     by_type: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_type[r.get("qtype") or "(none)"].append(r)

@@ -35,7 +35,8 @@ def retrieve_one(
 def retrieve_rows(
     *, questions: Sequence[Question], kg: KGView, index: EmbeddingIndex, params: RetrieveParams
 ) -> list[dict]:
-    """Retrieved rows (``schema.RETRIEVED``) of a shard of questions; questions are embedded in one batch."""
+    """Retrieved rows of a shard of questions (``schema.RETRIEVED`` and the run-record columns of
+    ``schema.RETRIEVE_TIMINGS``: ``retrieve_ms``, ``stage_ms``); questions are embedded in one batch."""
     vecs = index.encode([q.text for q in questions])
     rows = []
     for q, v in zip(questions, vecs):
@@ -54,6 +55,7 @@ def retrieve_rows(
                 S.NEIGHBOURHOOD_NODES: sub.neighbourhood_nodes,
                 S.NEIGHBOURHOOD_EDGES: sub.neighbourhood_edges,
                 S.RETRIEVE_MS: ms,
+                S.STAGE_MS: list(sub.stage_ms) if sub.stage_ms else None,
                 S.TRACE: json.dumps(
                     {**sub.trace, "answer_recall": retrieval_recall(answer_ids=q.answer_ids, node_ids=sub.node_ids.tolist())},
                     default=str,

@@ -48,6 +48,7 @@ CONTEXT_CSV = "context_csv"
 NEIGHBOURHOOD_NODES = "neighbourhood_nodes"
 NEIGHBOURHOOD_EDGES = "neighbourhood_edges"
 RETRIEVE_MS = "retrieve_ms"
+STAGE_MS = "stage_ms"  # run record: wall time (ms) of each entry of a multi-stage retriever's trace["stages"]
 TRACE = "trace"
 REASONER = "reasoner"
 DEPTH = "depth"
@@ -130,7 +131,10 @@ GENERATIONS = pa.schema(
     ]
 )
 # run records (data/timings/<stage>/questions.parquet): per question, what this run took
-RETRIEVE_TIMINGS = pa.schema([(QUESTION_ID, pa.string()), (RETRIEVE_MS, pa.float64())])
+RETRIEVE_TIMINGS = pa.schema(
+    [(QUESTION_ID, pa.string()), (RETRIEVE_MS, pa.float64()),
+     (STAGE_MS, pa.list_(pa.float64()))]  # aligned with the trace's "stages"; null for single-shot retrievers
+)
 GENERATE_TIMINGS = pa.schema(
     [
         (QUESTION_ID, pa.string()),

@@ -8,8 +8,13 @@ them:
 
 - ``data/timings/<stage>/timing.json``: the stage's seconds, counts, and the hash (``io.file_hash``) of each
   output file it describes (``outputs``; written by ``stages._common.timed``);
-- ``data/timings/retrieve/questions.parquet`` (``schema.RETRIEVE_TIMINGS``) and
+- ``data/timings/retrieve/questions.parquet`` (``schema.RETRIEVE_TIMINGS``: ``retrieve_ms`` and, for a
+  multi-stage retriever (LEGO), ``stage_ms``, one per entry of the trace's ``stages``) and
   ``data/timings/generate/questions.parquet`` (``schema.GENERATE_TIMINGS``): per question.
+
+The pipelines outside the default DAG keep theirs the same way: ``data/timings/synth/``,
+``data/timings/finetune/``, ``data/timings/convert_llm/`` and ``data/timings/gretriever/<run>/`` (G-Retriever
+training: ``stages.train``).
 
 ``data/timings/`` is no DVC output (git-ignored with ``data/``). The evaluate stage gathers the records into
 ``reports/timings.json`` (:func:`summary`), a top-level ``metrics`` file of ``dvc.yaml``: ``dvc metrics show``
@@ -86,12 +91,25 @@ def stage_seconds(stages: Iterable[str], root: str | Path = io.TIMINGS) -> dict[
     return out
 
 
+MODULE_TIMES = ("ms_mean", "ms_median")  # the wall-time keys of evaluate.stage_metrics' rows
+
+
+def split_module_times(modules: Sequence[Mapping]) -> tuple[list[dict], list[dict]]:
+    """``evaluate.stage_metrics`` rows → (the rows without their wall times, for ``reports/metrics.json``; per
+    stage and module its ``ms_mean`` / ``ms_median``, for ``reports/timings.json``)."""
+    results = [{k: v for k, v in m.items() if k not in MODULE_TIMES} for m in modules]
+    times = [{"stage": m["stage"], "module": m["module"], **{k: m.get(k) for k in MODULE_TIMES}} for m in modules]
+    return results, times
+
+
 def summary(*, question_ids: Sequence[str], stage_seconds: Mapping[str, float], retrieve: Mapping[str, dict],
-            generate: Mapping[str, dict]) -> dict:
+            generate: Mapping[str, dict], retrieval_modules_ms: Sequence[Mapping] = ()) -> dict:
     """``reports/timings.json``: ``stage_seconds``; over the evaluated questions that have records, the median
     ``retrieve_ms`` / ``generate_ms`` (``retrieve_ms_median``, ``generate_ms_median``), ``llm_calls_per_question``
     (backend attempts, retries included; 0 for an answer from the call cache), ``llm_answers_from_cache``; and
-    how many questions each figure covers (``questions_timed``). A figure without records is None."""
+    how many questions each figure covers (``questions_timed``). A figure without records is None. With a
+    multi-stage retriever, ``retrieval_modules_ms``: per stage and module of ``reports/metrics.json``'s
+    ``retrieval_modules``, its ``ms_mean`` / ``ms_median`` (:func:`split_module_times`)."""
     rt = [retrieve[q] for q in question_ids if q in retrieve]
     gt = [generate[q] for q in question_ids if q in generate]
 
@@ -106,6 +124,7 @@ def summary(*, question_ids: Sequence[str], stage_seconds: Mapping[str, float], 
         "llm_calls_per_question": float(np.mean([g[S.LLM_CALLS] for g in gt])) if gt else None,
         "llm_answers_from_cache": sum(int(g[S.CACHED] or 0) for g in gt) if gt else None,
         "questions_timed": {"retrieve": len(rt), "generate": len(gt)},
+        **({"retrieval_modules_ms": [dict(m) for m in retrieval_modules_ms]} if retrieval_modules_ms else {}),
     }
 
 

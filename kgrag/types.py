@@ -41,7 +41,11 @@ class Question:
 
 @dataclass(frozen=True)
 class Subgraph:
-    """A retrieved subgraph: triples (id arrays, best first), its nodes and a trace of how it was found."""
+    """A retrieved subgraph: triples (id arrays, best first), its nodes and a trace of how it was found.
+
+    ``trace`` holds what the question, KG and params determine (it is written into the retrieve stage's DVC
+    output); ``stage_ms``, the wall time of each ``trace["stages"]`` entry in order (multi-stage retrievers:
+    LEGO), is a run record: the retrieve stage writes it to ``data/timings/retrieve/`` (``kgrag.timings``)."""
 
     heads: np.ndarray
     relations: np.ndarray
@@ -50,6 +54,7 @@ class Subgraph:
     neighbourhood_nodes: int = 0
     neighbourhood_edges: int = 0
     trace: dict[str, Any] = field(default_factory=dict)
+    stage_ms: tuple[float, ...] = ()
 
     @staticmethod
     def empty(**trace: Any) -> "Subgraph":

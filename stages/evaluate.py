@@ -36,11 +36,15 @@ def main(argv: list[str] | None = None) -> None:
                                       judge_max_tokens=ev.judge_backend.max_tokens, judge_seed=ev.judge_backend.seed,
                                       max_context_triples=params.generate.max_context_triples)
         # what this run took: only records of the outputs evaluated here (a stale record is left out)
+        retrieve_runs = timings.read_questions("retrieve")
+        # multi-stage retrievers (LEGO): per-module metrics here, their times (run records) in timings.json
+        modules, modules_ms = timings.split_module_times(stage_metrics(
+            questions=questions, retrieved=retrieved,
+            stage_ms={q: r.get(S.STAGE_MS) for q, r in retrieve_runs.items()}))
         run = timings.summary(question_ids=[q[S.QUESTION_ID] for q in questions],
-                              stage_seconds=timings.stage_seconds(STAGES), retrieve=timings.read_questions("retrieve"),
-                              generate=timings.read_questions("generate"))
-        modules = stage_metrics(questions=questions, retrieved=retrieved)
-        if modules:  # multi-stage retrievers (LEGO): per-module metrics and times
+                              stage_seconds=timings.stage_seconds(STAGES), retrieve=retrieve_runs,
+                              generate=timings.read_questions("generate"), retrieval_modules_ms=modules_ms)
+        if modules:
             metrics["retrieval_modules"] = modules
         lp = params.data.loader_params()  # hops / split of the selected loader (MetaQA's: data.hops, data.split)
         metrics["setup"] = {"reasoner": params.reason.method, "dataset": params.data.dataset, "task": metrics["task"],

@@ -1,4 +1,8 @@
-"""Stage finetune: fine-tune the sentence-transformer on (question, path) triplets of a held-out split."""
+"""Stage finetune: fine-tune the sentence-transformer on (question, path) triplets of a held-out split.
+
+``data/finetune`` (model, per-epoch history) and ``reports/finetune.json`` hold what inputs and params
+determine; the wall times (the stage's seconds, each epoch's) go to the run record
+``data/timings/finetune/timing.json``, no DVC output (``kgrag.timings``)."""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
     p, d = params.finetune, params.data
-    with timed("finetune", io.FINETUNE) as info:
+    outputs = [io.REPORTS / "finetune.json", io.FINETUNE / "history.json", io.ST_MODEL / "model.safetensors"]
+    with timed("finetune", io.TIMINGS / "finetune", outputs=outputs) as info:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
         lp = d.loader_params()
         note = ""
@@ -43,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
         train, val = training_triplets(questions=train_q, **kw), training_triplets(questions=val_q, **kw)
         print(f"[finetune] {len(train)} training / {len(val)} validation triplets from {len(qs)} "
               f"{p.split} questions", file=sys.stderr)
-        model, history = finetune_st(base_model=p.base_model, train=train, val=val, margin=p.margin,
+        model, history, epoch_seconds = finetune_st(base_model=p.base_model, train=train, val=val, margin=p.margin,
                                      epochs=p.epochs, batch_size=p.batch_size, lr=p.lr, warmup=p.warmup,
                                      seed=p.seed, log=lambda row: print(f"[finetune] {row}", file=sys.stderr))
         shutil.rmtree(io.ST_MODEL, ignore_errors=True)
@@ -56,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
                    "val_gap_before": num(history[0]["mean_gap"]), "val_gap_after": num(history[-1]["mean_gap"])}
         io.write_json(io.FINETUNE / "history.json", history)
         io.write_json(io.REPORTS / "finetune.json", summary)
-        info.update(summary)
+        info.update(summary, epoch_seconds=epoch_seconds)
 
 
 if __name__ == "__main__":

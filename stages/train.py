@@ -4,6 +4,9 @@
 ``data/gretriever/{dataset}-{preset}/`` (resumed after an interruption), reports (summary, per-epoch history
 with seeds, test predictions, learning-curve PNG) to ``reports/gretriever/{dataset}-{preset}/``; with
 ``--tag T`` both go one level down, in a ``T/`` folder (runs outside the DVC outputs, e.g. budgeted comparisons).
+Neither holds a wall time: what the run took (seconds of setup / training / test, per epoch, resumptions) is
+its run record, ``data/timings/gretriever/[T/]{dataset}-{preset}/timing.json`` (``kgrag.timings``; no DVC
+output), which ``stages.gretriever_table`` reads for the minutes column.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ def main(argv: list[str] | None = None) -> None:
     name = f"{args.dataset}-{args.preset}"
     sub = [args.tag] if args.tag else []
     ckpt, rep = io.DATA.joinpath("gretriever", *sub, name), io.REPORTS.joinpath("gretriever", *sub, name)
+    record = io.TIMINGS.joinpath("gretriever", *sub, name)
     log = lambda m: print(f"[train {name}] {m}", file=sys.stderr, flush=True)  # noqa: E731
-    with timed("train", rep, {"dataset": args.dataset, "preset": args.preset}) as info:
+    files = [rep / "summary.json", rep / "history.json", rep / "predictions.json", ckpt / "config.json"]
+    with timed("train", record, {"dataset": args.dataset, "preset": args.preset}, outputs=files) as info:
         limit = {k: int(v) for k, v in (x.split("=") for x in args.limit.split(",") if x)}
         out = run_preset(dataset=args.dataset, preset=args.preset, params=params, ckpt_dir=ckpt, log=log,
-                         limit=limit or None)
+                         limit=limit or None, timing_dir=record)
         s = out["summary"]
         io.write_json(rep / "summary.json", s)
         io.write_json(rep / "history.json", {"seeds": s["seeds"], "epochs": out["history"],
@@ -42,8 +47,8 @@ def main(argv: list[str] | None = None) -> None:
         io.write_json(rep / "predictions.json", out["predictions"])
         if out["history"]:
             plot_history(out["history"], rep / "curve.png", title=f"G-Retriever {args.preset} on {args.dataset}")
-        info.update(test=s["test"], seconds=s["seconds"], epochs_run=s["epochs_run"])
-        log(f"test {s['test']} in {s['seconds']}")
+        info.update(test=s["test"], epochs_run=s["epochs_run"], **out["timing"])
+        log(f"test {s['test']} in {out['timing']['run_seconds']} s")
 
 
 if __name__ == "__main__":

@@ -145,7 +145,15 @@ def test_lego_presets_through_dvc_experiments(project, first_run):
         stages = [x["stage"] for x in m["retrieval_modules"]]
         assert stages[0] == "neighbourhood" and stages[-2:] == ["filter", "refine"], stages
         for x in m["retrieval_modules"]:
-            assert 0.0 <= x["recall"] <= 1.0 and x["ms_mean"] >= 0.0
+            assert 0.0 <= x["recall"] <= 1.0 and not {"ms_mean", "ms_median"} & set(x)  # times: run records
+        t = json.loads((project / "reports" / "timings.json").read_text())
+        assert [(x["stage"], x["module"]) for x in t["retrieval_modules_ms"]] == \
+            [(x["stage"], x["module"]) for x in m["retrieval_modules"]]
+        assert all(x["ms_mean"] >= 0.0 for x in t["retrieval_modules_ms"])
+        import pyarrow.parquet as pq
+
+        retrieved = pq.read_table(project / "data" / "retrieve" / "retrieved.parquet").column("trace").to_pylist()
+        assert not any("ms" in st for tr in retrieved for st in json.loads(tr)["stages"])
         assert "## Retrieval modules" in (project / "reports" / "report.md").read_text()
     shown = _run(["dvc", "exp", "show", "--json"], project)
     assert "lego-18" in shown  # the workspace row holds the last experiment's params

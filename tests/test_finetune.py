@@ -87,9 +87,10 @@ def metaqa_triplets():
 def test_real_finetuning_separates_the_training_pairs_and_the_scorer_loads_it(metaqa_triplets, tmp_path, kg):
     train = metaqa_triplets
     assert len(train) >= 60
-    model, history = finetune_st(base_model=MODEL, train=train, val=train[:40], margin=0.2, epochs=2,
-                                 batch_size=16, lr=5e-5, warmup=0.1, seed=0)
+    model, history, seconds = finetune_st(base_model=MODEL, train=train, val=train[:40], margin=0.2, epochs=2,
+                                          batch_size=16, lr=5e-5, warmup=0.1, seed=0)
     assert [h["epoch"] for h in history] == [0, 1, 2]
+    assert len(seconds) == 2 and all(s > 0 for s in seconds) and not any("seconds" in h for h in history)
     assert history[-1]["mean_gap"] > history[0]["mean_gap"]
     assert pair_accuracy(model, train)["pair_accuracy"] >= history[0]["pair_accuracy"]
     folder = tmp_path / "st_model"
@@ -126,3 +127,36 @@ def test_missing_finetuned_model_names_the_stage(kg):
     ctx = Context(question=QUESTION, query_vec=index.encode([QUESTION])[0], kg=kg, index=index)
     with pytest.raises(FileNotFoundError, match="dvc repro finetune/dvc.yaml"):
         entry.impl(query=QUESTION, docs=["x"], params=entry.params(model="no/such/st_model"), ctx=ctx)
+
+
+def test_stage_outputs_hold_no_wall_time_and_a_rerun_writes_the_same_reports(tmp_path, monkeypatch):
+    """stages.finetune twice on a small real MetaQA split: ``reports/finetune.json`` and ``history.json`` (DVC
+    outputs) are the same bytes and hold no seconds; the wall times are in the run record
+    (data/timings/finetune/timing.json, no DVC output), which names the hash of each file it describes."""
+    import json
+
+    import yaml
+
+    from kgrag import io
+    from stages import finetune as stage
+    from tests.conftest import ROOT, metaqa_sample_store
+
+    metaqa_sample_store(tmp_path / "data" / "validated", sample=2)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["data"].update(dataset="metaqa", path=str(METAQA), input=str(METAQA), sample=2)
+    params["finetune"].update(questions=10, per_question=1, max_neighbourhood_edges=300, epochs=1, batch_size=8)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    outs = [io.REPORTS / "finetune.json", io.FINETUNE / "history.json"]
+    runs = []
+    for _ in range(2):
+        stage.main([])
+        runs.append([f.read_bytes() for f in outs])
+    assert runs[0] == runs[1]
+    report, history = (json.loads(b) for b in runs[1])
+    assert report["train_triplets"] > 0 and "seconds" not in report
+    assert [h["epoch"] for h in history] == [0, 1] and not any("seconds" in h for h in history)
+    assert sorted(p.name for p in io.FINETUNE.iterdir()) == ["history.json", "st_model"]
+    rec = json.loads((io.TIMINGS / "finetune" / "timing.json").read_text())
+    assert rec["stage"] == "finetune" and rec["seconds"] > 0 and len(rec["epoch_seconds"]) == 1
+    assert rec["outputs"] == {f.as_posix(): io.file_hash(f) for f in [*outs, io.ST_MODEL / "model.safetensors"]}

@@ -61,14 +61,15 @@ def test_stage_metrics_per_module():
 
     qs = [{S.QUESTION_ID: "a", S.ANSWER_IDS: [1, 2]}, {S.QUESTION_ID: "b", S.ANSWER_IDS: [3]},
           {S.QUESTION_ID: "c", S.ANSWER_IDS: []}]
-    stages_a = [{"stage": "extract", "module": "ppr", "node_ids": [1, 2, 5, 6], "ms": 2.0},
-                {"stage": "refine", "module": "bm25", "node_ids": [1], "ms": 4.0}]
-    stages_b = [{"stage": "extract", "module": "ppr", "node_ids": [7], "ms": 4.0},
-                {"stage": "refine", "module": "bm25", "node_ids": [], "ms": 2.0}]
-    ret = [{S.QUESTION_ID: "a", S.TRACE: json.dumps({"stages": stages_a})},
-           {S.QUESTION_ID: "b", S.TRACE: json.dumps({"stages": stages_b})},
-           {S.QUESTION_ID: "c", S.TRACE: json.dumps({"stages": stages_a})},  # no answers: skipped
-           {S.QUESTION_ID: "d", S.TRACE: json.dumps({"method": "pcst"})}]
+    stages_a = [{"stage": "extract", "module": "ppr", "node_ids": [1, 2, 5, 6]},
+                {"stage": "refine", "module": "bm25", "node_ids": [1]}]
+    stages_b = [{"stage": "extract", "module": "ppr", "node_ids": [7]},
+                {"stage": "refine", "module": "bm25", "node_ids": []}]
+    # the wall times are a run-record column (stage_ms, one per trace stage), not part of the trace
+    ret = [{S.QUESTION_ID: "a", S.TRACE: json.dumps({"stages": stages_a}), S.STAGE_MS: [2.0, 4.0]},
+           {S.QUESTION_ID: "b", S.TRACE: json.dumps({"stages": stages_b}), S.STAGE_MS: [4.0, 2.0]},
+           {S.QUESTION_ID: "c", S.TRACE: json.dumps({"stages": stages_a}), S.STAGE_MS: [1.0, 1.0]},  # no answers
+           {S.QUESTION_ID: "d", S.TRACE: json.dumps({"method": "pcst"}), S.STAGE_MS: None}]
     m = {x["stage"]: x for x in stage_metrics(questions=qs, retrieved=ret)}
     assert [x["stage"] for x in stage_metrics(questions=qs, retrieved=ret)] == ["extract", "refine"]
     ex, rf = m["extract"], m["refine"]
@@ -77,3 +78,11 @@ def test_stage_metrics_per_module():
     assert ex["hit"] == 0.5 and ex["nodes_mean"] == 2.5 and ex["ms_mean"] == 3.0
     assert rf["precision"] == pytest.approx(0.5) and rf["recall"] == pytest.approx(0.25)
     assert rf["f1"] == pytest.approx((2 * 1 * 0.5 / 1.5) / 2)
+    # rows as retrieved.parquet holds them (no run-record column): the same metrics, no time
+    bare = stage_metrics(questions=qs, retrieved=[{k: v for k, v in r.items() if k != S.STAGE_MS} for r in ret])
+    assert all(x["ms_mean"] is None and x["ms_median"] is None for x in bare)
+    assert [{k: v for k, v in x.items() if not k.startswith("ms_")} for x in bare] == \
+        [{k: v for k, v in x.items() if not k.startswith("ms_")} for x in m.values()]
+    # ... with the run records' times by question id; a list that does not match the trace's stages is not used
+    rec = stage_metrics(questions=qs, retrieved=ret, stage_ms={"a": [6.0, 1.0], "b": [9.0]})
+    assert rec[0]["ms_mean"] == 6.0 and rec[1]["ms_median"] == 1.0

@@ -234,6 +234,31 @@ def test_table_shows_budget_and_tagged_runs(tmp_path, monkeypatch):
     assert set(out) == {"runs", "budget"} and out["budget"][0]["preset"] == "lora"
 
 
+def test_table_minutes_come_from_current_run_records(tmp_path, monkeypatch):
+    """A summary holds no wall time: the table's minutes are the run record's (data/timings/gretriever/<run>/),
+    and a record that no longer describes the run's reports (stale) gives "–", not another run's time."""
+    from kgrag import io
+    from stages import gretriever_table
+
+    monkeypatch.chdir(tmp_path)
+    rep = io.REPORTS / "gretriever" / "explagraphs-g_retriever"
+    rep.mkdir(parents=True)
+    (rep / "summary.json").write_text(json.dumps({"test": {"accuracy": 0.75}, "epochs_run": 2,
+                                                  "sizes": {"train": 1659, "val": 5, "test": 7}}))
+    record = {"stage": "train", "run_seconds": {"setup": 30.0, "train": 150.0, "test": 60.0, "total": 240.0},
+              "outputs": {(rep / "summary.json").as_posix(): io.file_hash(rep / "summary.json")}}
+    io.write_json(io.TIMINGS / "gretriever" / "explagraphs-g_retriever" / "timing.json", record)
+
+    def g_line() -> str:
+        gretriever_table.main()
+        return next(x for x in (rep.parent / "table.md").read_text().splitlines() if "G-Retriever |" in x)
+
+    assert "| 4.0 / – |" in g_line()
+    (rep / "summary.json").write_text(json.dumps({"test": {"accuracy": 0.5}, "epochs_run": 2,
+                                                  "sizes": {"train": 1659, "val": 5, "test": 7}}))
+    assert "| – / – |" in g_line()
+
+
 # ---- the model through the real LLM --------------------------------------------------------------------
 
 
@@ -333,13 +358,24 @@ def test_checkpoint_round_trip_and_resume(llm_dir, splits, embed, tmp_path):
                    out_dir=tmp_path / "a", score=score, run_key="k", log=quiet)
     assert s_full["done"] and s_full["step"] == 4 and len(s_full["history"]) == 2
     part = build_model(cfg)
+    record = tmp_path / "timings" / "progress.json"  # the run record: wall times, outside the checkpoint folder
     s1 = train(model=part, train_rows=train_rows, val_rows=val_rows, graphs=graphs, cfg=tc, out_dir=tmp_path / "b",
-               score=score, run_key="k", log=quiet, stop_after_steps=3)  # interrupted inside epoch 2
+               score=score, run_key="k", log=quiet, stop_after_steps=3, record=record)  # interrupted inside epoch 2
     assert not s1["done"] and s1["step"] == 3 and (tmp_path / "b" / "last.pt").exists()
+    first = json.loads(record.read_text())
+    assert first["resumed"] == 0 and first["seconds"] == pytest.approx(s1["seconds"]) and len(first["epochs"]) == 1
     resumed = build_model(cfg)  # a new process: fresh weights, state from last.pt
     s2 = train(model=resumed, train_rows=train_rows, val_rows=val_rows, graphs=graphs, cfg=tc,
-               out_dir=tmp_path / "b", score=score, run_key="k", log=quiet)
+               out_dir=tmp_path / "b", score=score, run_key="k", log=quiet, record=record)
     assert s2["resumed"] == 1 and s2["done"] and s2["step"] == 4
+    # the wall times are the record's: summed over both processes, never in a checkpoint or the history
+    assert s2["seconds"] > first["seconds"] and [e["epoch"] for e in s2["epoch_seconds"]] == [1, 2]
+    assert json.loads(record.read_text())["resumed"] == 1
+    for ck in ("a", "b"):
+        st = torch.load(tmp_path / ck / "last.pt", weights_only=False)["state"]
+        assert not {"seconds", "resumed"} & set(st)
+        assert all(not any(k.endswith("seconds") for k in r) for r in st["history"])
+    assert all(not any(k.endswith("seconds") for k in r) for r in s2["history"])
     a, b = full.state_dict(), resumed.state_dict()
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)  # same steps as the uninterrupted run
     assert [r["train_loss"] for r in s2["history"]] == pytest.approx([r["train_loss"] for r in s_full["history"]],
@@ -403,7 +439,7 @@ def test_train_stage_writes_reports_and_checkpoints(llm_dir, tmp_path, monkeypat
     s = json.loads((rep / "summary.json").read_text())
     assert s["sizes"] == {"train": 8, "val": 4, "test": 4} and s["epochs_run"] == 1 and s["best_epoch"] == 1
     assert 0.0 <= s["test"]["accuracy"] <= 1.0 and s["test"]["n"] == 4
-    assert s["seeds"] == {"train": 0, "data": 0} and s["seconds"]["train"] > 0
+    assert s["seeds"] == {"train": 0, "data": 0}
     h = json.loads((rep / "history.json").read_text())
     assert len(h["epochs"]) == 1 and h["epochs"][0]["train_loss"] > 0 and h["epochs"][0]["val_score"] is not None
     assert (rep / "curve.png").stat().st_size > 1000
@@ -411,6 +447,38 @@ def test_train_stage_writes_reports_and_checkpoints(llm_dir, tmp_path, monkeypat
     assert len(preds) == 4 and all(p["gold"] in (["support"], ["counter"]) for p in preds)
     ck = tmp_path / "data" / "gretriever" / "explagraphs-g_retriever"
     assert (ck / "best.pt").exists() and json.loads((ck / "config.json").read_text())["preset"] == "g_retriever"
+    _assert_no_wall_time(rep, ck)
+    rec = _run_record("explagraphs-g_retriever")
+    assert rec["run_seconds"]["train"] > 0 and rec["resumed"] == 0 and len(rec["epoch_seconds"]) == 1
+    assert rec["test_ms_per_row"] > 0
+
+
+def _assert_no_wall_time(rep: Path, ck: Path) -> None:
+    """The DVC outputs of a train stage (reports and checkpoints) hold no wall time and no run record."""
+    assert sorted(f.name for f in rep.iterdir()) == sorted(
+        ["summary.json", "history.json", "predictions.json"] + (["curve.png"] if (rep / "curve.png").exists() else []))
+
+    def keys(x):
+        if isinstance(x, dict):
+            return set(x) | set().union(*map(keys, x.values()))
+        return set().union(*map(keys, x)) if isinstance(x, list) else set()
+
+    timed = {"seconds", "ms", "resumed", "train_seconds", "val_seconds", "run_seconds"}
+    for f in ("summary.json", "history.json", "predictions.json"):
+        assert not timed & keys(json.loads((rep / f).read_text())), f
+    for f in ck.glob("*.pt"):
+        st = torch.load(f, weights_only=False).get("state", {})
+        assert not timed & keys(st), f
+
+
+def _run_record(name: str) -> dict:
+    """A train run's record (data/timings/gretriever/<name>/timing.json), checked to describe its outputs."""
+    from kgrag import io
+
+    rec = json.loads((io.TIMINGS / "gretriever" / name / "timing.json").read_text())
+    assert rec["stage"] == "train" and rec["seconds"] > 0
+    assert rec["outputs"] == {p: io.file_hash(p) for p in rec["outputs"]} and len(rec["outputs"]) == 4
+    return rec
 
 
 @pytest.mark.e2e
@@ -424,8 +492,11 @@ def test_train_stage_inference_only_writes_its_dvc_output(llm_dir, tmp_path, mon
                 "--set", f"gretriever.explagraphs.path={EXPLAGRAPHS}", "--set", "gretriever.max_new_tokens=4"])
     cfg = json.loads((tmp_path / "data" / "gretriever" / "explagraphs-inference_only" / "config.json").read_text())
     assert cfg["trained"] is False and cfg["preset"] == "inference_only" and not cfg["model"]["graph_token"]
-    s = json.loads((tmp_path / "reports" / "gretriever" / "explagraphs-inference_only" / "summary.json").read_text())
-    assert s["epochs_run"] == 0 and s["test"]["n"] == 2 and s["seconds"]["train"] == 0.0
+    rep = tmp_path / "reports" / "gretriever" / "explagraphs-inference_only"
+    s = json.loads((rep / "summary.json").read_text())
+    assert s["epochs_run"] == 0 and s["test"]["n"] == 2
+    _assert_no_wall_time(rep, tmp_path / "data" / "gretriever" / "explagraphs-inference_only")
+    assert _run_record("explagraphs-inference_only")["run_seconds"]["train"] == 0.0
 
 
 @pytest.mark.e2e

@@ -134,13 +134,11 @@ def _index(kg, model=MODEL):
 
 
 def _untimed(rows):
+    """Rows without their run-record columns (wall times); the traces hold none."""
     out = []
     for r in rows:
-        r = {k: v for k, v in r.items() if k != S.RETRIEVE_MS}
-        tr = json.loads(r.pop(S.TRACE))
-        for st in tr.get("stages", []):
-            st.pop("ms", None)
-        out.append({**r, "trace": tr})
+        r = {k: v for k, v in r.items() if k not in (S.RETRIEVE_MS, S.STAGE_MS)}
+        out.append({**r, "trace": json.loads(r.pop(S.TRACE))})
     return out
 
 

@@ -20,9 +20,9 @@ from tests.conftest import METAQA, ROOT, metaqa_entity_vectors, metaqa_sample_st
 
 
 def test_output_schemas_hold_no_run_record_column():
-    run_cols = {S.RETRIEVE_MS, S.GENERATE_MS, S.CACHED, S.LLM_CALLS, S.CALL_CACHED, S.CALL_ATTEMPTS}
+    run_cols = {S.RETRIEVE_MS, S.STAGE_MS, S.GENERATE_MS, S.CACHED, S.LLM_CALLS, S.CALL_CACHED, S.CALL_ATTEMPTS}
     assert not run_cols & set(S.RETRIEVED.names) and not run_cols & set(S.GENERATIONS.names)
-    assert set(S.RETRIEVE_TIMINGS.names) == {S.QUESTION_ID, S.RETRIEVE_MS}
+    assert set(S.RETRIEVE_TIMINGS.names) == {S.QUESTION_ID, S.RETRIEVE_MS, S.STAGE_MS}
     assert set(S.GENERATE_TIMINGS.names) - {S.QUESTION_ID} <= run_cols
 
 
@@ -74,7 +74,8 @@ def test_records_of_changed_outputs_are_stale_and_ignored(tmp_path):
     _record(tmp_path, "retrieve", out, 2.5)
     timings.write_questions("retrieve", [{S.QUESTION_ID: "q0", S.RETRIEVE_MS: 1.5}], root=tmp_path)
     assert timings.read_record("retrieve", tmp_path)["seconds"] == 2.5
-    assert timings.read_questions("retrieve", tmp_path) == {"q0": {S.QUESTION_ID: "q0", S.RETRIEVE_MS: 1.5}}
+    assert timings.read_questions("retrieve", tmp_path) == {"q0": {S.QUESTION_ID: "q0", S.RETRIEVE_MS: 1.5,
+                                                                   S.STAGE_MS: None}}
     assert timings.stage_seconds(["ingest", "retrieve"], tmp_path) == {"retrieve": 2.5}
     out.write_bytes(b"run 2, another run's output checked out")
     assert timings.read_record("retrieve", tmp_path) is None
@@ -95,6 +96,29 @@ def test_summary_covers_the_evaluated_questions_only():
     assert s["stage_seconds"] == {"retrieve": 4.0} and s["questions_timed"] == {"retrieve": 2, "generate": 2}
     empty = timings.summary(question_ids=["q0"], stage_seconds={}, retrieve={}, generate={})
     assert empty["retrieve_ms_median"] is None and empty["llm_calls_per_question"] is None
+    assert "retrieval_modules_ms" not in s  # only for a multi-stage retriever
+
+
+def test_module_times_leave_the_metrics_for_the_run_records_and_the_report_joins_them_back():
+    """evaluate.stage_metrics rows split into the per-module results (reports/metrics.json, a DVC output) and their
+    times (reports/timings.json); the report's module table shows the times from the run records."""
+    from kgrag.report import render
+
+    modules = [{"stage": "extract", "module": "ppr", "questions": 2, "precision": 0.5, "recall": 1.0, "f1": 0.6,
+                "hit": 1.0, "nodes_mean": 3.0, "ms_mean": 12.5, "ms_median": 12.0, "llm_unparsed": 0,
+                "llm_fallbacks": 0}]
+    results, times = timings.split_module_times(modules)
+    assert results == [{k: v for k, v in modules[0].items() if not k.startswith("ms_")}]
+    assert times == [{"stage": "extract", "module": "ppr", "ms_mean": 12.5, "ms_median": 12.0}]
+    run = timings.summary(question_ids=[], stage_seconds={}, retrieve={}, generate={}, retrieval_modules_ms=times)
+    assert run["retrieval_modules_ms"] == times
+    metrics = {"setup": {}, "retrieval_modules": results}
+    line = next(x for x in render(metrics=metrics, rows=[], figure="f.png", examples=0, validation=None,
+                                  timings=run).splitlines() if x.startswith("| extract | ppr |"))
+    assert line.endswith("| 12.500 |")
+    line = next(x for x in render(metrics=metrics, rows=[], figure="f.png", examples=0, validation=None)
+                .splitlines() if x.startswith("| extract | ppr |"))
+    assert line.endswith("| – |")  # no run records: no time
 
 
 def test_report_shows_call_records_joined_back_and_a_dash_without_them():
@@ -136,9 +160,11 @@ def retrieve_project(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_retrieve_stage_twice_gives_byte_identical_output(retrieve_project, monkeypatch):
+@pytest.mark.parametrize("method", ["pcst", "lego"])
+def test_retrieve_stage_twice_gives_byte_identical_output(method, retrieve_project, monkeypatch):
     """The retrieve stage run twice, each shard computed again (no task cache): the DVC output is the same bytes;
-    the wall times, which differ, are in the run records, which name the output they describe."""
+    the wall times, which differ, are in the run records, which name the output they describe. LEGO's per-stage
+    times (``retrieve.lego.trace_ms``, on by default) are a run-record column too, one per trace stage."""
     import flows.retrieve
     from stages import retrieve as stage
 
@@ -147,7 +173,7 @@ def test_retrieve_stage_twice_gives_byte_identical_output(retrieve_project, monk
     out = Path("data/retrieve/retrieved.parquet")
     runs = []
     for _ in range(2):
-        stage.main([])
+        stage.main(["--set", f"retrieve.method={method}"])
         record = io.read_json(timings.stage_dir("retrieve") / timings.RECORD)
         runs.append((out.read_bytes(), timings.read_questions("retrieve"), record))
     (bytes1, times1, rec1), (bytes2, times2, rec2) = runs
@@ -160,3 +186,11 @@ def test_retrieve_stage_twice_gives_byte_identical_output(retrieve_project, monk
     assert [times1[q][S.RETRIEVE_MS] for q in times1] != [times2[q][S.RETRIEVE_MS] for q in times1]
     assert rec1["outputs"] == rec2["outputs"] == {out.as_posix(): io.file_hash(out)}
     assert rec1["seconds"] > 0 and rec1["questions"] == 4
+    traces = {q: json.loads(t) for q, t in zip(table.column(S.QUESTION_ID).to_pylist(),
+                                               table.column(S.TRACE).to_pylist())}
+    if method == "lego":
+        assert all(not any("ms" in st for st in tr["stages"]) for tr in traces.values())
+        assert all(len(times1[q][S.STAGE_MS]) == len(tr["stages"]) > 0 for q, tr in traces.items())
+        assert [times1[q][S.STAGE_MS] for q in traces] != [times2[q][S.STAGE_MS] for q in traces]
+    else:
+        assert all(times1[q][S.STAGE_MS] is None for q in traces)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from kgrag.gretriever.presets import PAPER, PRESETS
 
@@ -47,9 +47,13 @@ def _fmt(x: Any, pct: bool = False) -> str:
     return f"{100 * x:.2f}" if pct else f"{x:.4f}"
 
 
-def run_minutes(summary: dict[str, Any]) -> float:
-    """Minutes of a run: setup + training (summed over the processes of a resumed run) + test."""
-    sec = summary["seconds"]
+def run_minutes(summary: dict[str, Any], record: Mapping[str, Any] | None = None) -> float | None:
+    """Minutes of a run: setup + training (summed over the processes of a resumed run) + test, from its run
+    record (``run_seconds`` of ``data/timings/gretriever/.../timing.json``), else from ``seconds`` of a
+    summary written before the wall times left it; None when neither has them."""
+    sec = (record or {}).get("run_seconds") or summary.get("seconds")
+    if not sec:
+        return None
     parts = [sec.get(k) for k in ("setup", "train", "test")]
     return round((sum(parts) if None not in parts else sec["total"]) / 60, 1)
 
@@ -90,10 +94,13 @@ LEGEND = (
 )
 
 
-def table(runs: dict[str, dict[str, Any]], *, hide_missing: bool = False) -> tuple[str, list[dict[str, Any]]]:
+def table(runs: dict[str, dict[str, Any]], *, hide_missing: bool = False,
+          records: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[str, list[dict[str, Any]]]:
     """Markdown table (one row per preset: ours on ExplaGraphs and MetaQA 2-hop, the paper's numbers, run
-    times, training budget) and its rows as dicts; ``hide_missing`` leaves out presets with no run."""
+    times, training budget) and its rows as dicts; ``hide_missing`` leaves out presets with no run. Run times
+    come from ``records`` (the runs' current run records by run name, ``kgrag.timings``), "–" without one."""
     rows = []
+    records = records or {}
     for name, p in PRESETS.items():
         ex, mq = runs.get(f"explagraphs-{name}"), runs.get(f"metaqa-{name}")
         rows.append({
@@ -105,8 +112,8 @@ def table(runs: dict[str, dict[str, Any]], *, hide_missing: bool = False) -> tup
             "metaqa_hit_at_1": mq["test"].get("hit_at_1") if mq else None,
             "paper_explagraphs": PAPER.get(name, {}).get("explagraphs"),
             "paper_webqsp": PAPER.get(name, {}).get("webqsp"),
-            "explagraphs_minutes": run_minutes(ex) if ex else None,
-            "metaqa_minutes": run_minutes(mq) if mq else None,
+            "explagraphs_minutes": run_minutes(ex, records.get(f"explagraphs-{name}")) if ex else None,
+            "metaqa_minutes": run_minutes(mq, records.get(f"metaqa-{name}")) if mq else None,
             "explagraphs_epochs": ex.get("epochs_run") if ex else None,
             "metaqa_epochs": mq.get("epochs_run") if mq else None,
             "explagraphs_train_rows": ex["sizes"]["train"] if ex else None,

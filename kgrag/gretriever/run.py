@@ -3,7 +3,8 @@
 ``run_preset`` reads the data (ExplaGraphs from its TSV files; MetaQA over the default pipeline's KG and
 index, subgraphs retrieved here), builds the graph arrays and the model, trains with checkpoints in
 ``ckpt_dir`` (resuming from them), restores the best validation epoch and generates the test answers.
-The caller writes the returned summary, history and predictions.
+The caller writes the returned summary, history and predictions (what data, config and seeds determine)
+and, apart from them, the run's ``timing`` (wall times, resumptions: a run record, no DVC output).
 """
 
 from __future__ import annotations
@@ -70,12 +71,15 @@ def run_key(*parts: Any) -> str:
 
 
 def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, log: Callable[[str], None] = print,
-               stop_after_steps: int | None = None, limit: dict[str, int] | None = None, **paths: Any
-               ) -> dict[str, Any]:
+               stop_after_steps: int | None = None, limit: dict[str, int] | None = None,
+               timing_dir: str | Path | None = None, **paths: Any) -> dict[str, Any]:
     """Train (unless an inference-only preset) and test ``preset`` on ``dataset``.
 
     ``limit`` caps the rows of each split (``{"train": 8}``), for smoke runs. Returns ``summary`` (test
-    metrics, sizes, seeds, timings), ``history`` (per epoch) and ``predictions`` (test rows).
+    metrics, sizes, seeds), ``history`` (per epoch) and ``predictions`` (test rows), which hold no wall time,
+    and ``timing``: ``run_seconds`` (setup, train, test, total, process_cpu), ``resumed``, ``epoch_seconds``
+    and ``test_ms_per_row``. ``timing_dir`` keeps the training's run record (``progress.json``, read back
+    when a run resumes: ``train(record=...)``); the train stage's is under ``data/timings/``.
     """
     import torch
 
@@ -110,9 +114,10 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
     score = lambda ex, preds: scores(ex, preds)["score"]  # noqa: E731
     if p.train and cfg.trains:
         state = train(model=model, train_rows=splits["train"], val_rows=splits["val"], graphs=graphs, cfg=tc,
-                      out_dir=ckpt_dir, score=score, run_key=key, log=log, stop_after_steps=stop_after_steps)
+                      out_dir=ckpt_dir, score=score, run_key=key, log=log, stop_after_steps=stop_after_steps,
+                      record=Path(timing_dir) / "progress.json" if timing_dir is not None else None)
         if stop_after_steps is not None and not state["done"]:
-            return {"summary": None, "history": state["history"], "predictions": [], "state": state}
+            return {"summary": None, "history": state["history"], "predictions": [], "state": state, "timing": None}
         best = load_best(model, ckpt_dir)
     # written for every run (an inference-only one has no weights but still a DVC output folder)
     Path(ckpt_dir).mkdir(parents=True, exist_ok=True)
@@ -122,6 +127,7 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
     t_test = time.perf_counter()
     preds = predict(model, splits["test"], graphs, batch_size=g.train.eval_batch_size,
                     log=lambda m: log(f"test {m}"))
+    test_s = time.perf_counter() - t_test
     test = scores(splits["test"], preds)
     by_id = {e.example_id: e for e in splits["test"]}
     for r in preds:
@@ -134,10 +140,14 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
         "seeds": {"train": g.train.seed, "data": data_info.get("split_seed", data_info.get("seed"))},
         "best_epoch": best.get("epoch") if best else None, "val_at_best": (
             {"loss": best.get("val_loss"), "score": best.get("val_score")} if best else None),
-        "epochs_run": len(state["history"]) if state else 0, "resumed": state.get("resumed", 0) if state else 0,
-        "seconds": {"setup": round(t_setup, 1), "train": round(state["seconds"], 1) if state else 0.0,
-                    "test": round(time.perf_counter() - t_test, 1), "total": round(time.perf_counter() - t0, 1),
-                    "process_cpu": round(time.process_time() - c0, 1)},
-        "threads": g.train.threads, "run_key": key,
+        "epochs_run": len(state["history"]) if state else 0, "threads": g.train.threads, "run_key": key,
     }
-    return {"summary": summary, "history": state["history"] if state else [], "predictions": preds, "state": state}
+    timing = {
+        "run_seconds": {"setup": round(t_setup, 1), "train": round(state["seconds"], 1) if state else 0.0,
+                        "test": round(test_s, 1), "total": round(time.perf_counter() - t0, 1),
+                        "process_cpu": round(time.process_time() - c0, 1)},
+        "resumed": state["resumed"] if state else 0, "epoch_seconds": state["epoch_seconds"] if state else [],
+        "test_ms_per_row": round(1000 * test_s / len(preds), 1) if preds else None,
+    }
+    return {"summary": summary, "history": state["history"] if state else [], "predictions": preds, "state": state,
+            "timing": timing}

@@ -11,10 +11,13 @@ Checkpoints: ``last.pt`` (trainable weights, optimizer, position in the run, his
 epoch and the model config) whenever validation improves. ``train`` given a folder with a ``last.pt`` of the
 same run (same config digest) resumes from it: the order of an epoch's rows and the dropout noise of each
 step are functions of (seed, epoch, step), so a resumed run takes the same steps as an uninterrupted one.
+The checkpoints (DVC outputs of the train stages) hold no wall time: what the run took (seconds, resumptions,
+each epoch's train / validation seconds) is a run record, a JSON file of its own (``train(record=...)``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -107,16 +110,15 @@ def mean_loss(model: Any, examples: Sequence[Example], graphs: dict[str, GraphAr
 def predict(model: Any, examples: Sequence[Example], graphs: dict[str, GraphArrays] | None, *,
             batch_size: int, max_new_tokens: int | None = None, log: Callable[[str], None] | None = None
             ) -> list[dict[str, Any]]:
-    """Greedy generations of ``examples``: one dict per example (id, prediction, token counts, ms)."""
+    """Greedy generations of ``examples``: one dict per example (id, prediction, token counts); no wall time
+    (the caller times the call)."""
     out = []
     for k, b in enumerate(batches(np.arange(len(examples)), batch_size)):
         ex = [examples[i] for i in b]
         gr = [graphs[e.example_id] for e in ex] if graphs is not None else None
-        t0 = time.perf_counter()
         res = model.generate(ex, gr, max_new_tokens=max_new_tokens)
-        ms = (time.perf_counter() - t0) * 1000 / len(ex)
         for e, (text, n_in, n_out) in zip(ex, res):
-            out.append({"id": e.example_id, "prediction": text, "tokens_in": n_in, "tokens_out": n_out, "ms": ms})
+            out.append({"id": e.example_id, "prediction": text, "tokens_in": n_in, "tokens_out": n_out})
         if log:
             log(f"predict {len(out)}/{len(examples)}")
     return out
@@ -150,14 +152,21 @@ def train(
     *, model: Any, train_rows: Sequence[Example], val_rows: Sequence[Example],
     graphs: dict[str, GraphArrays] | None, cfg: TrainConfig, out_dir: str | Path,
     score: Callable[[Sequence[Example], list[dict[str, Any]]], float], run_key: str,
-    log: Callable[[str], None] = print, stop_after_steps: int | None = None,
+    log: Callable[[str], None] = print, stop_after_steps: int | None = None, record: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train ``model`` in place; returns the run state (history, best epoch, seconds).
+    """Train ``model`` in place; returns the run state (history, best epoch, step, done) with what the run
+    took added: ``seconds`` (training, summed over the processes of a resumed run), ``resumed`` (times resumed
+    from ``last.pt``) and ``epoch_seconds`` (per epoch: ``train_seconds``, ``val_seconds``).
 
     ``score(examples, predictions)`` is the task metric (higher is better). ``run_key`` identifies the run
     (model config, data, settings): a ``last.pt`` with another key is not resumed but started over.
     ``stop_after_steps`` ends the call after that many optimizer steps of this call (a simulated
     interruption, for tests), leaving the mid-epoch checkpoint behind.
+
+    The checkpoints and the history hold what the data, config and seeds determine only. The wall times are
+    kept in ``record`` (JSON; the train stage's is under ``data/timings/``, no DVC output), written with each
+    checkpoint and read back on resume, so a resumed run's ``seconds`` cover its earlier processes too;
+    without a record (or with another run's) they cover this call's training only.
 
     References
     ----------
@@ -173,15 +182,24 @@ def train(
     per_epoch = math.ceil(math.ceil(len(train_rows) / cfg.batch_size) / cfg.grad_steps)
     state: dict[str, Any] = {"run_key": run_key, "epoch": 0, "batch_in_epoch": 0, "step": 0, "history": [],
                              "best_epoch": None, "best_value": None, "bad_epochs": 0, "done": False,
-                             "epoch_loss_sum": 0.0, "epoch_loss_n": 0, "seconds": 0.0, "resumed": 0,
-                             "config": asdict(cfg)}
+                             "epoch_loss_sum": 0.0, "epoch_loss_n": 0, "config": asdict(cfg)}
+    # the run record: what this run took (never inside a checkpoint)
+    run: dict[str, Any] = {"run_key": run_key, "seconds": 0.0, "resumed": 0, "epochs": []}
     if last.exists():
         ck = torch.load(last, map_location="cpu", weights_only=False)
         if ck["state"]["run_key"] == run_key:
             model.load_state_dict(ck["trainable"])
             opt.load_state_dict(ck["optimizer"])
             state = ck["state"]
-            state["resumed"] = state.get("resumed", 0) + 1
+            # a checkpoint written before the wall times left it: they become the record's
+            run.update(seconds=state.pop("seconds", 0.0), resumed=state.pop("resumed", 0))
+            run["epochs"] = [{"epoch": r["epoch"], "train_seconds": r.pop("train_seconds", None),
+                              "val_seconds": r.pop("val_seconds", None)} for r in state["history"]]
+            if record is not None and Path(record).is_file():
+                saved = json.loads(Path(record).read_text())
+                if saved.get("run_key") == run_key:
+                    run = saved
+            run["resumed"] += 1
             log(f"resumed from {last}: epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, step {state['step']}")
         else:
             log(f"{last} belongs to another run (key {ck['state']['run_key']} != {run_key}): starting over")
@@ -189,9 +207,15 @@ def train(
 
     def checkpoint() -> None:
         _save({"state": state, "trainable": model.state_dict(), "optimizer": opt.state_dict()}, last)
+        if record is not None:
+            Path(record).parent.mkdir(parents=True, exist_ok=True)
+            Path(record).write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
+
+    def result() -> dict[str, Any]:
+        return {**state, "seconds": run["seconds"], "resumed": run["resumed"], "epoch_seconds": list(run["epochs"])}
 
     steps_this_call = 0
-    t_start = time.perf_counter() - state["seconds"]
+    t_start = time.perf_counter() - run["seconds"]
     while not state["done"] and state["epoch"] < cfg.epochs:
         epoch = state["epoch"]
         model.train()
@@ -211,16 +235,16 @@ def train(
             state["batch_in_epoch"] = i
             state["step"] += 1
             steps_this_call += 1
-            state["seconds"] = time.perf_counter() - t_start
+            run["seconds"] = time.perf_counter() - t_start
             if state["step"] % 10 == 0:
                 log(f"epoch {epoch + 1} batch {i}/{len(chunks)} step {state['step']} lr {lr:.2e} "
                     f"loss {state['epoch_loss_sum'] / max(state['epoch_loss_n'], 1):.4f} "
-                    f"({state['seconds']:.0f}s)")
+                    f"({run['seconds']:.0f}s)")
             if cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0 and i < len(chunks):
                 checkpoint()
             if stop_after_steps is not None and steps_this_call >= stop_after_steps:
                 checkpoint()
-                return state
+                return result()
         train_loss = state["epoch_loss_sum"] / max(state["epoch_loss_n"], 1)
         train_s = time.perf_counter() - t_epoch
         t_val = time.perf_counter()
@@ -238,10 +262,11 @@ def train(
         improved = state["best_value"] is None or value > state["best_value"]
         row = {"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss, "val_score": val_score,
                "lr_end": lr_at(state["step"] + 1, steps_per_epoch=per_epoch, cfg=cfg), "steps": state["step"],
-               "train_seconds": round(train_s, 2), "val_seconds": round(time.perf_counter() - t_val, 2),
                "improved": improved}
         state["history"].append(row)
-        log(f"epoch {epoch + 1}: {row}")
+        run["epochs"].append({"epoch": epoch + 1, "train_seconds": round(train_s, 2),
+                              "val_seconds": round(time.perf_counter() - t_val, 2)})
+        log(f"epoch {epoch + 1}: {row} {run['epochs'][-1]}")
         if improved:
             state["best_value"], state["best_epoch"], state["bad_epochs"] = value, epoch + 1, 0
             _save({"trainable": model.state_dict(), "epoch": epoch + 1, "val_loss": val_loss,
@@ -254,11 +279,11 @@ def train(
         if state["bad_epochs"] >= cfg.patience:
             log(f"early stop: no improvement for {cfg.patience} epochs (best epoch {state['best_epoch']})")
             state["done"] = True
-        state["seconds"] = time.perf_counter() - t_start
+        run["seconds"] = time.perf_counter() - t_start
         checkpoint()
     state["done"] = True
     checkpoint()
-    return state
+    return result()
 
 
 def load_best(model: Any, out_dir: str | Path) -> dict[str, Any]:
