@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -66,9 +68,24 @@ def _parse(path: Path) -> ast.Module:
     return _parse_text(path.read_text(), str(path))
 
 
+_AST_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=None)
 def _parse_text(text: str, filename: str) -> ast.Module:
-    return ast.parse(text, filename=filename)
+    # CPython 3.11.7's ast keeps its recursion-depth counter per interpreter, not per thread (gh-106905):
+    # ast.parse racing another thread's (Prefect's workers inspect source too) raises "SystemError: AST
+    # constructor recursion depth mismatch" (seen once in a `dvc repro` retrieve stage). Parse under a lock,
+    # and retry once when another library's thread raced us anyway.
+    for attempt in range(3):
+        try:
+            with _AST_LOCK:
+                return ast.parse(text, filename=filename)
+        except SystemError:
+            if attempt == 2:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
 
 
 def _module_name(rel: str) -> str:
