@@ -4,8 +4,9 @@ MetaQA 1-, 2- and 3-hop test questions.
 For each preset and hop count: questions, mean retrieval answer recall (share of gold answer entities among
 the retrieved nodes), median triples, median ms per question (retriever call only; question vectors are
 computed beforehand in one batch, graph vectors come from the index). Presets: ``pcst`` (kgrag default),
-``pcst-gretriever-exact``, ``khop``, ``relpath``, ``relpath-plan`` (with the learnt plan ``data/relplan``,
-2 sequences; skipped when missing), LEGO ``lego-00`` ... ``lego-20`` without LLM stages, and
+``pcst-gretriever-exact``, ``khop``, ``relpath`` (zero-shot, 5 sequences), ``relpath-plan`` (the default
+experiment's retriever: the learnt plan ``data/relplan``, 1 sequence) and ``relpath-plan-2`` (2 sequences;
+both skipped when the plan is missing), LEGO ``lego-00`` ... ``lego-20`` without LLM stages, and
 LEGO without the relation-priority neighbourhood cut (``-norelprio``). Presets that need the fine-tuned ST
 (``data/finetune/st_model``, ``dvc repro finetune``) are skipped with the reason when it is missing.
 Writes ``reports/bench/retrieval_frontier.json`` and ``reports/figures/retrieval_frontier.png``.
@@ -53,8 +54,9 @@ def presets() -> dict[str, tuple[str, dict]]:
         "pcst-gretriever-exact": ("pcst", {"preset": "gretriever-exact"}),
         "khop": ("khop", {}),
         "relpath": ("relpath", {}),
-        # the learnt relation-path plan (kgrag.relplan; stage relplan of finetune/dvc.yaml), 2 sequences
-        "relpath-plan": ("relpath", {"plan": str(RELPLAN), "paths": 2}),
+        # the learnt relation-path plan (kgrag.relplan; stage relplan): 1 sequence (the default), 2 sequences
+        "relpath-plan": ("relpath", {"plan": str(RELPLAN), "paths": 1}),
+        "relpath-plan-2": ("relpath", {"plan": str(RELPLAN), "paths": 2}),
     }
     for name, p in LEGO_PRESETS.items():
         if _uses(p, '"llm"'):

@@ -13,7 +13,7 @@ from kgrag import io, schema as S, timings
 from kgrag.evaluate import evaluate_rows, stage_metrics
 from kgrag.duckdb_io import read_tables
 
-STAGES = ("ingest", "validate", "index", "retrieve", "generate")
+STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate")
 
 
 def judge_client(jb):
