@@ -4,6 +4,10 @@ default path (``rank`` reasoner: one scoring call per question on the multi-sequ
 candidates batched on the prompt's KV state; weights converted as ``generate.llamacpp.weights`` says, Q8_0 by
 default, so llama.cpp's tiled CPU kernels run), same questions, same run, same machine, no LLM call cache.
 ``levers`` holds the two changes apart (rank on the packaged weights, answer on the converted ones).
+``speedup`` compares the two paths on the same contexts (the default experiment's retrieval);
+``previous_default`` runs today's path on the retrieval the default experiment had before (``pcst``, computed
+here for the same questions) and ``speedup_vs_previous_default`` is the new default experiment's questions
+per minute over that one: it mixes the inference change with the shorter contexts of the new retrieval.
 
 Questions: the first ``--questions`` (default 48) of the default experiment (``data/validated/kg.duckdb`` and
 ``data/retrieve/retrieved.parquet``, contexts as the generate stage builds them). Writes
@@ -60,6 +64,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=int, default=48)
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--previous-retriever", default="pcst",
+                    help="the retriever of the default experiment before this issue (PCST): its contexts feed a "
+                         "second run of today's path, the previous default experiment end to end")
     ap.add_argument("--out", default="reports/bench/inference.json")
     args = ap.parse_args()
     params = load(args.params)
@@ -72,6 +79,14 @@ def main() -> None:
     questions = [q for q in questions if q.question_id in retrieved][: args.questions]
     kg = open_store(str(db))
     contexts = contexts_for([retrieved[q.question_id] for q in questions], kg=kg, params=g)
+    # the previous default experiment's retrieval (PCST), same questions, computed here
+    from kgrag.embed import EmbeddingIndex
+    from kgrag.runner import retrieve_rows
+
+    prev_params = params.retrieve.model_copy(update={"method": args.previous_retriever})
+    prev_rows = retrieve_rows(questions=questions, kg=kg, index=EmbeddingIndex.load(io.INDEX, params.index.model),
+                              params=prev_params)
+    prev_contexts = contexts_for(prev_rows, kg=kg, params=g)
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
     new_params = g.module_params()
@@ -79,7 +94,7 @@ def main() -> None:
     result: dict = {"machine": machine(), "questions": len(questions), "llamacpp": new_params.model_dump(),
                     "loadavg_before": list(os.getloadavg()), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
 
-    def answer_path(backend) -> tuple[list[dict], float, dict]:
+    def answer_path(backend, contexts=contexts) -> tuple[list[dict], float, dict]:
         """The answer reasoner, one question at a time (what `run_one` does), generation."""
         client = LLMClient(backend, cache=None, retries=0)
         backend.llm.create_chat_completion(messages=[{"role": "user", "content": "hi"}], max_tokens=1)  # warm-up
@@ -115,6 +130,7 @@ def main() -> None:
     # one backend (one loaded model) at a time: today's weights, then the converted ones
     today = BACKENDS.get("llamacpp").impl(today_params, timeout_s=g.timeout_s)
     seq, ts, seq_perf = answer_path(today)
+    prev, tp, prev_perf = answer_path(today, prev_contexts)
     rank_today, trt, rank_today_perf = rank_path(today)
     new_backend = BACKENDS.get("llamacpp").impl(new_params, timeout_s=g.timeout_s)
     ans_new, tan, ans_new_perf = answer_path(new_backend)
@@ -131,6 +147,13 @@ def main() -> None:
         # the new default path: rank reasoner on the converted weights
         "batched": summary(new, tb, new_perf, "rank reasoner, one scoring call per question, candidates batched "
                            "on the prompt's KV state (llamacpp_engine.ScoreEngine)", new_backend.model_id),
+        # the previous default experiment end to end: today's path on its own (PCST) retrieval; the new default
+        # path's retrieval (relpath with the learnt plan) gives shorter contexts, so this ratio mixes both changes
+        "previous_default": {**summary(prev, tp, prev_perf, f"answer reasoner on {args.previous_retriever} "
+                                       "retrieval (the default experiment before issues 14/15)", today.model_id),
+                             "retriever": args.previous_retriever,
+                             "context_triples_mean": sum(len(r[S.TRIPLE_HEADS]) for r in prev_rows) / max(n, 1)},
+        "speedup_vs_previous_default": tp / tb,
         # the two levers apart, same questions, same run
         "levers": {
             "rank_packaged_weights": summary(rank_today, trt, rank_today_perf, "rank reasoner", today.model_id),
