@@ -153,3 +153,21 @@ def test_real_metaqa_plan_from_dev_finds_3hop_answers(tmp_path):
     plan_recall, plan_triples = run({"plan": str(tmp_path / "plan"), "paths": 2})
     assert plan_recall >= 0.85 and plan_recall > zero_recall + 0.05, (plan_recall, zero_recall)
     assert plan_triples < zero_triples
+
+
+def test_relpath_falls_back_when_there_is_no_sequence_to_walk(kg, index):
+    """Topics that reach no other node (ExplaGraphs: every node of the question's graph is a topic): relpath hands
+    the question to its fallback retriever (khop) and says so in the trace; fallback None gives an empty
+    subgraph with the reason."""
+    q = Question(question_id="q", text="what is [Island A] tagged with", topic_ids=kg.ids_of(["Island A", "Island B"]))
+    vec = index.encode([q.text])[0]
+    sub, _ = retrieve_one(question=q, query_vec=vec, kg=kg, index=index,
+                          params=RetrieveParams(method="relpath", hops=2))
+    assert kg.named_triples(sub.heads, sub.relations, sub.tails) == [("Island A", "has_tags", "Island B")]
+    assert sub.trace["relpath_fallback"] == "khop" and "no relation sequence" in sub.trace["reason"]
+    none, _ = retrieve_one(question=q, query_vec=vec, kg=kg, index=index,
+                           params=RetrieveParams(method="relpath", hops=2, relpath={"fallback": None}))
+    assert len(none) == 0 and "no relation sequence" in none.trace["reason"]
+    with pytest.raises(Exception, match="khop"):  # an unknown fallback lists the choices
+        retrieve_one(question=q, query_vec=vec, kg=kg, index=index,
+                     params=RetrieveParams(method="relpath", hops=2, relpath={"fallback": "nope"}))

@@ -10,6 +10,8 @@ walked back from their end nodes so that no dead-end branch is kept.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from typing import Literal
 
@@ -21,7 +23,7 @@ from kgrag.lego.types import Context
 from kgrag.registry import RETRIEVERS
 from kgrag.types import Subgraph
 
-MODULE_KINDS = ('lego_scorer',)  # kinds this file looks up by name (kgrag.depgraph: its DVC deps)
+MODULE_KINDS = ('lego_scorer', 'retriever')  # kinds this file looks up by name (kgrag.depgraph: its DVC deps)
 
 
 class RelPathParams(BaseModel):
@@ -42,6 +44,10 @@ class RelPathParams(BaseModel):
     plan_k: int = Field(16, ge=1, description="nearest training questions that vote for a sequence")
     plan_weight: float = Field(1.0, ge=0.0, description="weight of the plan's vote share (0..1) added to the "
                                "cosine of question and sequence")
+    fallback: str | None = Field(
+        "khop", description="retriever (its default params) for a question with no relation sequence to walk: no "
+        "topic entity in the KG, or no edge from the topics to another node (e.g. ExplaGraphs, whose topics are "
+        "every node of the question's graph: khop gives the graph whole); None = an empty subgraph")
 
 
 INVERSE = {"plain": "{}", "of": "{} of", "shares": "shares {} with"}
@@ -71,7 +77,7 @@ def _step(kg, frontier: np.ndarray, graph_id, exclude: np.ndarray, max_frontier:
     return out
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="2")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="3")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best ``hops``-long ones.
 
@@ -80,7 +86,8 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     process), plus, with a learnt plan (``params.plan``, :mod:`kgrag.relplan`), ``plan_weight`` x the share of
     the ``plan_k`` nearest training questions (topic names masked) whose relation sequence starts with the
     candidate; rounded and tie-broken by sequence (``kgrag.ranking``). ``max_edges`` is not used: the beam
-    bounds the work.
+    bounds the work (it is passed on to the ``fallback`` retriever, called with its default params when there
+    is no sequence to walk).
 
     References
     ----------
@@ -90,8 +97,17 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     (section 4.2) as a nearest-neighbour vote over weakly labelled training questions.
     """
     topics = np.unique(np.asarray([t for t in question.topic_ids if 0 <= t < kg.num_entities], dtype=np.int64))
+
+    def fallback(reason: str) -> Subgraph:
+        if params.fallback is None:
+            return Subgraph.empty(method="relpath", reason=reason)
+        other = RETRIEVERS.get(params.fallback)
+        sub = other.impl(question=question, query_vec=query_vec, kg=kg, index=index, params=other.params(),
+                         hops=hops, max_edges=max_edges)
+        return replace(sub, trace={**sub.trace, "relpath_fallback": params.fallback, "reason": reason})
+
     if not len(topics):
-        return Subgraph.empty(method="relpath", reason="no topic entity in the KG")
+        return fallback("no topic entity in the KG")
     entry = SCORERS.get("st")
     ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index)
     prior: dict = {}
@@ -111,7 +127,9 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             for key, step in _step(kg, frontiers[seq], question.graph_id, topics, params.max_frontier).items():
                 cands[seq + (key,)] = steps + [step]
         if not cands:
-            break
+            if not beam or beam == {(): []}:  # not one step from the topics to another node
+                return fallback("no relation sequence from the topic entities to another node")
+            break  # sequences end here: the best shorter ones are returned
         seqs = sorted(cands)
         scores = entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
                             params=entry.params(), ctx=ctx)
