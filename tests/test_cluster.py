@@ -79,7 +79,8 @@ def _prepare(project: Path) -> None:
     """The inputs of retrieve: ``data/validated/kg.duckdb`` written by the MetaQA loader (the sample of the
     project's params; validation, which finds nothing to quarantine in MetaQA, skipped), then the index stage's
     output: the repository's MetaQA entity vectors when they verifiably match (else encoded, minutes) and the
-    relation names encoded here."""
+    relation names encoded here, then the relplan stage's plan (the default retriever's; 40 dev questions a hop
+    count in these params)."""
     from kgrag.embed import encode, write_vectors
 
     kg, _ = metaqa_sample_store(project / "data" / "validated", sample=SAMPLE)
@@ -88,6 +89,7 @@ def _prepare(project: Path) -> None:
     write_vectors(index / "entities.parquet", ids, metaqa_entity_vectors(kg.names(ids)))
     rel = [str(n).replace("_", " ") for n in kg.relation_names]
     write_vectors(index / "relations.parquet", np.arange(len(rel)), encode(rel, model="all-MiniLM-L6-v2"))
+    run([sys.executable, "-m", "stages.relplan"], project)
 
 
 def _outputs(project: Path) -> dict:
