@@ -92,7 +92,7 @@ def main() -> None:
     new_params = g.module_params()
     today_params = new_params.model_copy(update={"weights": "as-is"})  # today's path: the packaged GGUF as is
     result: dict = {"machine": machine(), "questions": len(questions), "llamacpp": new_params.model_dump(),
-                    "loadavg_before": list(os.getloadavg()), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
 
     def answer_path(backend, contexts=contexts) -> tuple[list[dict], float, dict]:
         """The answer reasoner, one question at a time (what `run_one` does), generation."""
@@ -171,7 +171,6 @@ def main() -> None:
         "same_answers_reason": "the paths answer differently by design: rank outputs the best-scored context "
                                "entity, answer generates free text; equal only where the generated answer is "
                                "exactly that entity",
-        "loadavg_after": list(os.getloadavg()),
     })
     # the load warning (load before the run, other processes' CPU use during it): bench/_machine.py
     write_result(args.out, result)

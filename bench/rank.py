@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -141,7 +140,7 @@ def main() -> None:
         backend = CacheOnlyGeneration(backend)
     client = LLMClient(backend, cache=CallCache(args.cache), retries=0 if args.answer_cached_only else g.retries,
                        backoff_s=g.backoff_s)
-    result: dict = {"machine": machine(), "model": backend.model_id, "loadavg_before": list(os.getloadavg()),
+    result: dict = {"machine": machine(), "model": backend.model_id,
                     "rank_params": json.loads(args.rank), "targets": {"1": 0.6, "2": 0.4},
                     "answer_cached_only": args.answer_cached_only}
     for spec in args.data or ["2=data"]:
@@ -167,7 +166,6 @@ def main() -> None:
         for k, v in old.items():
             if k.isdigit() and k not in result:
                 result[k] = v
-    result["loadavg_after"] = list(os.getloadavg())
     # load record and warning: bench/_machine.py (Hit@1 does not depend on load; the seconds do)
     write_result(args.out, result)
 

@@ -121,8 +121,7 @@ def main() -> None:
     result: dict = {"machine": machine(), "questions": len(questions), "reasoner": args.reasoner, "seed": args.seed,
                     "settings": {"server": "llama-cpp-python OpenAI-compatible server (python -m llama_cpp.server)",
                                  "parallel_slots_per_server": 1, "cache": None, "temperature": 0.0,
-                                 "client_concurrency": len(questions), "threads_total": args.threads},
-                    "loadavg_before": list(os.getloadavg())}
+                                 "client_concurrency": len(questions), "threads_total": args.threads}}
     deployments = (("single_server", 1), ("multi_server", max(1, args.servers)))
     with tempfile.TemporaryDirectory() as tmp:
         for name, k in deployments:
@@ -153,7 +152,6 @@ def main() -> None:
     result["speedup"] = head["speedup"]
     best_seq = max(result["single_server"]["sequential_qpm"], head["sequential_qpm"])
     result["speedup_vs_best_sequential"] = head["batched_qpm"] / best_seq
-    result["loadavg_after"] = list(os.getloadavg())
     write_result(args.out, result)
 
 

@@ -76,7 +76,7 @@ def _parse_text(text: str, filename: str) -> ast.Module:
     # CPython 3.11.7's ast keeps its recursion-depth counter per interpreter, not per thread (gh-106905):
     # ast.parse racing another thread's (Prefect's workers inspect source too) raises "SystemError: AST
     # constructor recursion depth mismatch" (seen once in a `dvc repro` retrieve stage). Parse under a lock,
-    # and retry once when another library's thread raced us anyway.
+    # and retry (up to 3 attempts) when another library's thread raced us anyway.
     for attempt in range(3):
         try:
             with _AST_LOCK:
