@@ -3,7 +3,7 @@ MetaQA 1-, 2- and 3-hop test questions.
 
 For each preset and hop count: questions, mean retrieval answer recall (share of gold answer entities among
 the retrieved nodes), median triples, median ms per question (retriever call only; question vectors are
-computed beforehand in one batch, graph vectors come from the index). Presets: ``pcst`` (kgrag default),
+computed beforehand in one batch, graph vectors come from the index). Presets: ``pcst`` (G-Retriever),
 ``pcst-gretriever-exact``, ``khop``, ``relpath`` (zero-shot, 5 sequences), ``relpath-plan`` (the default
 experiment's retriever: the learnt plan ``data/relplan``, 1 sequence) and ``relpath-plan-2`` (2 sequences;
 both skipped when the plan is missing), LEGO ``lego-00`` ... ``lego-20`` without LLM stages, and
@@ -155,7 +155,7 @@ def main() -> None:
         entry = RETRIEVERS.get(method)
         per: dict = {}
         if extra.get("plan") and not (Path(extra["plan"]) / "plan.parquet").exists():
-            result["presets"][name] = {"skipped": f"needs {extra['plan']} (dvc repro finetune/dvc.yaml)"}
+            result["presets"][name] = {"skipped": f"needs {extra['plan']} (dvc repro relplan)"}
             print(f"[frontier] {name}: skipped (no {extra['plan']})", file=sys.stderr)
             continue
         if _uses(extra, "st-ft") or (method == "lego" and str(ST_MODEL) in json.dumps(LEGO_PRESETS.get(

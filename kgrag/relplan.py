@@ -18,7 +18,7 @@ that connect a training question's topic entity to its answers:
    ``plan_k``, ``plan_weight``).
 
 The model is a Parquet table (``schema.RELPLAN``), the question vectors and a ``plan.json`` (the encoder, counts) written by the
-``relplan`` stage (``finetune/dvc.yaml``) to ``data/relplan``.
+``relplan`` stage (``dvc.yaml``, before ``retrieve``) to ``data/relplan``.
 
 References
 ----------
@@ -155,7 +155,7 @@ class PlanModel:
         folder = Path(folder)
         if not (folder / MODEL_FILE).exists():
             raise FileNotFoundError(
-                f"{folder / MODEL_FILE}: no relation-path plan; it is written by `dvc repro finetune/dvc.yaml` "
+                f"{folder / MODEL_FILE}: no relation-path plan; it is written by `dvc repro relplan` "
                 "(stage relplan), or set retrieve.relpath.plan: null for the zero-shot ranking")
         t = io.read_parquet(folder / MODEL_FILE)
         meta = json.loads((folder / META_FILE).read_text())

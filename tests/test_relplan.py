@@ -82,7 +82,7 @@ def test_save_load_round_trip_and_missing_plan_names_the_stage(tmp_path):
     back = PlanModel.load(tmp_path / "plan")
     assert back.labels == model.labels and back.texts == model.texts and back.model == "m"
     np.testing.assert_allclose(back.vectors, model.vectors)
-    with pytest.raises(FileNotFoundError, match="dvc repro finetune/dvc.yaml"):
+    with pytest.raises(FileNotFoundError, match="dvc repro relplan"):
         PlanModel.load(tmp_path / "nothing")
 
 

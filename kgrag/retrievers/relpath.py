@@ -40,7 +40,7 @@ class RelPathParams(BaseModel):
         "the relation alone, of = 'r of', shares = 'shares r with'")
     plan: str | None = Field(
         None, description="folder of a relation-path plan learnt from a held-out split (kgrag.relplan), e.g. "
-        "data/relplan written by `dvc repro finetune/dvc.yaml`; None = zero-shot (cosine alone)")
+        "data/relplan written by `dvc repro relplan`; None = zero-shot (cosine alone)")
     plan_k: int = Field(16, ge=1, description="nearest training questions that vote for a sequence")
     plan_weight: float = Field(1.0, ge=0.0, description="weight of the plan's vote share (0..1) added to the "
                                "cosine of question and sequence")
