@@ -380,7 +380,8 @@ def test_loader_params_come_from_the_loader_section():
     assert kw["sample"] == 5 and kw["seed"] == 0 and kw["header"] is False
     e = parse({"data": {"dataset": "explagraphs"}}).data.loader_kwargs()
     assert e == {"path": "../shared/data/explagraphs", "split": "dev", "sample": 200, "seed": 0}
-    m = parse({"data": {"hops": 3, "split": "dev"}, "finetune": {"split": "test"}}).data.loader_kwargs()
+    m = parse({"data": {"hops": 3, "split": "dev"}, "finetune": {"split": "test"},
+               "relplan": {"split": "test"}}).data.loader_kwargs()
     assert m == {"path": "../shared/data/metaqa", "hops": 3, "split": "dev", "sample": 200, "seed": 0}
 
 

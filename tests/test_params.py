@@ -10,9 +10,11 @@ from tests.conftest import ROOT
 
 def test_committed_params_validate():
     p = load(ROOT / "params.yaml")
-    assert p.retrieve.method == "pcst"
+    assert p.retrieve.method == "relpath"
     assert p.generate.backend == "llamacpp"
-    assert p.retrieve.module_params().topk == 3
+    rp = p.retrieve.module_params()
+    assert (rp.paths, rp.plan, rp.fallback) == (1, "data/relplan", "khop")
+    assert p.relplan.split != p.data.split
     assert p.data.sample == 200
 
 
@@ -51,7 +53,7 @@ def test_module_subsection_for_unselected_module_is_validated_too():
 
 
 def test_overrides_apply_and_validate():
-    p = load(ROOT / "params.yaml", ["retrieve.pcst.topk=7", "generate.max_tokens=5"])
+    p = load(ROOT / "params.yaml", ["retrieve.method=pcst", "retrieve.pcst.topk=7", "generate.max_tokens=5"])
     assert p.retrieve.module_params().topk == 7
     assert p.generate.max_tokens == 5
     with pytest.raises(ParamsError):
@@ -115,6 +117,11 @@ def test_params_yaml_lists_every_module_param_with_its_default():
              "loader": raw["data"], "task_runner": raw["cluster"]}
     exempt = {("retriever", "lego"): {"preset", "extract", "prune", "filter", "refine", "llm", "trace_nodes", "trace_ms"},
               ("loader", "metaqa"): None}
+    # the default experiment's deliberate choices: listed, with the module default named in params.yaml's comment
+    chosen = {("retriever", "relpath", "paths"): "module default 5", ("retriever", "relpath", "plan"): "module default"}
+    text = (ROOT / "params.yaml").read_text()
+    for (_, _, key), note in chosen.items():
+        assert note in text, (key, note)
     problems = []
     for kind, section in where.items():
         for name in ALL[kind].names():
@@ -135,6 +142,8 @@ def test_params_yaml_lists_every_module_param_with_its_default():
                 want = f.default_factory() if f.default is PydanticUndefined else f.default
                 if k not in have:
                     problems.append(f"{kind} {name}.{k}: missing")
+                elif (kind, name, k) in chosen:
+                    continue
                 elif have[k] != want and not (isinstance(want, tuple) and list(want) == have[k]):
                     problems.append(f"{kind} {name}.{k}: {have[k]!r} in params.yaml, default {want!r}")
     assert not problems, problems
