@@ -16,6 +16,8 @@ Needs the ``index`` stage outputs (``dvc repro index``); ``--encode-needed`` ins
 the questions' neighbourhoods need (for a quick smoke run without the index).
 
     python bench/retrieval_frontier.py --questions 50
+    # the slow st / reranker presets on fewer questions, kept beside the others:
+    python bench/retrieval_frontier.py --questions 10 --merge --presets lego-03 lego-04 lego-10 lego-11 lego-16 lego-17
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ def plot(result: dict, path: str) -> None:
             if not r or r.get("recall") is None:
                 continue
             ax.scatter(r["median_triples"], r["recall"], s=25)
-            ax.annotate(name, (r["median_triples"], r["recall"]), fontsize=7, xytext=(3, 2),
+            label = name if r.get("questions") == result["questions"] else f"{name} ({r.get('questions')} q)"
+            ax.annotate(label, (r["median_triples"], r["recall"]), fontsize=7, xytext=(3, 2),
                         textcoords="offset points")
         ax.set_xscale("symlog", linthresh=10)
         ax.set_xlabel("median retrieved triples per question")
@@ -106,7 +109,7 @@ def plot(result: dict, path: str) -> None:
         ax.set_ylim(-0.02, 1.02)
         ax.axhline(0.9, color="grey", lw=0.5, ls="--")
         ax.axvline(100, color="grey", lw=0.5, ls="--")
-        ax.set_title(f"MetaQA {h}-hop ({result['questions']} questions)")
+        ax.set_title(f"MetaQA {h}-hop ({result['questions']} questions unless marked)")
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -127,6 +130,10 @@ def main() -> None:
     ap.add_argument("--max-edges", type=int, default=5000, help="neighbourhood edge cap (params' default)")
     ap.add_argument("--encode-needed", action="store_true", help="no index: encode names on first use")
     ap.add_argument("--out", default="reports/bench/retrieval_frontier.json")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the presets of an existing --out file that this run does not measure (each preset's "
+                         "hop entries name their own question count; e.g. the slow st / reranker presets on fewer "
+                         "questions)")
     ap.add_argument("--figure", default="reports/figures/retrieval_frontier.png")
     args = ap.parse_args()
 
@@ -146,6 +153,13 @@ def main() -> None:
                     "index": "encoded on demand" if args.encode_needed else args.index, "presets": {},
                     "note": "recall = mean share of gold answer entities among the retrieved nodes; triples and ms "
                             "are per-question medians; ms = retriever call only (question vectors precomputed)"}
+    if args.merge and Path(args.out).exists():
+        old = json.loads(Path(args.out).read_text())
+        result["presets"] = {k: v for k, v in old.get("presets", {}).items() if k not in chosen}
+        result["merged_from"] = {"questions": old.get("questions"), "load": old.get("load"),
+                                 "presets": sorted(result["presets"])}
+        # the headline count stays the kept presets'; this run's presets name theirs per hop count
+        result["questions"], result["questions_this_run"] = old.get("questions", args.questions), args.questions
     qsets = {}
     for h in args.hops:
         t = load_metaqa(path=args.metaqa, hops=h, split="test", sample=args.questions, seed=args.seed)
