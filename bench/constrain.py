@@ -1,7 +1,7 @@
 """Benchmark: the ``answer`` reasoner with and without constrained decoding (``reason.constrain_answer``).
 
-On N real MetaQA questions (a seeded sample of the pipeline's questions) with their PCST-retrieved
-contexts, read from the committed pipeline outputs ``data/retrieve/retrieved.parquet`` and
+On N real MetaQA questions (a seeded sample of the pipeline's questions) with their retrieved contexts
+(the default retriever's), read from the committed pipeline outputs ``data/retrieve/retrieved.parquet`` and
 ``data/validated/kg.duckdb`` (read-only; nothing in ``data/`` or ``reports/`` but the JSON below is
 written), the real SmolLM2 (llamacpp backend, ``generate`` settings of ``params.yaml``) answers each
 question twice: free, and constrained by grammar to entity names of the context (one or a `` | `` list).
