@@ -277,8 +277,13 @@ class DuckKGStore:
             got = np.stack([np.asarray(rows[c], dtype=np.int64) for c in (S.HEAD, S.RELATION, S.TAIL)], axis=1)
             if len(got) != len(miss):
                 raise IndexError(f"triple index out of range (the KG has {self.num_triples} triples)")
-            self._edges.add(np.asarray(rows["edge"], dtype=np.int64), got)
-            vals, found = self._edges.get(edges)
+            keys = np.asarray(rows["edge"], dtype=np.int64)
+            order = np.argsort(keys, kind="stable")
+            keys, got = keys[order], got[order]
+            # the answer comes from the query, not from the cache read again: adding these rows may drop the
+            # older chunks that held this call's other rows (CACHE_MAX), which then read as zeros
+            vals[~found] = got[np.searchsorted(keys, edges[~found])]
+            self._edges.add(keys, got)
         return vals
 
     def degree(self, ids: np.ndarray) -> np.ndarray:
@@ -294,8 +299,9 @@ class DuckKGStore:
             rows = self._query("SELECT node, degree FROM degree WHERE node IN (SELECT unnest($ids))",
                                {"ids": miss.tolist()})
             d = dict(zip(rows["node"].tolist(), rows["degree"].tolist()))
-            self._degrees.add(miss, np.array([d.get(i, 0) for i in miss.tolist()], dtype=np.int64).reshape(-1, 1))
-            vals, found = self._degrees.get(ids)
+            got = np.array([d.get(i, 0) for i in miss.tolist()], dtype=np.int64).reshape(-1, 1)
+            vals[~found] = got[np.searchsorted(miss, ids[~found])]  # not re-read: see ``_edge_triples``
+            self._degrees.add(miss, got)
         return vals[:, 0].astype(np.int64)
 
     def neighbourhood(

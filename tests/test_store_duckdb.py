@@ -98,6 +98,33 @@ def test_names_degrees_and_lookups_agree(metaqa):
     assert duck.find_entities(text) == mem.find_entities(text) != []
 
 
+def test_lookups_past_the_cache_cap_are_right(synth, tmp_path, monkeypatch):
+    """A lookup whose uncached rows, once added, push the same call's cached rows out of the cache (CACHE_MAX)
+    still returns every row from the KG: the scale bench's 1M-triple run had read evicted rows as zeros (head 0,
+    tail 0), which the LEGO push extractor then mapped through uninitialized local indices."""
+    import kgrag.store_duckdb as D
+
+    mem, _, _ = synth
+    duck = DuckKGStore(mem.path, cache_dir=tmp_path / "cache")
+    monkeypatch.setattr(D, "CACHE_MAX", 50)
+    try:
+        rng = np.random.default_rng(7)
+        old = rng.choice(mem.num_triples, 40, replace=False)
+        new = np.setdiff1d(rng.choice(mem.num_triples, 60, replace=False), old)
+        ask = np.concatenate([old, new])
+        assert np.array_equal(duck.heads[old], mem.heads[old])  # cached (40 rows)
+        # the 60 new rows exceed the cap: the chunk holding `old` is dropped while answering this call
+        assert np.array_equal(duck.heads[ask], mem.heads[ask])
+        assert np.array_equal(duck.tails[ask], mem.tails[ask]) and np.array_equal(duck.relations[ask], mem.relations[ask])
+        nodes = rng.choice(mem.num_entities, 40, replace=False)
+        more = np.setdiff1d(rng.choice(mem.num_entities, 60, replace=False), nodes)
+        assert np.array_equal(duck.degree(nodes), mem.degree(nodes))
+        both = np.concatenate([nodes, more])
+        assert np.array_equal(duck.degree(both), mem.degree(both))
+    finally:
+        duck.close()
+
+
 def test_names_are_fetched_lazily(synth, tmp_path):
     _, _, questions = synth
     fresh = DuckKGStore(synth[0].path, cache_dir=tmp_path / "c")
