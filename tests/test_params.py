@@ -118,7 +118,7 @@ def test_params_yaml_lists_every_module_param_with_its_default():
     exempt = {("retriever", "lego"): {"preset", "extract", "prune", "filter", "refine", "llm", "trace_nodes", "trace_ms"},
               ("loader", "metaqa"): None}
     # the default experiment's deliberate choices: listed, with the module default named in params.yaml's comment
-    chosen = {("retriever", "relpath", "paths"): "module default 5", ("retriever", "relpath", "plan"): "module default"}
+    chosen = {("retriever", "relpath", "paths"): "module default 5", ("retriever", "relpath", "plan"): "the module default)"}
     text = (ROOT / "params.yaml").read_text()
     for (_, _, key), note in chosen.items():
         assert note in text, (key, note)
