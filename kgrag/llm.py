@@ -181,9 +181,16 @@ class LLMClient:
         """The backend's model identifier."""
         return self.backend.model_id
 
+    def key_model(self, req: LLMRequest) -> str:
+        """The model part of ``req``'s cache key: the backend's ``score_model_id`` for a scoring request where
+        the backend has one (its scores depend on more than the weights, e.g. the KV layout), else ``model_id``."""
+        if req.continuations:
+            return getattr(self.backend, "score_model_id", None) or self.model_id
+        return self.model_id
+
     def generate(self, requests: Sequence[LLMRequest]) -> list[CallRecord]:
         """Resolve every request: from the cache, else from the backend (batched), retrying failures."""
-        keys = [call_key(self.model_id, r) for r in requests]
+        keys = [call_key(self.key_model(r), r) for r in requests]
         out: list[CallRecord | None] = [None] * len(requests)
         todo = []
         for i, (k, r) in enumerate(zip(keys, requests)):

@@ -52,6 +52,11 @@ class LlamaCppParams(BaseModel):
         "q8_0", description="as-is = the GGUF file unchanged; q8_0 / f16 / q4_0 = converted once (cached) to a "
                             "type llama.cpp's tiled CPU matrix kernels cover (q8_0: scores independent of batch "
                             "shape; see the module docstring)")
+    exact_scores: bool = Field(
+        True, description="scoring requests: true = one KV stream per candidate, so a candidate's score does not "
+                          "depend on the candidates scored beside it (bit-identical to scoring it alone); false = "
+                          "one shared KV cache, faster, scores that can move by up to 0.28 nats with the "
+                          "neighbours (llamacpp_engine docstring, reports/bench/multiseq.json)")
 
 
 def packaged_gguf(package: str = DEFAULT_PACKAGE) -> Path:
@@ -116,12 +121,13 @@ def _load(path: str, n_ctx: int, n_threads: int, n_batch: int):
 
 
 @functools.lru_cache(maxsize=2)
-def _engine(path: str, n_ctx: int, n_threads: int, n_batch: int):
+def _engine(path: str, n_ctx: int, n_threads: int, n_batch: int, exact: bool = True):
     import atexit
 
     from kgrag.backends.llamacpp_engine import ScoreEngine
 
-    eng = ScoreEngine(_load(path, n_ctx, n_threads, n_batch), n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
+    eng = ScoreEngine(_load(path, n_ctx, n_threads, n_batch), n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads,
+                      exact=exact)
     atexit.register(eng.close)
     return eng
 
@@ -138,6 +144,8 @@ class LlamaCppBackend:
         self.path = str(converted_gguf(str(self.source), params.weights))
         # the call-cache key names the model: the source file, and the type its weights were converted to
         self.model_id = f"llamacpp:{self.source.name}" + ("" if params.weights == "as-is" else f"@{params.weights}")
+        # scoring calls are keyed by the KV layout too: the shared-cache layout's scores depend on the neighbours
+        self.score_model_id = self.model_id + ("+kv-streams" if params.exact_scores else "+kv-shared")
         self.timeout_s = timeout_s
 
     @property
@@ -150,7 +158,7 @@ class LlamaCppBackend:
     def engine(self):
         """The multi-sequence scoring context on the same weights (``llamacpp_engine.ScoreEngine``)."""
         p = self.params
-        return _engine(self.path, p.n_ctx, p.n_threads, p.n_batch)
+        return _engine(self.path, p.n_ctx, p.n_threads, p.n_batch, p.exact_scores)
 
     def score_one(self, req: LLMRequest) -> LLMReply:
         """A scoring request: the chat prompt evaluated once, every continuation from its KV state."""

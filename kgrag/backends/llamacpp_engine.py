@@ -6,17 +6,28 @@ continuations ``c_1 .. c_m``:
 1. the prompt's tokens are evaluated once in sequence 0; the longest token prefix it shares with the previous
    prompt is kept in the KV cache and not evaluated again (the fixed head of every prompt: instruction and
    worked example);
-2. sequence 0's cells are shared with sequences ``1 .. m`` (``llama_memory_seq_cp``: with a unified KV cache
-   this tags the cells, nothing is copied);
+2. sequence 0's cells are shared with sequences ``1 .. m`` (``llama_memory_seq_cp``);
 3. the continuations' tokens go into ONE ``llama_decode`` batch, continuation ``j`` in sequence ``j`` at
    positions ``P, P+1, ...`` so it attends to the prompt and to itself only;
 4. ``log p(c_j) = sum_t log softmax(logits)[c_j,t]``, the first token's from the prompt's last logits, token t's
    from the logits after token t-1 (a continuation's last token is never evaluated: its logits are not needed);
 5. sequences ``1 .. m`` are dropped (``llama_memory_seq_rm``), the prompt stays for the next call.
 
-No logits are read from a 1-token ``llama_decode``: llama.cpp's CPU kernels for a batch of one token differ from
-the batched ones (measured here: up to 0.2 nats on SmolLM2), so the last 2 prompt tokens are always evaluated
-again and a 1-token candidate batch is padded; scores then agree with a from-scratch evaluation within 1e-3.
+Layout (``exact``). A score must be a function of (prompt, continuation) alone, not of the candidates scored
+beside it. llama.cpp's CPU attention sums over KV *cells* in SIMD lanes, so its result depends on which cells a
+sequence's tokens occupy: in one unified KV cache (``exact=False``) continuation ``j`` sits after the cells of
+continuations ``1 .. j-1``, and its log-probs moved by up to 0.28 nats against scoring it alone
+(``bench/multiseq.py``; ggml-org/llama.cpp#24962). With ``exact=True`` (the default) every sequence has its own
+KV stream (``kv_unified = false``): the prompt is copied to cells ``0 .. P-1`` of each stream and the
+continuation follows at ``P ..``, the layout of a from-scratch evaluation, whatever the neighbours. Each
+continuation is padded (its last token repeated, logits unused) to a multiple of ``PAD_TOKENS`` tokens, so no
+micro-batch llama.cpp cuts from the batch (it splits streams into equal-length groups) holds 1 token: a 1-token
+batch takes other CPU kernels (measured here: up to 0.2 nats on SmolLM2). Measured: together, alone and in a
+fresh context the scores are bit-identical (``tests/test_rank.py``, ``bench/multiseq.py``); cost: see
+reports/bench/multiseq.json.
+
+No logits are read from a 1-token ``llama_decode`` (see above): the last 2 prompt tokens are always evaluated
+again, so a score does not depend on how much of its prompt the previous call left in the cache.
 
 References
 ----------
@@ -61,36 +72,78 @@ def log_softmax_at(logits: np.ndarray, token: int) -> float:
     return float(x[token] - m - np.log(np.exp(x - m).sum()))
 
 
-class ScoreEngine:
-    """A second llama.cpp context on an already loaded ``Llama``'s weights, with ``n_seq_max`` sequences and a
-    unified KV cache, for scoring continuations (see the module docstring)."""
+#: a continuation's evaluated tokens are padded to a multiple of this (``exact`` layout; module docstring)
+PAD_TOKENS = 4
+#: ``exact``: KV cells of each stream at first; doubled when a call needs more (up to ``n_ctx``)
+MIN_STREAM_CELLS = 512
 
-    def __init__(self, llm: Any, *, n_ctx: int, n_batch: int, n_threads: int, n_seq_max: int = 64) -> None:
+
+class ScoreEngine:
+    """A second llama.cpp context on an already loaded ``Llama``'s weights, with ``n_seq_max`` sequences, for
+    scoring continuations (see the module docstring).
+
+    ``exact=True``: one KV stream of ``n_ctx`` cells per sequence (memory: ``n_seq_max * n_ctx`` cells), scores
+    independent of the other continuations of a call; ``exact=False``: one unified cache of ``n_ctx`` cells
+    shared by all sequences, faster, scores that can depend on the neighbours (module docstring)."""
+
+    def __init__(self, llm: Any, *, n_ctx: int, n_batch: int, n_threads: int, n_seq_max: int | None = None,
+                 exact: bool = True) -> None:
         import llama_cpp
-        from llama_cpp import _internals
 
         self._lc = llama_cpp
         self.llm = llm
-        p = llama_cpp.llama_context_default_params()
-        n_batch = max(2, n_batch)
-        p.n_ctx = n_ctx
-        p.n_batch = n_batch
-        p.n_ubatch = n_batch
-        p.n_seq_max = max(3, min(n_seq_max, llama_cpp.llama_max_parallel_sequences()))  # seq 0, 1+, scratch
-        p.kv_unified = True
-        # as ``Llama(flash_attn=False)`` has it: the library default (auto) turns flash attention on, whose f16
-        # accumulation moved log-probs by up to 0.2 nats against the generation context
-        p.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        p.no_perf = False  # llama.cpp's perf counters (bench/inference.py reads them)
-        p.n_threads = n_threads
-        p.n_threads_batch = n_threads
-        self.ctx = _internals.LlamaContext(model=llm._model, params=p, verbose=False)
-        self.n_ctx, self.n_batch, self.n_seq_max = n_ctx, n_batch, int(p.n_seq_max)
+        n_batch = max(PAD_TOKENS if exact else 2, n_batch)
+        if n_seq_max is None:
+            n_seq_max = 8 if exact else 64
+        n_seq = max(1 if exact else 3, min(n_seq_max, llama_cpp.llama_max_parallel_sequences()))  # 0, 1+(, scratch)
+        self.exact = exact
+        self.n_ctx, self.n_batch, self.n_seq_max = n_ctx, n_batch, n_seq
+        self.n_threads = self._threads_set = n_threads
+        # the continuations' decode in per-sequence streams runs on ONE thread: its graph is many small per-stream
+        # operations, each a thread barrier; measured here (31 candidates x 5 prompts, 2 cores, passive OpenMP
+        # wait): 1 thread 3.4 s, 2 threads 5.9 s. Prompts (one stream) keep n_threads.
+        self.stream_threads = 1
         self.n_vocab = llm.n_vocab()
+        self.ctx: Any = None
+        self.stream_cells = 0  # exact: KV cells of each stream (grown on demand up to n_ctx)
+        self._make_context(n_ctx if not exact else min(n_ctx, MIN_STREAM_CELLS))
         self.batch = llama_cpp.llama_batch_init(n_batch, 0, self.n_seq_max)
-        self.cached: list[int] = []  # the tokens of sequence 0 in the KV cache
         self.evaluated = 0  # prompt tokens evaluated (prefill), for the benchmarks
         self.reused = 0  # prompt tokens found in the KV cache instead
+
+    def _make_context(self, cells: int) -> None:
+        """(Re)create the llama.cpp context; ``exact``: streams of ``cells`` KV cells each. A stream copy
+        (``llama_memory_seq_cp`` across streams) copies the whole stream, so streams are kept as small as the
+        calls need (measured on the default experiment: 4096-cell streams 159 q/min, 1024-cell 170)."""
+        from llama_cpp import _internals
+
+        lc = self._lc
+        if self.ctx is not None:
+            self.ctx.close()
+        p = lc.llama_context_default_params()
+        p.n_ctx = cells * self.n_seq_max if self.exact else cells  # exact: each stream gets n_ctx / n_seq_max
+        p.n_batch = self.n_batch
+        p.n_ubatch = self.n_batch
+        p.n_seq_max = self.n_seq_max
+        p.kv_unified = not self.exact
+        # as ``Llama(flash_attn=False)`` has it: the library default (auto) turns flash attention on, whose f16
+        # accumulation moved log-probs by up to 0.2 nats against the generation context
+        p.flash_attn_type = lc.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        p.no_perf = False  # llama.cpp's perf counters (bench/inference.py reads them)
+        p.n_threads = self.n_threads
+        p.n_threads_batch = self.n_threads
+        self.ctx = _internals.LlamaContext(model=self.llm._model, params=p, verbose=False)
+        self._threads_set = self.n_threads
+        self.stream_cells = cells
+        self.cached: list[int] = []  # the tokens of sequence 0 in the KV cache
+
+    def _fit(self, cells: int) -> None:
+        """``exact``: streams of at least ``cells`` cells (doubling, at most ``n_ctx``; the cache is lost)."""
+        if self.exact and cells > self.stream_cells:
+            size = self.stream_cells
+            while size < cells:
+                size *= 2
+            self._make_context(min(size, self.n_ctx))
 
     def close(self) -> None:
         """Free the batch and the context."""
@@ -99,8 +152,13 @@ class ScoreEngine:
             self.batch = None
         self.ctx.close()
 
-    def _decode(self, items: Sequence[tuple[int, int, int, bool]]) -> None:
-        """One ``llama_decode`` of (token, position, sequence, wants logits) items (at most ``n_batch``)."""
+    def _decode(self, items: Sequence[tuple[int, int, int, bool]], threads: int | None = None) -> None:
+        """One ``llama_decode`` of (token, position, sequence, wants logits) items (at most ``n_batch``), on
+        ``threads`` CPU threads (default ``n_threads``)."""
+        threads = threads or self.n_threads
+        if threads != self._threads_set:
+            self._lc.llama_set_n_threads(self.ctx.ctx, threads, threads)
+            self._threads_set = threads
         b = self.batch
         b.n_tokens = len(items)
         for i, (tok, pos, seq, lg) in enumerate(items):
@@ -123,6 +181,7 @@ class ScoreEngine:
             raise ValueError("empty prompt")
         if len(tokens) >= self.n_ctx:
             raise ValueError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+        self._fit(len(tokens))
         common = 0
         for a, b in zip(self.cached, tokens):
             if a != b:
@@ -149,6 +208,8 @@ class ScoreEngine:
 
     def score(self, prompt: Sequence[int], continuations: Sequence[Sequence[int]]) -> list[tuple[float, int]]:
         """(sum of token log-probs, token count) of each continuation after ``prompt``."""
+        if self.exact and continuations:
+            self._fit(len(prompt) + max(-(-(len(c) - 1) // PAD_TOKENS) * PAD_TOKENS for c in continuations))
         last = self.prefill(prompt)
         P = len(self.cached)
         first = [log_softmax_at(last, c[0]) if c else 0.0 for c in continuations]
@@ -156,8 +217,55 @@ class ScoreEngine:
         # continuations of 2+ tokens: their tokens but the last, in as few batches as fit
         todo = [j for j, c in enumerate(continuations) if len(c) >= 2]
         for c in continuations:
-            if P + len(c) > self.n_ctx:
-                raise ValueError(f"prompt + continuation of {P + len(c)} tokens does not fit n_ctx={self.n_ctx}")
+            need = P + (-(-(len(c) - 1) // PAD_TOKENS) * PAD_TOKENS if self.exact else len(c))
+            if need > self.n_ctx:
+                raise ValueError(f"prompt + continuation of {need} tokens does not fit n_ctx={self.n_ctx}")
+        if self.exact:
+            return self._score_streams(continuations, P, todo, out)
+        return self._score_unified(continuations, P, todo, out)
+
+    def _score_streams(self, continuations: Sequence[Sequence[int]], P: int, todo: list[int],
+                       out: list[tuple[float, int]]) -> list[tuple[float, int]]:
+        """``exact`` layout: the k-th continuation of a group in stream k (stream 0 holds the prompt itself;
+        streams 1.. a copy of it), padded to a multiple of ``PAD_TOKENS``; groups of up to ``n_seq_max``
+        continuations and ``n_batch`` tokens."""
+        mem = self.ctx.memory
+        # one continuation longer than a batch is evaluated in batches of PAD_TOKENS multiples (never 1 token)
+        step = max(PAD_TOKENS, self.n_batch // PAD_TOKENS * PAD_TOKENS)
+        while todo:
+            group, items, where = [], [], []
+            while todo and len(group) < self.n_seq_max:
+                c = continuations[todo[0]]
+                padded = -(-(len(c) - 1) // PAD_TOKENS) * PAD_TOKENS
+                if group and len(items) + padded > step:
+                    break
+                j = todo.pop(0)
+                seq = len(group)
+                group.append(j)
+                if seq:
+                    self._lc.llama_memory_seq_cp(mem, 0, seq, -1, -1)
+                for t in range(padded):
+                    real = t < len(c) - 1
+                    if real:
+                        where.append((j, t + 1, len(items)))
+                    items.append((c[t] if real else c[-1], P + t, seq, real))
+            totals = {j: 0.0 for j in group}
+            for s in range(0, len(items), step):
+                chunk = items[s: s + step]
+                self._decode(chunk, threads=self.stream_threads)
+                for j, t, idx in where:
+                    if s <= idx < s + len(chunk):
+                        totals[j] += log_softmax_at(self._logits(idx - s), continuations[j][t])
+            self._lc.llama_memory_seq_rm(mem, 0, P, -1)  # the prompt stays in stream 0
+            for k, j in enumerate(group):
+                if k:
+                    self._lc.llama_memory_seq_rm(mem, k, -1, -1)
+                out[j] = (out[j][0] + totals[j], out[j][1])
+        return out
+
+    def _score_unified(self, continuations: Sequence[Sequence[int]], P: int, todo: list[int],
+                       out: list[tuple[float, int]]) -> list[tuple[float, int]]:
+        """Unified KV cache layout (``exact=False``): continuations in sequences 1..m of one cache."""
         mem = self.ctx.memory
         while todo:
             group: list[int] = []
