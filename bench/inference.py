@@ -3,7 +3,8 @@
 default path (``rank`` reasoner: one scoring call per question on the multi-sequence llama.cpp context,
 candidates batched on the prompt's KV state; weights converted as ``generate.llamacpp.weights`` says, Q8_0 by
 default, so llama.cpp's tiled CPU kernels run), same questions, same run, same machine, no LLM call cache.
-``levers`` holds the two changes apart (rank on the packaged weights, answer on the converted ones).
+``levers`` holds the two changes apart (rank on the packaged weights, answer on the converted ones), and the
+rank path with ``exact_scores: false`` (``exact_scores_cost``: the default's seconds over that one's).
 ``speedup`` compares the two paths on the same contexts (the default experiment's retrieval);
 ``previous_default`` runs today's path on the retrieval the default experiment had before (``pcst``, computed
 here for the same questions) and ``speedup_vs_previous_default`` is the new default experiment's questions
@@ -135,6 +136,10 @@ def main() -> None:
     new_backend = BACKENDS.get("llamacpp").impl(new_params, timeout_s=g.timeout_s)
     ans_new, tan, ans_new_perf = answer_path(new_backend)
     new, tb, new_perf = rank_path(new_backend)
+    # the cost of exact scores: the same rank path in the shared-KV layout (scores can depend on the neighbours)
+    shared_backend = BACKENDS.get("llamacpp").impl(new_params.model_copy(update={"exact_scores": False}),
+                                                   timeout_s=g.timeout_s)
+    rank_shared, tsh, rank_shared_perf = rank_path(shared_backend)
     seq_perf["prompt_tokens"] = sum(r[S.TOKENS_IN] for r in seq)
     result.update({
         "model": new_backend.model_id,
@@ -158,6 +163,9 @@ def main() -> None:
         "levers": {
             "rank_packaged_weights": summary(rank_today, trt, rank_today_perf, "rank reasoner", today.model_id),
             "answer_converted_weights": summary(ans_new, tan, ans_new_perf, "answer reasoner", new_backend.model_id),
+            "rank_kv_shared": summary(rank_shared, tsh, rank_shared_perf, "rank reasoner, exact_scores: false (one "
+                                      "shared KV cache)", new_backend.model_id),
+            "exact_scores_cost": tb / tsh, "same_ranks_kv_shared": same(new, rank_shared),
             "speedup_reasoner_only": ts / trt, "speedup_weights_only": ts / tan,
             "same_answers_weights": same(seq, ans_new), "same_ranks_weights": same(rank_today, new),
             "same_reason": "same reasoner, packaged vs converted weights: differences are the weights' rounding "
