@@ -6,20 +6,22 @@ continuations ``c_1 .. c_m``:
 1. the prompt's tokens are evaluated once in sequence 0; the longest token prefix it shares with the previous
    prompt is kept in the KV cache and not evaluated again (the fixed head of every prompt: instruction and
    worked example);
-2. sequence 0's cells are shared with sequences ``1 .. m`` (``llama_memory_seq_cp``);
-3. the continuations' tokens go into ONE ``llama_decode`` batch, continuation ``j`` in sequence ``j`` at
-   positions ``P, P+1, ...`` so it attends to the prompt and to itself only;
+2. sequence 0's cells are shared with the other sequences (``llama_memory_seq_cp``);
+3. the continuations' tokens go into ONE ``llama_decode`` batch (per group of ``n_seq_max``), each continuation
+   in its own sequence at positions ``P, P+1, ...`` so it attends to the prompt and to itself only;
 4. ``log p(c_j) = sum_t log softmax(logits)[c_j,t]``, the first token's from the prompt's last logits, token t's
    from the logits after token t-1 (a continuation's last token is never evaluated: its logits are not needed);
-5. sequences ``1 .. m`` are dropped (``llama_memory_seq_rm``), the prompt stays for the next call.
+5. the continuations' cells are dropped (``llama_memory_seq_rm``), the prompt stays for the next call.
 
 Layout (``exact``). A score must be a function of (prompt, continuation) alone, not of the candidates scored
-beside it. llama.cpp's CPU attention sums over KV *cells* in SIMD lanes, so its result depends on which cells a
-sequence's tokens occupy: in one unified KV cache (``exact=False``) continuation ``j`` sits after the cells of
-continuations ``1 .. j-1``, and its log-probs moved by up to 0.28 nats against scoring it alone
-(``bench/multiseq.py``; ggml-org/llama.cpp#24962). With ``exact=True`` (the default) every sequence has its own
-KV stream (``kv_unified = false``): the prompt is copied to cells ``0 .. P-1`` of each stream and the
-continuation follows at ``P ..``, the layout of a from-scratch evaluation, whatever the neighbours. Each
+beside it. In one unified KV cache (``exact=False``) continuation ``j`` sits after the cells of continuations
+``1 .. j-1``, and its log-probs moved by up to 0.28 nats against scoring it alone (``bench/multiseq.py``;
+ggml-org/llama.cpp#24962); the likely cause: llama.cpp's CPU attention sums over KV *cells* in SIMD lanes and
+blocks, so the result depends on which cells a sequence's tokens occupy. With ``exact=True`` (the default) every
+sequence has its own KV stream (``kv_unified = false``): the prompt sits in cells ``0 .. P-1`` of stream 0 and
+of a whole-stream copy in each other stream, and a continuation follows at ``P ..`` of its stream (the first of
+a group in stream 0 itself, dropped afterwards), the layout of a from-scratch evaluation, whatever the
+neighbours. Each
 continuation is padded (its last token repeated, logits unused) to a multiple of ``PAD_TOKENS`` tokens, so no
 micro-batch llama.cpp cuts from the batch (it splits streams into equal-length groups) holds 1 token: a 1-token
 batch takes other CPU kernels (measured here: up to 0.2 nats on SmolLM2). Measured: together, alone and in a
@@ -82,8 +84,9 @@ class ScoreEngine:
     """A second llama.cpp context on an already loaded ``Llama``'s weights, with ``n_seq_max`` sequences, for
     scoring continuations (see the module docstring).
 
-    ``exact=True``: one KV stream of ``n_ctx`` cells per sequence (memory: ``n_seq_max * n_ctx`` cells), scores
-    independent of the other continuations of a call; ``exact=False``: one unified cache of ``n_ctx`` cells
+    ``exact=True`` (default ``n_seq_max`` 8): one KV stream per sequence, ``MIN_STREAM_CELLS`` cells each at first,
+    doubled up to ``n_ctx`` when a call needs more (memory: ``n_seq_max`` times that), scores independent of the
+    other continuations of a call; ``exact=False`` (default 64 sequences): one unified cache of ``n_ctx`` cells
     shared by all sequences, faster, scores that can depend on the neighbours (module docstring)."""
 
     def __init__(self, llm: Any, *, n_ctx: int, n_batch: int, n_threads: int, n_seq_max: int | None = None,
