@@ -113,12 +113,12 @@ def converted_gguf(src: str, weights: str, cache_dir: str | None = None) -> Path
 
 
 @functools.lru_cache(maxsize=2)
-def _load(path: str, n_ctx: int, n_threads: int, n_batch: int, decode_threads: int | None = None):
+def _load(path: str, n_ctx: int, n_threads: int, n_batch: int, decode_threads: int):
     import atexit
 
     from llama_cpp import Llama
 
-    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=decode_threads or n_threads, n_threads_batch=n_threads,
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=decode_threads, n_threads_batch=n_threads,
                 n_batch=n_batch, verbose=False, seed=0)
     # free it while the interpreter is whole: Llama.__del__ at shutdown finds llama.cpp's bindings gone
     # and prints a TypeError traceback per model
@@ -127,8 +127,7 @@ def _load(path: str, n_ctx: int, n_threads: int, n_batch: int, decode_threads: i
 
 
 @functools.lru_cache(maxsize=2)
-def _engine(path: str, n_ctx: int, n_threads: int, n_batch: int, exact: bool = True,
-            decode_threads: int | None = None):
+def _engine(path: str, n_ctx: int, n_threads: int, n_batch: int, exact: bool, decode_threads: int):
     import atexit
 
     from kgrag.backends.llamacpp_engine import ScoreEngine

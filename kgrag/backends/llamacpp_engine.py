@@ -80,6 +80,12 @@ PAD_TOKENS = 4
 MIN_STREAM_CELLS = 512
 
 
+def padded_tokens(continuation: Sequence[int]) -> int:
+    """Tokens a continuation is evaluated as in the ``exact`` layout: all but its last, padded to a multiple of
+    ``PAD_TOKENS``."""
+    return -(-(len(continuation) - 1) // PAD_TOKENS) * PAD_TOKENS
+
+
 class ScoreEngine:
     """A second llama.cpp context on an already loaded ``Llama``'s weights, with ``n_seq_max`` sequences, for
     scoring continuations (see the module docstring).
@@ -101,7 +107,7 @@ class ScoreEngine:
         n_seq = max(1 if exact else 3, min(n_seq_max, llama_cpp.llama_max_parallel_sequences()))  # 0, 1+(, scratch)
         self.exact = exact
         self.n_ctx, self.n_batch, self.n_seq_max = n_ctx, n_batch, n_seq
-        self.n_threads = self._threads_set = n_threads
+        self.n_threads = n_threads
         # the continuations' decode in per-sequence streams runs on ONE thread: its graph is many small per-stream
         # operations, each a thread barrier; measured here (31 candidates x 5 prompts, 2 cores, passive OpenMP
         # wait): 1 thread 3.4 s, 2 threads 5.9 s. Prompts (one stream) keep n_threads.
@@ -212,7 +218,7 @@ class ScoreEngine:
     def score(self, prompt: Sequence[int], continuations: Sequence[Sequence[int]]) -> list[tuple[float, int]]:
         """(sum of token log-probs, token count) of each continuation after ``prompt``."""
         if self.exact and continuations:
-            self._fit(len(prompt) + max(-(-(len(c) - 1) // PAD_TOKENS) * PAD_TOKENS for c in continuations))
+            self._fit(len(prompt) + max(padded_tokens(c) for c in continuations))
         last = self.prefill(prompt)
         P = len(self.cached)
         first = [log_softmax_at(last, c[0]) if c else 0.0 for c in continuations]
@@ -220,7 +226,7 @@ class ScoreEngine:
         # continuations of 2+ tokens: their tokens but the last, in as few batches as fit
         todo = [j for j, c in enumerate(continuations) if len(c) >= 2]
         for c in continuations:
-            need = P + (-(-(len(c) - 1) // PAD_TOKENS) * PAD_TOKENS if self.exact else len(c))
+            need = P + (padded_tokens(c) if self.exact else len(c))
             if need > self.n_ctx:
                 raise ValueError(f"prompt + continuation of {need} tokens does not fit n_ctx={self.n_ctx}")
         if self.exact:
@@ -239,7 +245,7 @@ class ScoreEngine:
             group, items, where = [], [], []
             while todo and len(group) < self.n_seq_max:
                 c = continuations[todo[0]]
-                padded = -(-(len(c) - 1) // PAD_TOKENS) * PAD_TOKENS
+                padded = padded_tokens(c)
                 if group and len(items) + padded > step:
                     break
                 j = todo.pop(0)
