@@ -1,17 +1,24 @@
-"""Explicit Prefect cache keys: task name + module code version + params hash + input hash + shard."""
+"""The flows' shard cache: one Arrow file per shard, named by its key (task name + module code version + core
+code version + params hash + input hash + question ids), under ``.kgrag_cache/shards/<task>/``.
+
+A flow passes its tasks file paths, hashes and row ranges, never rows (Prefect caps a flow run's parameters at
+512 KB, and a pickled row list is a file anyone could swap): a shard task reads its own slice of the stage's
+input files and writes its rows to the shard file, and the stage streams the shard files into its output. A
+shard whose file exists is not submitted again, so an interrupted stage resumes with its finished shards, and a
+changed param re-runs only what it touches.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from pathlib import Path
 
 from kgrag.versioning import closure_version, code_version, folder_hash  # noqa: F401 (the flows' cache-key helpers)
 
-
-def shard_key(_context: Any, parameters: dict[str, Any]) -> str:
-    """cache_key_fn of every shard task: the caller passes all key parts in ``key``."""
-    return hashlib.sha256(json.dumps(parameters["key"], sort_keys=True).encode()).hexdigest()
+#: suffix of a shard file whose rows hold failed LLM calls: written for the stage's output, never taken as a
+#: finished shard (the next run submits the shard again; its successful calls come from the call cache)
+PARTIAL = ".partial.arrow"
 
 
 def shard_key_parts(
@@ -24,9 +31,21 @@ def shard_key_parts(
     }
 
 
-def shards(items: list, size: int) -> list[list]:
-    """Consecutive chunks of ``size`` items."""
-    return [items[i : i + size] for i in range(0, len(items), size)]
+def shard_file(shard_dir: str | Path, key: dict) -> Path:
+    """The finished-shard file of ``key``: ``<shard_dir>/<task>/<sha256 of the key>.arrow``."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return Path(shard_dir) / key["task"] / f"{digest}.arrow"
+
+
+def partial_file(path: str | Path) -> Path:
+    """Where a shard with failed calls writes its rows (beside its finished-shard file, never read as one)."""
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".arrow") + PARTIAL)
+
+
+def ranges(n: int, size: int) -> list[tuple[int, int]]:
+    """Consecutive ``[start, stop)`` row ranges of ``size`` rows covering ``n`` rows."""
+    return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
 def progress_bar(stage: str, total: int):
@@ -37,10 +56,3 @@ def progress_bar(stage: str, total: int):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=stage, unit="q", file=sys.stderr, mininterval=1.0, smoothing=0.1)
-
-
-def progress(stage: str, done: int, total: int) -> None:
-    """One progress line on stderr."""
-    import sys
-
-    print(f"[{stage}] {done}/{total} questions", file=sys.stderr, flush=True)

@@ -1,10 +1,15 @@
-"""The generate flow: contexts from the retrieved subgraphs, then each shard of questions as a cached task in
-which the selected reasoner answers every question, all advanced together. Shards are submitted to the flow's
-task runner (``params.cluster``: this process or Dask workers, each worker loading its own LLM backend) and
-gathered in shard order.
+"""The generate flow: each shard of questions as a task in which the selected reasoner answers every question
+from its retrieved context, all advanced together. Shards are submitted to the flow's task runner
+(``params.cluster``: this process or Dask workers, each worker loading its own LLM backend) and returned as
+shard files in question order.
 
-Shard results persist under ``.kgrag_cache/prefect_results``; below them the LLM call cache
-(``.kgrag_cache/llm_calls.sqlite``) makes a re-run, or a resumed interrupted run, repeat no call.
+Tasks receive file paths, hashes and row ranges, never rows (``flows.cache``): a shard task reads its slice of
+the questions file and its questions' rows of the retrieved file, builds the prompt contexts, and writes its
+rows to ``.kgrag_cache/shards/generate/<key>.arrow``. The key holds a digest of each question's text and
+retrieved triples, so a retrieval change re-runs only the shards it touches. A shard with failed LLM calls
+writes its rows beside (``<key>.partial.arrow``): they reach the stage's output as failures, and the next run
+submits the shard again; below the shards the LLM call cache (``.kgrag_cache/llm_calls.sqlite``) makes a re-run,
+or a resumed interrupted run, repeat no finished call.
 """
 
 from __future__ import annotations
@@ -13,15 +18,19 @@ from kgrag.env import setup
 
 setup()
 
-from prefect import flow, task  # noqa: E402
-
 import hashlib  # noqa: E402
+import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from flows.runners import default_task_runner  # noqa: E402
-from flows.cache import closure_version, progress_bar, shard_key, shard_key_parts, shards  # noqa: E402
+import pyarrow as pa  # noqa: E402
+from prefect import flow, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from kgrag import schema as S  # noqa: E402
+from flows.runners import default_task_runner  # noqa: E402
+from flows.cache import (closure_version, partial_file, progress_bar, ranges, shard_file,  # noqa: E402
+                         shard_key_parts)
+
+from kgrag import io, schema as S  # noqa: E402
 from kgrag.embed import open_index  # noqa: E402
 from kgrag.clients import client_for  # noqa: E402
 from kgrag.params import GenerateParams, ReasonParams, section_hash  # noqa: E402
@@ -32,73 +41,93 @@ from kgrag.store import open_store, questions_from_table  # noqa: E402
 
 MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)
 
-class IncompleteShard(Exception):
-    """A shard with failed LLM calls: its rows travel in the exception, so Prefect does not cache them
-    and the next run asks again for the failed questions (the successful calls come from the call cache)."""
-
-    def __init__(self, rows: list[dict]) -> None:
-        super().__init__(f"{sum(r[S.FAILED] for r in rows)} of {len(rows)} questions failed")
-        self.rows = rows
-
-    def __reduce__(self):  # pickled with its rows (a Dask worker sends it back to the flow)
-        return (IncompleteShard, (self.rows,))
+TRIPLE_COLUMNS = (S.TRIPLE_HEADS, S.TRIPLE_RELATIONS, S.TRIPLE_TAILS)
+NO_TRIPLES = {c: [] for c in TRIPLE_COLUMNS}
 
 
-@task(cache_key_fn=shard_key, persist_result=True, name="generate_shard")
-def generate_shard(*, key: dict, question_rows: list[dict], contexts: list[str], params_json: str,
-                   reason_json: str, separator: str, cache_path: str, db_path: str, index_dir: str | None,
-                   index_model: str) -> list[dict]:
-    """Answer one shard of questions (raises ``IncompleteShard`` when a question failed)."""
-    import pyarrow as pa
-
+@task(name="generate_shard", cache_policy=NO_CACHE, persist_result=False)
+def generate_shard(*, out: str, questions: str, start: int, stop: int, retrieved: str | None,
+                   retrieved_rows: list[int], params_json: str, reason_json: str, separator: str, cache_path: str,
+                   db_path: str, index_dir: str | None, index_model: str) -> dict:
+    """Answer questions ``[start, stop)`` of the questions file, whose retrieved rows are ``retrieved_rows`` of
+    the retrieved file (-1: none); writes the shard file ``out``, or its partial file when a question failed.
+    Returns ``{"path", "failed"}``."""
     params = GenerateParams.model_validate_json(params_json)
     reason = ReasonParams.model_validate_json(reason_json)
+    kg = open_store(db_path)
+    qs = questions_from_table(io.read_rows(questions, start, stop))
+    found = [i for i in retrieved_rows if i >= 0]
+    got = io.take_rows(retrieved, found, TRIPLE_COLUMNS).to_pylist() if retrieved and found else []
+    by_row = dict(zip(found, got))
+    contexts = contexts_for([by_row.get(i, NO_TRIPLES) for i in retrieved_rows], kg=kg, params=params)
     client = client_for(params, cache=cache_path)
-    questions = questions_from_table(pa.Table.from_pylist(question_rows, schema=S.QUESTIONS))
     index = open_index(index_dir, index_model) if index_dir and Path(index_dir, "entities.parquet").exists() else None
     sampling = Sampling(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
                         seed=params.seed, few_shot=params.few_shot, separator=separator)
-    rows = reason_rows(questions=questions, contexts=contexts, client=client, reason=reason, sampling=sampling,
-                       kg=open_store(db_path), index=index)
-    if any(r[S.FAILED] for r in rows):
-        raise IncompleteShard(rows)
-    return rows
+    rows = reason_rows(questions=qs, contexts=contexts, client=client, reason=reason, sampling=sampling, kg=kg,
+                       index=index)
+    failed = sum(bool(r[S.FAILED]) for r in rows)
+    path = partial_file(out) if failed else Path(out)
+    io.write_arrow(path, pa.Table.from_pylist(rows, schema=S.GENERATE_SHARD))
+    return {"path": str(path), "failed": failed}
 
 
-@flow(name="generate", log_prints=False, task_runner=default_task_runner())
-def generate_flow(*, question_rows: list[dict], retrieved_rows: list[dict], db_path: str, params: GenerateParams,
-                  separator: str, cache_path: str, reason: ReasonParams | None = None, index_dir: str | None = None,
-                  index_model: str = "all-MiniLM-L6-v2", inputs_hash: str = "") -> list[dict]:
-    """Answer every question, shard by shard. Failed LLM calls never stop the run: they are recorded per
-    question, and their shard is not cached so that the next run retries them."""
+def _retrieved_digests(retrieved: str | None) -> dict[str, tuple[int, str]]:
+    """Question id → (row of the retrieved file, digest of its triples), streamed from the file."""
+    out: dict[str, tuple[int, str]] = {}
+    if not retrieved:
+        return out
+    row = 0
+    for batch in io.iter_batches(retrieved, [S.QUESTION_ID, *TRIPLE_COLUMNS]):
+        cols = batch.to_pydict()
+        for j, qid in enumerate(cols[S.QUESTION_ID]):
+            triples = json.dumps([cols[c][j] for c in TRIPLE_COLUMNS], separators=(",", ":"))
+            out.setdefault(qid, (row + j, hashlib.sha256(triples.encode()).hexdigest()[:16]))
+        row += batch.num_rows
+    return out
+
+
+@flow(name="generate", log_prints=False, persist_result=False, task_runner=default_task_runner())
+def generate_flow(*, questions: str, retrieved: str | None, db_path: str, params: GenerateParams, separator: str,
+                  cache_path: str, shard_dir: str, reason: ReasonParams | None = None, index_dir: str | None = None,
+                  index_model: str = "all-MiniLM-L6-v2", inputs_hash: str = "") -> dict:
+    """Answer every question of the questions file, shard by shard. Failed LLM calls never stop the run: they
+    are recorded per question, and their shard is not taken as finished, so the next run retries them.
+
+    Returns ``{"shards": [shard file, ...] in question order, "failed": questions that failed}``.
+    """
     reason = reason or ReasonParams()
-    by_id = {r[S.QUESTION_ID]: r for r in retrieved_rows}
-    kg = open_store(db_path)
     entry = BACKENDS.get(params.backend)
     core = closure_version("flows.generate")
-    futures = []
-    for shard in shards(question_rows, params.shard_size):
-        ids = [q[S.QUESTION_ID] for q in shard]
-        empty = {S.TRIPLE_HEADS: [], S.TRIPLE_RELATIONS: [], S.TRIPLE_TAILS: []}
-        ctx = contexts_for([by_id.get(i, empty) for i in ids], kg=kg, params=params)
-        texts = [q[S.TEXT] for q in shard]
-        inputs = hashlib.sha256(("\x00".join(texts) + "\x01" + "\x00".join(ctx) + separator + inputs_hash)
+    by_id = _retrieved_digests(retrieved)
+    params_hash = section_hash(params) + section_hash(reason)
+    shards: list[tuple[Path, int, object]] = []  # (shard file, questions, future or None when finished)
+    texts = (t for b in io.iter_batches(questions, [S.QUESTION_ID, S.TEXT])
+             for t in zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
+    n = io.num_rows(questions)
+    for start, stop in ranges(n, params.shard_size):
+        shard = [next(texts) for _ in range(stop - start)]
+        ids = [qid for qid, _ in shard]
+        rows = [by_id.get(qid, (-1, ""))[0] for qid in ids]
+        digest = hashlib.sha256("\x00".join(f"{text}\x01{by_id.get(qid, (-1, ''))[1]}" for qid, text in shard)
                                 .encode()).hexdigest()[:16]
         key = shard_key_parts(task="generate", module_version=f"{entry.name}-{entry.version}", core=core,
-                              params_hash=section_hash(params) + section_hash(reason), inputs=inputs, ids=ids)
-        futures.append(generate_shard.submit(
-            key=key, question_rows=list(shard), contexts=ctx, params_json=params.model_dump_json(),
-            reason_json=reason.model_dump_json(), separator=separator, cache_path=cache_path, db_path=db_path,
-            index_dir=index_dir, index_model=index_model))
-    out: list[dict] = []
-    bar = progress_bar("generate", len(question_rows))
-    for future in futures:  # shard order, whatever order they finish in
-        res = future.result(raise_on_failure=False)
-        if isinstance(res, IncompleteShard):
-            res = res.rows  # recorded as failed in the outputs; retried by the next run
-        elif isinstance(res, BaseException):
-            raise res
-        out.extend(res)
-        bar.update(len(out) - bar.n)
+                              params_hash=params_hash, inputs=f"{digest}-{separator}-{inputs_hash}", ids=ids)
+        out = shard_file(shard_dir, key)
+        future = None if out.is_file() else generate_shard.submit(  # a finished shard is not submitted again
+            out=str(out), questions=questions, start=start, stop=stop, retrieved=retrieved, retrieved_rows=rows,
+            params_json=params.model_dump_json(), reason_json=reason.model_dump_json(), separator=separator,
+            cache_path=cache_path, db_path=db_path, index_dir=index_dir, index_model=index_model)
+        shards.append((out, stop - start, future))
+    paths, failed = [], 0
+    bar = progress_bar("generate", n)
+    for out, size, future in shards:  # shard order, whatever order they finish in
+        if future is None:
+            paths.append(str(out))
+        else:
+            res = future.result()
+            paths.append(res["path"])
+            failed += res["failed"]
+        bar.update(size)
     bar.close()
-    return out
+    return {"shards": paths, "failed": failed}

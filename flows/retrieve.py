@@ -1,9 +1,10 @@
-"""The retrieve flow: shard the questions, submit each shard as a cached task to the flow's task runner
-(``params.cluster``: this process or Dask workers), gather the rows in shard order.
+"""The retrieve flow: shard the questions file by row range, submit each unfinished shard as a task to the
+flow's task runner (``params.cluster``: this process or Dask workers), return the shard files in order.
 
-A shard's result is persisted under ``.kgrag_cache/prefect_results`` and keyed by
-(task, module code version, kgrag core version, params hash, input file hash, question ids), so an
-interrupted stage resumes with the finished shards and a changed param re-runs only what it touches.
+Tasks receive file paths, hashes and row ranges, never rows (``flows.cache``): a shard task reads its slice of
+the questions file and writes its rows to ``.kgrag_cache/shards/retrieve/<key>.arrow``, keyed by (task, module
+code version, kgrag core version, params hash, input file hash, question ids). An interrupted stage resumes with
+the finished shards and a changed param re-runs only what it touches.
 """
 
 from __future__ import annotations
@@ -12,50 +13,57 @@ from kgrag.env import setup
 
 setup()
 
+from pathlib import Path  # noqa: E402
+
+import pyarrow as pa  # noqa: E402
 from prefect import flow, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from flows.runners import default_task_runner  # noqa: E402
-from flows.cache import closure_version, progress_bar, shard_key, shard_key_parts, shards  # noqa: E402
+from flows.cache import closure_version, progress_bar, ranges, shard_file, shard_key_parts  # noqa: E402
+from kgrag import io, schema as S  # noqa: E402
 from kgrag.embed import open_index  # noqa: E402
 from kgrag.params import RetrieveParams, section_hash  # noqa: E402
 from kgrag.registry import RETRIEVERS  # noqa: E402
 from kgrag.runner import retrieve_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
-from kgrag import schema as S  # noqa: E402
 
 MODULE_KINDS = ('retriever',)  # looked up by name (kgrag.depgraph)
 
 
-@task(cache_key_fn=shard_key, persist_result=True, name="retrieve_shard")
-def retrieve_shard(*, key: dict, question_rows: list[dict], db_path: str, index_dir: str, index_model: str,
-                   params_json: str) -> list[dict]:
-    """Retrieve one shard of questions."""
-    import pyarrow as pa
-
+@task(name="retrieve_shard", cache_policy=NO_CACHE, persist_result=False)
+def retrieve_shard(*, out: str, questions: str, start: int, stop: int, db_path: str, index_dir: str,
+                   index_model: str, params_json: str) -> str:
+    """Retrieve questions ``[start, stop)`` of the questions file; writes the shard file ``out``."""
     params = RetrieveParams.model_validate_json(params_json)
-    questions = questions_from_table(pa.Table.from_pylist(question_rows, schema=S.QUESTIONS))
+    qs = questions_from_table(io.read_rows(questions, start, stop))
     kg = open_store(db_path, params.store)  # retrieve.store: memory (KGStore) or duckdb (DuckKGStore)
-    return retrieve_rows(questions=questions, kg=kg, index=open_index(index_dir, index_model), params=params)
+    rows = retrieve_rows(questions=qs, kg=kg, index=open_index(index_dir, index_model), params=params)
+    return str(io.write_arrow(out, pa.Table.from_pylist(rows, schema=S.RETRIEVE_SHARD)))
 
 
-@flow(name="retrieve", log_prints=False, task_runner=default_task_runner())
-def retrieve_flow(*, question_rows: list[dict], db_path: str, db_hash: str, index_dir: str, index_hash: str,
-                  index_model: str, params: RetrieveParams) -> list[dict]:
-    """Retrieve a subgraph for every question, shard by shard."""
+@flow(name="retrieve", log_prints=False, persist_result=False, task_runner=default_task_runner())
+def retrieve_flow(*, questions: str, db_path: str, db_hash: str, index_dir: str, index_hash: str,
+                  index_model: str, params: RetrieveParams, shard_dir: str) -> list[str]:
+    """Retrieve a subgraph for every question of the questions file, shard by shard; returns the shard files
+    in question order (``kgrag.io.stream_shards`` joins them)."""
     entry = RETRIEVERS.get(params.method)
     core = closure_version("flows.retrieve")
-    futures = []
-    for shard in shards(question_rows, params.shard_size):
+    ids = io.read_column(questions, S.QUESTION_ID)
+    shards: list[tuple[Path, int, object]] = []  # (shard file, questions, future or None when finished)
+    for start, stop in ranges(len(ids), params.shard_size):
         key = shard_key_parts(task="retrieve", module_version=f"{entry.name}-{entry.version}", core=core,
                               params_hash=section_hash(params), inputs=f"{db_hash}-{index_hash}",
-                              ids=[r[S.QUESTION_ID] for r in shard])
-        futures.append(retrieve_shard.submit(key=key, question_rows=list(shard), db_path=db_path,
-                                             index_dir=index_dir, index_model=index_model,
-                                             params_json=params.model_dump_json()))
-    out: list[dict] = []
-    bar = progress_bar("retrieve", len(question_rows))
-    for future in futures:  # shard order, whatever order they finish in
-        out.extend(future.result())
-        bar.update(len(out) - bar.n)
+                              ids=ids[start:stop])
+        out = shard_file(shard_dir, key)
+        future = None if out.is_file() else retrieve_shard.submit(  # a finished shard is not submitted again
+            out=str(out), questions=questions, start=start, stop=stop, db_path=db_path, index_dir=index_dir,
+            index_model=index_model, params_json=params.model_dump_json())
+        shards.append((out, stop - start, future))
+    bar = progress_bar("retrieve", len(ids))
+    for _, n, future in shards:  # shard order, whatever order they finish in
+        if future is not None:
+            future.result()
+        bar.update(n)
     bar.close()
-    return out
+    return [str(out) for out, _, _ in shards]

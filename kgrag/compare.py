@@ -250,6 +250,13 @@ def sweep_param(experiments: Sequence[Experiment]) -> str | None:
     return keys[0]
 
 
+def interval(metrics: Mapping[str, Any], metric: str) -> str:
+    """`` [low, high]``: the metric's bootstrap 95% interval (``ci95.<metric>.low`` / ``.high`` of the metrics
+    file), or "" when the run has none."""
+    low, high = _number(metrics.get(f"ci95.{metric}.low")), _number(metrics.get(f"ci95.{metric}.high"))
+    return f" [{fmt(low)}, {fmt(high)}]" if low is not None and high is not None else ""
+
+
 def label(metric: str) -> str:
     """Short column label of a metric key."""
     return LABELS.get(metric, metric)
@@ -288,10 +295,14 @@ def render(experiments: Sequence[Experiment], *, metrics: Sequence[str], skipped
         for m in metrics:
             v = e.metrics.get(m)
             c = fmt(v) if m in e.metrics else "–"
-            cells.append(f"**{c}**" if i in marks[m] else c)
+            c = f"**{c}**" if i in marks[m] else c
+            cells.append(c + interval(e.metrics, m))
         out.append("| " + " | ".join(cells) + " |")
     out += ["", f"Metric keys (`{metrics_file}`): "
             + ", ".join(f"{label(m)} = `{m}`" for m in metrics) + "."]
+    if any(interval(e.metrics, m) for e in experiments for m in metrics):
+        out += ["", "`[low, high]`: the seeded bootstrap 95% interval over the questions (`ci95` of the metrics "
+                "file); runs whose intervals overlap may differ by sampling noise alone."]
     if not params:
         out += ["", "The experiments' params are identical."]
     if skipped:

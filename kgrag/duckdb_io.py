@@ -30,7 +30,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kgrag.io import file_hash, write_parquet
+from kgrag.io import ROW_GROUP, file_hash, write_parquet
 
 TABLES = ("entities", "relations", "triples", "questions")
 DB_NAME = "kg.duckdb"  # the derived DuckDB file of a folder of KG tables (listed in .dvcignore)
@@ -126,8 +126,21 @@ def write_tables(folder: str | Path, tables: dict[str, pa.Table]) -> Path:
         raise ValueError(f"KG tables {sorted(tables)}; expected {list(TABLES)}")
     db = Path(folder) / DB_NAME
     for name, path in table_files(db).items():
-        write_parquet(path, tables[name])
+        # the questions are read by row range (the flows' shard tasks): groups of ROW_GROUP rows
+        write_parquet(path, tables[name], row_group_size=ROW_GROUP if name == "questions" else None)
     return build_duckdb(db)
+
+
+def questions_file(db: str | Path, cache: str | Path) -> Path:
+    """The questions of DuckDB file ``db`` as a Parquet file the flows read by row range: the derived file's own
+    ``questions.parquet``, else an export under ``cache`` named by the KG's hash (written once)."""
+    own = table_files(db)["questions"]
+    if is_derived(db):
+        return Path(own).resolve()
+    out = Path(cache, f"questions-{kg_hash(db)}.parquet").resolve()
+    if not out.is_file():
+        write_parquet(out, read_tables(db, ("questions",))["questions"], row_group_size=ROW_GROUP)
+    return out
 
 
 def build_duckdb(db: str | Path) -> Path:

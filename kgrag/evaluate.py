@@ -418,6 +418,8 @@ def rescore_rows(rows: Sequence[dict]) -> dict[str, float | int | None]:
         gold = [g for g in (x.get("gold") or []) if g is not None]
         choices = [c for c in (x.get(S.CHOICES) or []) if c is not None]
         sc = answer_scores(prediction=pred, predicted=predicted, gold=gold)
+        if x.get(S.ANSWERABLE) is False:  # the protocol: a question whose answers the KG lacks is a miss
+            sc = {k: 0.0 for k in sc}
         if choices:
             sc.update(label_scores(prediction=pred, predicted=predicted, gold=gold, choices=choices))
         per.append(sc)

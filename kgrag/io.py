@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,15 +24,124 @@ GENERATE = DATA / "generate"
 TIMINGS = DATA / "timings"  # run records (wall times, call-cache use): no DVC output (kgrag.timings)
 REPORTS = Path("reports")
 CACHE = Path(".kgrag_cache")
+SHARDS = CACHE / "shards"  # the flows' shard results: one Arrow file per shard, named by its cache key
+#: rows per Parquet row group of the per-question tables the flows read by range (questions, retrieved,
+#: generations): a shard task reads only the groups its range overlaps, so its memory follows the shard
+ROW_GROUP = 512
 
 
-def write_parquet(path: str | Path, table: pa.Table) -> None:
-    """Write a table atomically (temp file + rename)."""
+def write_parquet(path: str | Path, table: pa.Table, row_group_size: int | None = None) -> None:
+    """Write a table atomically (temp file + rename); ``row_group_size`` rows per group (None: pyarrow's)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    pq.write_table(table, tmp)
+    pq.write_table(table, tmp, row_group_size=row_group_size)
     os.replace(tmp, path)
+
+
+def stream_parquet(path: str | Path, schema: pa.Schema, tables: Iterable[pa.Table],
+                   row_group_size: int = ROW_GROUP) -> int:
+    """Write the tables one after another into one Parquet file, atomically, holding one at a time.
+
+    Each table is cast to ``schema`` (its columns selected by name, so a shard file's extra columns are left
+    out). Returns the number of rows written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    n = 0
+    with pq.ParquetWriter(tmp, schema) as w:
+        for t in tables:
+            t = t.select(schema.names).cast(schema)
+            w.write_table(t, row_group_size=row_group_size)
+            n += t.num_rows
+    os.replace(tmp, path)
+    return n
+
+
+def stream_shards(paths: Iterable[str | Path], outputs: dict[str | Path, pa.Schema],
+                  row_group_size: int = ROW_GROUP) -> int:
+    """Stream shard files (:func:`write_arrow`) in order into several Parquet files at once, each taking its
+    schema's columns (a stage's DVC output and its run records), one shard in memory at a time; atomic.
+    Returns the number of rows."""
+    tmps = {Path(p): Path(p).with_suffix(Path(p).suffix + ".tmp") for p in outputs}
+    for p in tmps:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    writers = {Path(p): pq.ParquetWriter(tmps[Path(p)], schema) for p, schema in outputs.items()}
+    n = 0
+    try:
+        for path in paths:
+            t = read_arrow(path)
+            for p, w in writers.items():
+                w.write_table(t.select(w.schema.names).cast(w.schema), row_group_size=row_group_size)
+            n += t.num_rows
+    finally:
+        for w in writers.values():
+            w.close()
+    for p, tmp in tmps.items():
+        os.replace(tmp, p)
+    return n
+
+
+def write_arrow(path: str | Path, table: pa.Table) -> Path:
+    """Write a table as an Arrow IPC file, atomically (temp file + rename): the flows' shard results."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    os.replace(tmp, path)
+    return path
+
+
+def read_arrow(path: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """Read an Arrow IPC file written by :func:`write_arrow` (memory-mapped)."""
+    with pa.memory_map(str(path), "r") as src:
+        t = pa.ipc.open_file(src).read_all()
+    return t.select(list(columns)) if columns is not None else t
+
+
+def num_rows(path: str | Path) -> int:
+    """Rows of a Parquet file (from its footer)."""
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def read_column(path: str | Path, column: str) -> list:
+    """One column of a Parquet file as a list (e.g. the question ids a flow shards by)."""
+    return pq.read_table(path, columns=[column]).column(column).to_pylist()
+
+
+def read_rows(path: str | Path, start: int, stop: int, columns: Sequence[str] | None = None) -> pa.Table:
+    """Rows ``[start, stop)`` of a Parquet file, reading only the row groups that hold them."""
+    pf = pq.ParquetFile(path)
+    groups, offset, first = [], 0, None
+    for g in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(g).num_rows
+        if offset + n > start and offset < stop:
+            groups.append(g)
+            first = offset if first is None else first
+        offset += n
+    cols = list(columns) if columns is not None else None
+    if not groups:
+        return pf.schema_arrow.empty_table().select(cols) if cols else pf.schema_arrow.empty_table()
+    t = pf.read_row_groups(groups, columns=cols)
+    return t.slice(start - first, stop - start)
+
+
+def take_rows(path: str | Path, indices: Sequence[int], columns: Sequence[str] | None = None) -> pa.Table:
+    """Rows at ``indices`` (file order of the indices given) of a Parquet file, reading only the row groups
+    that hold them."""
+    if not len(indices):
+        t = pq.ParquetFile(path).schema_arrow.empty_table()
+        return t.select(list(columns)) if columns is not None else t
+    lo, hi = min(indices), max(indices) + 1
+    t = read_rows(path, lo, hi, columns)
+    return t.take(pa.array([i - lo for i in indices], type=pa.int64()))
+
+
+def iter_batches(path: str | Path, columns: Sequence[str], batch_size: int = 4096) -> Iterator[pa.RecordBatch]:
+    """Stream a Parquet file's columns in batches."""
+    yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=list(columns))
 
 
 def read_parquet(path: str | Path) -> pa.Table:

@@ -61,6 +61,27 @@ class LLMReply:
     tokens_out: int = 0
     latency_ms: float = 0.0
     error: str | None = None
+    #: the error cannot change on retry (e.g. a prompt longer than the context window): recorded at once
+    permanent: bool = False
+
+
+class PermanentLLMError(ValueError):
+    """A call that fails the same way however often it is tried (a prompt that does not fit the context
+    window, a request the server rejects as invalid): recorded as a failure without retries."""
+
+
+#: HTTP client errors that may go away on retry (timeout, conflict, too early, rate limit)
+RETRYABLE_4XX = frozenset({408, 409, 425, 429})
+
+
+def is_permanent(e: BaseException) -> bool:
+    """Whether retrying the call that raised ``e`` cannot help: a ``PermanentLLMError``, or an HTTP 4xx
+    response other than ``RETRYABLE_4XX`` (the server rejected the request itself). Timeouts, 5xx and malformed
+    replies are transient."""
+    if isinstance(e, PermanentLLMError):
+        return True
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    return isinstance(status, int) and 400 <= status < 500 and status not in RETRYABLE_4XX
 
 
 @dataclass(frozen=True)
@@ -216,7 +237,7 @@ class LLMClient:
                 batch = [requests[i] for i in todo]
                 replies = self.backend.generate(batch, on_reply=on_reply) if streaming else self.backend.generate(batch)
             except Exception as e:  # a backend bug or outage: the whole batch failed this attempt
-                replies = [LLMReply(error=f"{type(e).__name__}: {e}") for _ in todo]
+                replies = [LLMReply(error=f"{type(e).__name__}: {e}", permanent=is_permanent(e)) for _ in todo]
             still = []
             for i, rep in zip(todo, replies):
                 if rep.error is None:
@@ -225,7 +246,7 @@ class LLMClient:
                     out[i] = CallRecord(keys[i], rep, cached=False, attempts=attempt, errors=tuple(errors[i]))
                 else:
                     errors[i].append(rep.error)
-                    if attempt > self.retries:
+                    if attempt > self.retries or rep.permanent:  # a permanent error is not tried again
                         out[i] = CallRecord(keys[i], rep, cached=False, attempts=attempt, errors=tuple(errors[i]))
                     else:
                         still.append(i)

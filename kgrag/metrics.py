@@ -55,6 +55,17 @@ class Item:
     def failed(self) -> bool:
         return bool(self.generation.get(S.FAILED, not self.generation))
 
+    @property
+    def answerable(self) -> bool:
+        """False when validate found no gold answer in the KG (or the question's graph): scored as a miss."""
+        return self.question.get(S.ANSWERABLE) is not False
+
+
+def _miss(item: Item, scores: dict) -> dict:
+    """An unanswerable question's scores: every one a miss (0), whatever the prediction says (the benchmark
+    protocol: every question counts, and one whose answer the KG lacks cannot be answered from it)."""
+    return scores if item.answerable else {k: 0.0 for k in scores}
+
 
 def _col(rows: Sequence[dict], key: str) -> list[Any]:
     return [x.get(key) for x in rows]
@@ -76,7 +87,7 @@ class AnswerMetrics:
     KEYS = ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "hit_gretriever", "em_tog")
 
     def score(self, item: Item) -> dict:
-        return answer_scores(prediction=item.prediction, predicted=item.predicted, gold=item.gold)
+        return _miss(item, answer_scores(prediction=item.prediction, predicted=item.predicted, gold=item.gold))
 
     def aggregate(self, rows: Sequence[dict]) -> dict:
         return {**{k: summarize(_col(rows, k)) for k in self.KEYS},
@@ -90,7 +101,7 @@ class RougeL:
     grounding paper's rule-based metric; Lin, 2004)."""
 
     def score(self, item: Item) -> dict:
-        return {"rouge_l": rouge_l(item.prediction, " | ".join(item.gold))}
+        return _miss(item, {"rouge_l": rouge_l(item.prediction, " | ".join(item.gold))})
 
     def aggregate(self, rows: Sequence[dict]) -> dict:
         return {"rouge_l": summarize(_col(rows, "rouge_l"))}
@@ -213,10 +224,75 @@ class JudgeMetric:
         self.client, self.max_tokens, self.seed = client, max_tokens, seed
 
     def score_batch(self, items: Sequence[Item]) -> list[dict]:
-        return judge_scores(client=self.client, items=[(i.question.get(S.TEXT) or "", i.gold, i.prediction)
-                                                        for i in items],
-                            max_tokens=self.max_tokens, seed=self.seed)
+        # an unanswerable question is a no without a call (like an empty prediction)
+        scored = judge_scores(client=self.client, items=[(i.question.get(S.TEXT) or "", i.gold,
+                                                          i.prediction if i.answerable else "") for i in items],
+                              max_tokens=self.max_tokens, seed=self.seed)
+        return [s if i.answerable else {**s, "judge": 0.0} for i, s in zip(items, scored)]
 
     def aggregate(self, rows: Sequence[dict]) -> dict:
         return {"judge": summarize(_col(rows, "judge")),
                 "judge_unparseable": sum(not x["judge_parsed"] for x in rows)}
+
+
+@METRICS.register("answerable", version="1")
+class Answerable:
+    """The benchmark protocol: every question counts, and one whose gold answers are not in the KG (or in its
+    own graph; ``answerable`` false, set by validate) is a miss in every metric. ``answerable_fraction``: the
+    share of questions that are answerable; ``hit_at_1_answerable`` / ``hit_any_answerable``: Hit@1 / Hit over
+    the answerable questions only, beside the all-question figures."""
+
+    def score(self, item: Item) -> dict:
+        return {S.ANSWERABLE: item.answerable}
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        ok = [x for x in rows if x[S.ANSWERABLE]]
+        return {"answerable_fraction": len(ok) / len(rows) if rows else None,
+                "hit_at_1_answerable": summarize(_col(ok, "hit_at_1")),
+                "hit_any_answerable": summarize(_col(ok, "hit_any"))}
+
+
+@METRICS.register("intervals", version="1")
+class Intervals:
+    """``ci95``: seeded bootstrap 95% intervals (percentile method, ``BOOTSTRAP`` resamples of the questions
+    with replacement, seed ``SEED``) of ``hit_at_1``, ``hit_any``, ``f1`` and, for label tasks, ``accuracy``:
+    ``{metric: {"low": l, "high": h}}``, so that two runs can be told apart from sampling noise (Efron & Tibshirani,
+    An Introduction to the Bootstrap, 1993, ch. 13)."""
+
+    BOOTSTRAP = 1000
+    SEED = 0
+    KEYS = {"hit_at_1": "hit_at_1", "hit_any": "hit_any", "f1": "f1", "accuracy": "correct"}
+
+    def score(self, item: Item) -> dict:
+        return {}
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        out = {}
+        for key, col in self.KEYS.items():
+            values = [x.get(col) for x in rows if x.get(col) is not None]
+            if values:
+                low, high = bootstrap_ci(values, resamples=self.BOOTSTRAP, seed=self.SEED)
+                out[key] = {"low": low, "high": high}
+        return {"ci95": out}
+
+
+def bootstrap_ci(values: Sequence[float], *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
+                 chunk: int = 100) -> list[float]:
+    """Percentile bootstrap interval of the mean of ``values``: ``[low, high]``, rounded to 4 places.
+
+    ``resamples`` means of ``len(values)`` draws with replacement (numpy ``default_rng(seed)``, drawn ``chunk``
+    resamples at a time so that memory stays at ``chunk * len(values)`` indices); the interval is their
+    ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles.
+    """
+    import numpy as np
+
+    v = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = []
+    for start in range(0, resamples, chunk):
+        k = min(chunk, resamples - start)
+        idx = rng.integers(0, len(v), size=(k, len(v)), dtype=np.int32)
+        means.append(v[idx].mean(axis=1))
+    m = np.concatenate(means)
+    lo, hi = np.quantile(m, [(1 - level) / 2, (1 + level) / 2])
+    return [round(float(lo), 4), round(float(hi), 4)]

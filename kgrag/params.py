@@ -88,6 +88,8 @@ class DataParams(BaseModel):
     split: Literal["dev", "test"] = Field("test", description="metaqa: question split")
     sample: int = Field(200, ge=0, description="questions sampled; 0 = all")
     seed: int = Field(0, description="seed of the question sample")
+    max_question_chars: int = Field(
+        2000, ge=1, description="a longer question is quarantined at ingest (it could not fit a prompt)")
     input: str | None = Field(
         None, description="file or folder holding every input of the selected loader: the ingest stage's DVC "
                           "dependency (checked; None = not checked, for params built in code)")

@@ -36,6 +36,10 @@ ANSWERS = "answers"
 # the labels a question is answered with (e.g. ExplaGraphs' support / counter); null or empty = the answers
 # are entity names. A question with choices is scored by accuracy (``kgrag.evaluate``).
 CHOICES = "choices"
+# set by validate: the question's gold answers are in the KG (in its own graph, for per-question graphs), or
+# it is a label task. A question that is not answerable is kept and scored as a miss (the benchmark protocol
+# counts every question); null or absent = not checked, taken as answerable.
+ANSWERABLE = "answerable"
 
 # retrieved
 MODULE = "module"
@@ -94,6 +98,8 @@ QUESTIONS = pa.schema(
         (CHOICES, pa.list_(pa.string())),
     ]
 )
+# the questions table validate writes (data/validated/questions.parquet): QUESTIONS plus ``answerable``
+VALIDATED_QUESTIONS = QUESTIONS.append(pa.field(ANSWERABLE, pa.bool_()))
 # Triples of a KG with per-question graphs: TRIPLES plus the graph of each triple. Loaders whose tables have
 # no per-question graph write TRIPLES; readers of head/relation/tail work on both.
 GRAPH_TRIPLES = TRIPLES.append(pa.field(GRAPH_ID, pa.string()))
@@ -153,3 +159,7 @@ RELPLAN = pa.schema([(TEXT, pa.string()), (HOPS, pa.int64()), (PLAN_RELATIONS, p
 QUARANTINE = pa.schema(
     [(TABLE, pa.string()), (ROW, pa.int64()), (REASON, pa.string()), (RECORD, pa.string())]
 )
+# a flow's shard result (.kgrag_cache/shards/<task>/<key>.arrow): the DVC output's columns and the run record's,
+# split apart when the stage streams the shards into its output and its run records
+RETRIEVE_SHARD = pa.schema([*RETRIEVED, *(f for f in RETRIEVE_TIMINGS if f.name != QUESTION_ID)])
+GENERATE_SHARD = pa.schema([*GENERATIONS, *(f for f in GENERATE_TIMINGS if f.name != QUESTION_ID)])

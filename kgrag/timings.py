@@ -55,6 +55,13 @@ def is_current(record: Mapping) -> bool:
     return True
 
 
+def questions_path(stage: str, root: str | Path = io.TIMINGS) -> Path:
+    """The file of a stage's per-question run records (``stage_dir / questions.parquet``)."""
+    if stage not in QUESTION_SCHEMAS:
+        raise ValueError(f"stage {stage!r} has no per-question run records (known: {sorted(QUESTION_SCHEMAS)})")
+    return stage_dir(stage, root) / QUESTIONS
+
+
 def write_questions(stage: str, rows: Sequence[Mapping], root: str | Path = io.TIMINGS) -> Path:
     """The per-question run records of a stage's rows (their run-record columns only)."""
     if stage not in QUESTION_SCHEMAS:

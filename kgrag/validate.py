@@ -53,15 +53,26 @@ def _checks(entity_ids: list[int], relation_ids: list[int], graphs: bool = False
               "topic entity not in the KG"),
         Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers", "min_value": 1},
               "no answers"),
-        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_known_answers", "min_value": 1},
-              "no answer entity in the KG"),
         Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers_not_choices", "max_value": 0},
               "answer is not one of the question's choices"),
     ]
 
 
-def _question_frame(q: pa.Table, entity_set: set[int]) -> pd.DataFrame:
+def _graph_nodes(triples: pa.Table) -> dict[str, set[int]]:
+    """Per-question graphs: graph id → the entities its triples hold."""
+    if S.GRAPH_ID not in triples.column_names:
+        return {}
+    out: dict[str, set[int]] = {}
+    for g, h, t in zip(triples.column(S.GRAPH_ID).to_pylist(), triples.column(S.HEAD).to_pylist(),
+                       triples.column(S.TAIL).to_pylist()):
+        if g is not None:
+            out.setdefault(g, set()).update(x for x in (h, t) if x is not None)
+    return out
+
+
+def _question_frame(q: pa.Table, entity_set: set[int], graphs: dict[str, set[int]] | None = None) -> pd.DataFrame:
     df = q.to_pandas()
+    graphs = graphs or {}
 
     def known(ids):
         return sum(1 for i in (ids if ids is not None else []) if i is not None and i in entity_set)
@@ -72,7 +83,14 @@ def _question_frame(q: pa.Table, entity_set: set[int]) -> pd.DataFrame:
     # a label task's answers are labels (``choices``), not KG entities: they are checked against the choices
     choices = df[S.CHOICES] if S.CHOICES in df else pd.Series([None] * len(df), index=df.index, dtype=object)
     labelled = choices.map(lambda c: c is not None and len(c) > 0)
-    df["_n_known_answers"] = df[S.ANSWER_IDS].map(known).where(~labelled, df["_n_answers"])
+    # answerable: a gold answer entity is in the KG, and in the question's own graph when it has one (a
+    # question that is not is kept and scored as a miss; it is no bad row)
+    graph = df[S.GRAPH_ID] if S.GRAPH_ID in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+    in_graph = [
+        any(i is not None and i in entity_set and (not isinstance(g, str) or i in graphs.get(g, set()))
+            for i in (ids if ids is not None else []))
+        for ids, g in zip(df[S.ANSWER_IDS], graph)]
+    df["_answerable"] = pd.Series(in_graph, index=df.index) | labelled
     df["_n_answers_not_choices"] = [
         sum(1 for a in (ans if ans is not None else []) if a not in set(c)) if lab else 0
         for ans, c, lab in zip(df[S.ANSWERS], choices, labelled)]
@@ -95,7 +113,7 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
     entity_ids = [int(x) for x in tables["entities"].column(S.ENTITY_ID).drop_null().to_pylist()]
     relation_ids = [int(x) for x in tables["relations"].column(S.RELATION_ID).drop_null().to_pylist()]
     frames = {n: t.to_pandas() for n, t in tables.items() if n != "questions"}
-    frames["questions"] = _question_frame(tables["questions"], set(entity_ids))
+    frames["questions"] = _question_frame(tables["questions"], set(entity_ids), _graph_nodes(tables["triples"]))
     graphs = S.GRAPH_ID in tables["triples"].column_names
     if graphs:
         frames["triples"][GRAPH_KEY] = frames["triples"][S.GRAPH_ID].fillna("")
@@ -140,6 +158,13 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
                           S.RECORD: json.dumps(rec, default=str)[:2000]})
         mask = pa.array([i not in bad[name] for i in range(len(df))])
         clean[name] = tables[name].filter(mask)
+        if name == "questions":
+            flag = pa.array(df["_answerable"].astype(bool).tolist(), type=pa.bool_()).filter(mask)
+            if S.ANSWERABLE in clean[name].column_names:  # validated before: checked again
+                clean[name] = clean[name].drop_columns([S.ANSWERABLE])
+            clean[name] = clean[name].append_column(S.ANSWERABLE, flag)
+            summary["answerable"] = {"questions": clean[name].num_rows,
+                                     "not_answerable": int(clean[name].num_rows - sum(flag.to_pylist()))}
         summary["tables"][name] = {"rows": len(df), "bad": len(bad_idx),
                                    "bad_fraction": (len(bad_idx) / len(df)) if len(df) else 0.0}
     quarantine = pa.Table.from_pylist(qrows, schema=S.QUARANTINE)

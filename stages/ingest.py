@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from stages._common import params_from_argv, timed
-from kgrag import io, timings
+from kgrag import io, schema as S, timings
+from kgrag.loaders.common import screen_tables
 from kgrag.registry import LOADERS
 from kgrag.duckdb_io import TABLES, write_tables
 
@@ -18,12 +19,19 @@ def main(argv: list[str] | None = None) -> None:
     with timed("ingest", timings.stage_dir("ingest"), outputs=outputs) as info:
         loader = LOADERS.get(p.dataset).impl
         kg = loader(**p.loader_kwargs())  # the selected loader's validated params + sample + seed
+        kg = screen_tables(kg, max_question_chars=p.max_question_chars)  # control characters, long questions
         tables = {"entities": kg.entities, "relations": kg.relations, "triples": kg.triples, "questions": kg.questions}
         write_tables(io.INGEST, tables)
         io.write_parquet(io.QUARANTINE / "ingest.parquet", kg.quarantine)
         info.update({n: t.num_rows for n, t in tables.items()}, quarantined=kg.quarantine.num_rows, seed=p.seed,
                     dataset=p.dataset, **kg.stats)
     print(f"[ingest] {info}")
+    if kg.quarantine.num_rows:
+        from collections import Counter
+
+        top = Counter(kg.quarantine.column(S.REASON).to_pylist()).most_common(3)
+        print(f"[ingest] {kg.quarantine.num_rows} lines or rows quarantined (e.g. "
+              + "; ".join(f"{n} × {r}" for r, n in top) + f"): see {io.QUARANTINE / 'ingest.parquet'}")
 
 
 if __name__ == "__main__":

@@ -199,3 +199,26 @@ def index(kg):
         entity_vectors=encode(kg.names(np.arange(kg.num_entities)), model=model),
         relation_vectors=encode([str(r).replace("_", " ") for r in kg.relation_names], model=model),
     )
+
+
+def flow_inputs(folder: Path, questions: list[dict], retrieved: list[dict] | None = None) -> dict:
+    """The flows' file inputs for rows built in a test: ``questions`` (and ``retrieved`` when given) written as
+    Parquet files under ``folder`` with the stages' schemas, and a fresh shard folder."""
+    import pyarrow as pa
+
+    from kgrag import io, schema as S
+
+    folder = Path(folder)
+    out = {"questions": str(folder / "questions.parquet"), "shard_dir": str(folder / "shards")}
+    io.write_parquet(out["questions"], pa.Table.from_pylist(questions, schema=S.QUESTIONS), row_group_size=2)
+    if retrieved is not None:
+        out["retrieved"] = str(folder / "retrieved.parquet")
+        io.write_parquet(out["retrieved"], pa.Table.from_pylist(retrieved, schema=S.RETRIEVED), row_group_size=2)
+    return out
+
+
+def shard_rows(paths: list[str]) -> list[dict]:
+    """The rows of a flow's shard files, in order."""
+    from kgrag import io
+
+    return [r for p in paths for r in io.read_arrow(p).to_pylist()]

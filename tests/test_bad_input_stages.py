@@ -44,8 +44,9 @@ def test_broken_files_through_ingest_validate_and_report(tmp_path):
     for row in q:
         by_file.setdefault(Path(row["table"]).name, []).append((row["row"], row["reason"]))
     tsv = dict(by_file["triples_bad.tsv"])
-    assert set(tsv) == {2, 3, 5, 6}  # short line, extra field, empty field, duplicate of line 1
-    assert "duplicate" in tsv[6]
+    # short line, extra field, blank line (counted, not lost), empty field, duplicate of line 1
+    assert set(tsv) == {2, 3, 4, 5, 6}
+    assert "duplicate" in tsv[6] and tsv[4] == "blank line"
     jl = dict(by_file["questions_bad.jsonl"])
     assert {2, 3, 4, 5, 6} <= set(jl)  # bad JSON, no answers, empty answers, absent topic, duplicate id
     assert "JSON" in jl[2] or "json" in jl[2]
@@ -63,6 +64,44 @@ def test_broken_files_through_ingest_validate_and_report(tmp_path):
 
     md = render(metrics={"questions": 0, "setup": {}}, rows=[], figure="f.png", validation=summary, examples=0)
     assert "Quarantined rows by reason" in md and reasons[0]["reason"] in md
+
+
+def test_every_dropped_line_is_counted_and_control_characters_and_long_questions_are_quarantined(tmp_path):
+    """A blank line, a line of whitespace-only fields, a NUL inside a name (raw, and as a JSON escape in a
+    question) and a question longer than data.max_question_chars: each dropped line or row has a quarantine row
+    naming its reason (the limit named for the long one); the rest goes on, and ingest's counts add up."""
+    kg = tmp_path / "kg.tsv"
+    kg.write_bytes(b"Heat\tdirected_by\tMichael Mann\n\n \t \t \nHe\x00at\tstarred_actors\tAl Pacino\n"
+                   b"Top Gun\trelease_year\t1986\n")
+    qs = tmp_path / "q.jsonl"
+    rows = [{"id": "ok", "question": "who directed [Heat]", "topic_entities": ["Heat"], "answers": ["Michael Mann"]},
+            {"id": "nul", "question": "who directed [He\u0000at]", "topic_entities": ["Heat"],
+             "answers": ["Michael Mann"]},
+            {"id": "long", "question": "who directed [Heat] " + "x" * 300, "topic_entities": ["Heat"],
+             "answers": ["Michael Mann"]},
+            {"id": "outside", "question": "year of [Top Gun]", "topic_entities": ["Top Gun"], "answers": ["1999"]}]
+    qs.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    _params(tmp_path, triples={"path": str(kg), "questions": str(qs)}, max_question_chars=100)
+    r = _stage("ingest", tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    q = pq.read_table(tmp_path / "data" / "quarantine" / "ingest.parquet").to_pylist()
+    reasons = {(Path(x["table"]).name, x["row"]): x["reason"] for x in q}
+    assert reasons[("kg.tsv", 2)] == "blank line"
+    assert reasons[("kg.tsv", 3)] == "blank line (whitespace only)"
+    assert reasons[("kg.tsv", 4)] == "control character U+0000 at column 3"
+    assert "control character U+0000" in reasons[("questions", 1)]
+    assert reasons[("questions", 2)] == "question of 320 characters is longer than data.max_question_chars=100"
+    assert len(q) == 5, reasons
+    ingest = pq.read_table(tmp_path / "data" / "ingest" / "triples.parquet")
+    kept = pq.read_table(tmp_path / "data" / "ingest" / "questions.parquet").column("question_id").to_pylist()
+    assert ingest.num_rows == 2 and kept == ["ok", "outside"]  # 5 lines = 2 triples + 3 quarantined
+    assert "5 lines or rows quarantined" in r.stdout and "ingest.parquet" in r.stdout and len(r.stdout) < 2000
+    # the question whose answer is not in the KG is no bad row: validate keeps it, flagged, and does not fail
+    r = _stage("validate", tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    v = pq.read_table(tmp_path / "data" / "validated" / "questions.parquet").to_pylist()
+    assert {x["question_id"]: x["answerable"] for x in v} == {"ok": True, "outside": False}
+    assert "1 of 2 have no gold answer in the KG" in r.stderr
 
 
 def _output_hashes(project: Path) -> dict[str, str]:

@@ -63,16 +63,6 @@ def test_runners_build_prefect_task_runners():
     assert remote.address == "tcp://127.0.0.1:8786" and not remote.cluster_kwargs
 
 
-def test_incomplete_shard_pickles_with_its_rows():
-    import pickle
-
-    from flows.generate import IncompleteShard
-
-    rows = [{"question_id": "q0", "failed": True}, {"question_id": "q1", "failed": False}]
-    back = pickle.loads(pickle.dumps(IncompleteShard(rows)))
-    assert back.rows == rows and "1 of 2" in str(back)
-
-
 # ------------------------------------------------------------------ the real pipeline on a Dask cluster
 
 def _prepare(project: Path) -> None:
@@ -109,9 +99,9 @@ def _outputs(project: Path) -> dict:
 
 
 def _cache_keys(project: Path) -> set[str]:
-    """File names of the persisted shard results: Prefect names them by cache key (the flows' own return
-    values are stored too, under random 32-hex names: left out)."""
-    return {p.name for p in (project / ".kgrag_cache" / "prefect_results").iterdir() if len(p.name) == 64}
+    """The shard files (``flows.cache``: each named by its cache key), as ``<task>/<key>.arrow``."""
+    root = project / ".kgrag_cache" / "shards"
+    return {p.relative_to(root).as_posix() for p in root.glob("*/*.arrow")}
 
 
 class DaskCluster:
@@ -162,7 +152,7 @@ def _small_llm_params(project: Path) -> None:
 def test_dask_cluster_run_equals_single_process_run(tmp_path):
     """The experiment flow (retrieve → generate → evaluate, each stage in its process) once with the `local`
     runner (every shard in the stage's process) and once with its shards on a 2-worker Dask cluster, each from
-    empty caches: same metrics, predictions and rows, the same Prefect cache keys (result file names), and
+    empty caches: same metrics, predictions and rows, the same shard cache keys (shard file names), and
     every shard task ran on a cluster worker, both workers taking some."""
     project = copy_repo(tmp_path / "proj", sample=SAMPLE, shard_size=SHARD)
     _small_llm_params(project)

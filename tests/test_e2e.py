@@ -91,7 +91,7 @@ def test_rerun_with_no_cache_keeps_outputs_and_lock(project, first_run):
     outs = {p: _sha(project / p) for p in ("data/retrieve/retrieved.parquet", "data/generate/generations.parquet")}
     record = project / "data" / "timings" / "retrieve" / "timing.json"
     before = json.loads(record.read_text())
-    shutil.rmtree(project / ".kgrag_cache" / "prefect_results", ignore_errors=True)
+    shutil.rmtree(project / ".kgrag_cache" / "shards", ignore_errors=True)
     for f in (project / ".kgrag_cache").glob("llm_calls.sqlite*"):
         f.unlink()
     out = _run(["dvc", "repro", "-f", "-s", "retrieve"], project) + _run(["dvc", "repro", "-f", "-s", "generate"], project)

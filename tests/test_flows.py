@@ -1,4 +1,5 @@
-"""Prefect flows: shard tasks are cached by their explicit key, so a re-run (or a resumed run) skips them."""
+"""Prefect flows: shard tasks read their slice of the input files and write a shard file named by its key, so a
+re-run (or a resumed run) skips the finished shards; no flow or task parameter carries rows."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kgrag.embed import encode, write_vectors
 from kgrag.params import RetrieveParams
 from kgrag.registry import RETRIEVERS
 from kgrag.store import KGStore
-from tests.conftest import MOVIES, tiny_tables
+from tests.conftest import MOVIES, flow_inputs, shard_rows, tiny_tables
 
 MODEL = "all-MiniLM-L6-v2"
 
@@ -32,7 +33,7 @@ def tiny_project(tmp_path, movies_db):
          S.QTYPE: "", S.TOPIC_IDS: topic, S.ANSWER_IDS: [], S.ANSWERS: []}
         for i in range(5)
     ]
-    return {"db": str(movies_db), "index": str(tmp_path / "index"), "rows": rows}
+    return {"db": str(movies_db), "index": str(tmp_path / "index"), "rows": rows, "tmp": tmp_path}
 
 
 def test_retrieve_flow_caches_shards(tiny_project, monkeypatch):
@@ -48,16 +49,17 @@ def test_retrieve_flow_caches_shards(tiny_project, monkeypatch):
     monkeypatch.setitem(RETRIEVERS._entries, "pcst", dataclasses.replace(entry, impl=counting))
     params = RetrieveParams(method="pcst", shard_size=2)
     run_id = uuid.uuid4().hex  # a fresh input hash: no cache from earlier test sessions
-    kw = dict(question_rows=tiny_project["rows"], db_path=tiny_project["db"], db_hash=run_id,
-              index_dir=tiny_project["index"], index_hash="i", index_model=MODEL, params=params)
-    first = retrieve_flow(**kw)
+    kw = dict(**flow_inputs(tiny_project["tmp"] / "a", tiny_project["rows"]), db_path=tiny_project["db"],
+              db_hash=run_id, index_dir=tiny_project["index"], index_hash="i", index_model=MODEL, params=params)
+    first = shard_rows(retrieve_flow(**kw))
     assert len(calls) == 5 and [r[S.QUESTION_ID] for r in first] == [f"q{i}" for i in range(5)]
-    second = retrieve_flow(**kw)
-    assert len(calls) == 5, "a re-run must come from the task cache"
+    second = shard_rows(retrieve_flow(**kw))
+    assert len(calls) == 5, "a re-run must come from the shard files"
     assert [r[S.TRIPLE_HEADS] for r in second] == [r[S.TRIPLE_HEADS] for r in first]
     # one more question: only its new shard runs, the finished shards are reused
     extra = dict(tiny_project["rows"][0], **{S.QUESTION_ID: "q5"})
-    retrieve_flow(**{**kw, "question_rows": tiny_project["rows"] + [extra]})
+    more = flow_inputs(tiny_project["tmp"] / "b", tiny_project["rows"] + [extra])
+    retrieve_flow(**{**kw, "questions": more["questions"]})
     assert calls[5:] == ["q4", "q5"]
     # a changed param is a new key: everything runs again
     retrieve_flow(**{**kw, "params": RetrieveParams(method="pcst", shard_size=2, pcst={"topk": 4})})
@@ -86,8 +88,9 @@ def test_shards_are_gathered_in_shard_order_whatever_finishes_first(tiny_project
         return entry.impl(**kw)
 
     monkeypatch.setitem(RETRIEVERS._entries, "pcst", dataclasses.replace(entry, impl=slow_first))
-    rows = retrieve_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
-        question_rows=tiny_project["rows"], db_path=tiny_project["db"], db_hash=uuid.uuid4().hex,
-        index_dir=tiny_project["index"], index_hash="i", index_model=MODEL, params=RetrieveParams(shard_size=1))
+    rows = shard_rows(retrieve_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
+        **flow_inputs(tiny_project["tmp"], tiny_project["rows"]), db_path=tiny_project["db"],
+        db_hash=uuid.uuid4().hex, index_dir=tiny_project["index"], index_hash="i", index_model=MODEL,
+        params=RetrieveParams(shard_size=1)))
     assert finished[-1] == "q0" or finished.index("q0") > finished.index("q1"), finished  # q0 did finish late
     assert [r[S.QUESTION_ID] for r in rows] == [f"q{i}" for i in range(5)]

@@ -76,8 +76,12 @@ def test_validate_accepts_labels_and_rejects_answers_outside_the_choices():
     ], schema=S.QUESTIONS)
     res = validate_tables(t)
     reasons = {r[S.ROW]: r[S.REASON] for r in res.quarantine.to_pylist() if r[S.TABLE] == "questions"}
-    assert reasons == {1: "answer is not one of the question's choices", 3: "no answer entity in the KG"}
-    assert res.tables["questions"].column(S.QUESTION_ID).to_pylist() == ["label", "entity"]
+    assert reasons == {1: "answer is not one of the question's choices"}
+    # an answer outside the KG is no bad row: the question is kept, flagged, and scored as a miss
+    kept = res.tables["questions"]
+    assert kept.column(S.QUESTION_ID).to_pylist() == ["label", "entity", "entity-not-in-kg"]
+    assert kept.column(S.ANSWERABLE).to_pylist() == [True, True, False]
+    assert res.summary["answerable"] == {"questions": 3, "not_answerable": 1}
 
 
 # ---- the prompt lists the choices; constrained decoding picks one ---------------------------------------------

@@ -91,6 +91,7 @@ def test_triples_bad_rows_quarantined(tmp_path):
     assert quarantine(kg) == {
         ("triples_bad.tsv", 2): "expected 3 '\\t'-separated fields, got 2",
         ("triples_bad.tsv", 3): "expected 3 '\\t'-separated fields, got 4",
+        ("triples_bad.tsv", 4): "blank line",
         ("triples_bad.tsv", 5): "empty relation field",
         ("triples_bad.tsv", 6): "duplicate triple",
     }

@@ -19,7 +19,7 @@ import pytest
 from kgrag import schema as S
 from kgrag.backends.llamacpp_server import free_port
 from kgrag.params import GenerateParams
-from tests.conftest import E2E_SAMPLE, ROOT, run
+from tests.conftest import E2E_SAMPLE, ROOT, flow_inputs, run, shard_rows
 
 N_QUESTIONS = 12
 
@@ -71,9 +71,9 @@ def test_generate_flow_survives_every_fault_and_retries_failures_next_run(faulty
     params = GenerateParams(backend="openai", openai={"base_url": faulty.url, "concurrency": 1}, timeout_s=1.0,
                             retries=2, backoff_s=0.05, shard_size=5, max_tokens=8)
     qs, retrieved = _rows(N_QUESTIONS)
-    kw = dict(question_rows=qs, retrieved_rows=retrieved, db_path=str(movies_db), params=params, separator="|",
+    kw = dict(**flow_inputs(tmp_path, qs, retrieved), db_path=str(movies_db), params=params, separator="|",
               cache_path=str(tmp_path / "calls.sqlite"))
-    rows = generate_flow(**kw)
+    rows = shard_rows(generate_flow(**kw)["shards"])
     reqs = faulty.requests()
     faults = Counter(r["fault"] for r in reqs)
     assert {"http500", "malformed", "slow", "truncated", "not_json"} <= set(faults), faults
@@ -93,9 +93,9 @@ def test_generate_flow_survives_every_fault_and_retries_failures_next_run(faulty
     _, metrics = evaluate_rows(questions=qs, retrieved=retrieved, generations=rows)
     assert metrics["failed"] == 4 and metrics["answered"] == N_QUESTIONS - 4
 
-    # the re-run: finished shards come from Prefect, finished calls from the call cache; only the 4 failed
+    # the re-run: finished shards come from their shard files, finished calls from the call cache; only the 4 failed
     # questions are asked again (and fail again: their fault is permanent)
-    again = generate_flow(**kw)
+    again = shard_rows(generate_flow(**kw)["shards"])
     new = faulty.requests()[len(reqs):]
     assert {r["key"] for r in new} == permanent and len(new) == 4 * 3
     assert [r[S.FAILED] for r in again] == [r[S.FAILED] for r in rows]

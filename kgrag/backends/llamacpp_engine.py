@@ -43,6 +43,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from kgrag.llm import PermanentLLMError
+
 
 def chat_tokens(llm: Any, messages: list[dict[str, str]]) -> list[int]:
     """The prompt tokens ``llm.create_chat_completion(messages)`` evaluates: the GGUF's chat template rendered
@@ -189,7 +191,7 @@ class ScoreEngine:
         if not tokens:
             raise ValueError("empty prompt")
         if len(tokens) >= self.n_ctx:
-            raise ValueError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+            raise PermanentLLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
         self._fit(len(tokens))
         common = 0
         for a, b in zip(self.cached, tokens):
@@ -228,7 +230,7 @@ class ScoreEngine:
         for c in continuations:
             need = P + (padded_tokens(c) if self.exact else len(c))
             if need > self.n_ctx:
-                raise ValueError(f"prompt + continuation of {need} tokens does not fit n_ctx={self.n_ctx}")
+                raise PermanentLLMError(f"prompt + continuation of {need} tokens does not fit n_ctx={self.n_ctx}")
         if self.exact:
             return self._score_streams(continuations, P, todo, out)
         return self._score_unified(continuations, P, todo, out)

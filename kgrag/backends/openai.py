@@ -11,7 +11,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.constrain import grammar_of
-from kgrag.llm import LLMReply, LLMRequest, score_reply_text
+from kgrag.llm import LLMReply, LLMRequest, is_permanent, score_reply_text
 from kgrag.registry import BACKENDS
 
 
@@ -94,7 +94,8 @@ class OpenAIBackend:
                 latency_ms=(time.perf_counter() - t0) * 1000,
             )
         except Exception as e:  # HTTP errors, timeouts, malformed bodies: recorded and retried by the client
-            return LLMReply(error=f"{type(e).__name__}: {e}"[:500], latency_ms=(time.perf_counter() - t0) * 1000)
+            return LLMReply(error=f"{type(e).__name__}: {e}"[:500], permanent=is_permanent(e),
+                            latency_ms=(time.perf_counter() - t0) * 1000)
 
     def _score(self, req: LLMRequest) -> LLMReply:
         """A scoring request through vLLM's OpenAI-compatible server: the chat prompt's token ids from
@@ -135,7 +136,8 @@ class OpenAIBackend:
             return LLMReply(text=score_reply_text(scores), tokens_in=len(prompt),
                             latency_ms=(time.perf_counter() - t0) * 1000)
         except Exception as e:
-            return LLMReply(error=f"{type(e).__name__}: {e}"[:500], latency_ms=(time.perf_counter() - t0) * 1000)
+            return LLMReply(error=f"{type(e).__name__}: {e}"[:500], permanent=is_permanent(e),
+                            latency_ms=(time.perf_counter() - t0) * 1000)
 
     def generate(self, requests: Sequence[LLMRequest], on_reply: Callable[[int, LLMReply], None] | None = None
                  ) -> list[LLMReply]:

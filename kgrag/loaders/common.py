@@ -16,8 +16,10 @@ Decisions shared by every loader (see ``KGBuilder``):
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -74,8 +76,10 @@ def decode_line(raw: bytes, no: int, path: Path, bad: Bad, *, max_bytes: int = M
     """Text of raw line ``no`` (its bytes with the line feed), or None when blank or quarantined.
 
     ``read_lines``'s rule for one line (the vectorized triples reader applies it to the lines it cannot
-    classify in bulk): too long or not UTF-8 → ``bad``; trailing CR/LF dropped; a byte-order mark dropped
-    on line 1; a line of whitespace only is blank.
+    classify in bulk, and to its blank lines): too long or not UTF-8 → ``bad``; trailing CR/LF dropped; a
+    byte-order mark dropped on line 1; a blank line (empty or whitespace only) → ``bad`` as "blank line", so
+    that every dropped line is counted; a line holding an ASCII control character (``CONTROL_BYTES``, e.g. NUL)
+    → ``bad``.
     """
     if len(raw) > max_bytes:
         bad.append((str(path), no, f"line of {len(raw)} bytes is longer than {max_bytes}",
@@ -89,7 +93,60 @@ def decode_line(raw: bytes, no: int, path: Path, bad: Bad, *, max_bytes: int = M
         return None
     if no == 1:
         line = line.lstrip("\ufeff")
-    return line if line.strip() else None
+    if not line.strip():  # dropped, and counted: a quarantine row of its own
+        bad.append((str(path), no, "blank line" if not line else "blank line (whitespace only)", line[:RECORD_CHARS]))
+        return None
+    ctrl = control_char(line)
+    if ctrl is not None:
+        bad.append((str(path), no, f"control character U+{ord(line[ctrl]):04X} at column {ctrl + 1}",
+                    line[:RECORD_CHARS].encode("unicode_escape").decode("ascii")))
+        return None
+    return line
+
+
+#: ASCII control characters no name or question may hold (tab separates fields; CR/LF end lines)
+CONTROL_BYTES = frozenset([*range(0, 9), 11, 12, *range(14, 32), 127])
+_CONTROL = re.compile("[" + "".join(re.escape(chr(b)) for b in sorted(CONTROL_BYTES)) + "]")
+
+
+def control_char(text: str) -> int | None:
+    """Position of the first ASCII control character of ``text`` (``CONTROL_BYTES``), or None."""
+    m = _CONTROL.search(text)
+    return m.start() if m else None
+
+
+def screen_tables(kg: KGTables, *, max_question_chars: int) -> KGTables:
+    """Checks every loader's tables get at ingest, whatever their source format: an entity or relation name or
+    a question text holding a control character (e.g. a NUL written as a JSON escape), and a question longer than
+    ``max_question_chars`` (``data.max_question_chars``: it could not fit a prompt), are quarantined with their
+    reason (table, row, reason, record) and leave their table. Triples and questions that refer to a removed
+    entity are quarantined by validate, so every row is accounted for."""
+    bad: Bad = []
+    out = {}
+    for name, col, table in (("entities", S.NAME, kg.entities), ("relations", S.NAME, kg.relations),
+                             ("questions", S.TEXT, kg.questions)):
+        keep = []
+        for i, text in enumerate(table.column(col).to_pylist()):
+            reason = None
+            if text is not None:
+                ctrl = control_char(text)
+                if ctrl is not None:
+                    reason = f"{col}: control character U+{ord(text[ctrl]):04X} at character {ctrl + 1}"
+                elif name == "questions" and len(text) > max_question_chars:
+                    reason = (f"question of {len(text)} characters is longer than data.max_question_chars="
+                              f"{max_question_chars}")
+            if reason is None:
+                keep.append(True)
+                continue
+            keep.append(False)
+            rec = json.dumps(table.slice(i, 1).to_pylist()[0], default=str)
+            bad.append((name, i, reason, rec[:RECORD_CHARS]))
+        out[name] = table if all(keep) else table.filter(pa.array(keep, pa.bool_()))
+    if not bad:
+        return kg
+    quarantine = pa.concat_tables([kg.quarantine, quarantine_table(bad)])
+    return dataclasses.replace(kg, entities=out["entities"], relations=out["relations"], questions=out["questions"],
+                               quarantine=quarantine)
 
 
 def read_nonempty(path: Path, bad: Bad, what: str, *, max_bytes: int = MAX_LINE_BYTES) -> list[tuple[int, str]]:

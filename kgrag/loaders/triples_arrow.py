@@ -8,16 +8,17 @@ line is the python one:
 - lines are split on LF only (as Python's binary file iteration); trailing CR/LF is dropped;
 - a line goes to the *slow lane* (the python rule, ``common.decode_line`` + ``csv_records``, on that line
   alone) when it is line 1 (byte-order mark), longer than ``MAX_LINE_BYTES`` or the csv field limit,
-  holds a CR or NUL inside it, sits in a block that is not valid UTF-8 and has non-ASCII bytes, or might
+  holds a CR or an ASCII control character (``common.CONTROL_BYTES``) inside it, sits in a block that is not valid UTF-8 and has non-ASCII bytes, or might
   be blank without being all ASCII whitespace (see ``classify``);
-- every other line is plain: blank when all its bytes are ASCII whitespace (``str.isspace``), else split on
+- every other line is plain: blank when all its bytes are ASCII whitespace (``str.isspace``: a "blank line"
+  quarantine row, as ``decode_line`` writes), else split on
   the delimiter (``pc.split_pattern``: with no quoting and no CR/LF inside, csv's QUOTE_NONE split);
 - a head / relation / tail field is blank when ASCII-trimming leaves nothing; a field whose trimmed text
   starts with a non-ASCII character is checked with ``str.strip`` (Unicode whitespace);
 - duplicates, entity ids (sorted keys; byte order of UTF-8 = code-point order of ``sorted``) and relation
   ids come from dictionary-encoding the field columns.
 
-Quarantine rows keep the python engine's order: read errors (length, UTF-8) by line, then record errors
+Quarantine rows keep the python engine's order: read errors (length, UTF-8, blank, control character) by line, then record errors
 (CSV, field count, blank field, duplicate) by line, then the questions file's. Questions are parsed by
 the shared ``read_questions_jsonl`` against the entity keys they reference (looked up in bulk); triples of
 per-question graphs are appended after the file's and the ids re-sorted over the union (``merge_graphs``).
@@ -39,6 +40,7 @@ import pyarrow.compute as pc
 
 from kgrag import schema as S
 from kgrag.loaders.common import (
+    CONTROL_BYTES,
     MAX_LINE_BYTES,
     RECORD_CHARS,
     Bad,
@@ -222,6 +224,19 @@ def lines_with(buf: np.ndarray, byte: int, starts: np.ndarray, cend: np.ndarray)
     return out
 
 
+def lines_with_control(buf: np.ndarray, starts: np.ndarray, cend: np.ndarray) -> np.ndarray:
+    """Whether each line's text (before ``cend``) holds an ASCII control byte (``common.CONTROL_BYTES``): such
+    lines take the slow lane, where ``decode_line`` quarantines them."""
+    table = np.zeros(256, dtype=bool)
+    table[list(CONTROL_BYTES)] = True
+    out = np.zeros(len(starts), dtype=bool)
+    for a in range(0, len(buf), SCAN_BYTES):
+        pos = np.flatnonzero(table[buf[a:a + SCAN_BYTES]]) + a
+        line = np.searchsorted(starts, pos, side="right") - 1
+        out[line[pos < cend[line]]] = True
+    return out
+
+
 def classify(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, cend: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
     """(slow, plain): lines for the python rule, and plain non-blank lines (the rest are blank).
@@ -233,7 +248,7 @@ def classify(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     n = len(starts)
     limit = csv.field_size_limit()
     slow = ((ends - starts) > MAX_LINE_BYTES) | ((cend - starts) > limit)
-    slow |= lines_with(buf, 13, starts, cend) | lines_with(buf, 0, starts, cend)
+    slow |= lines_with(buf, 13, starts, cend) | lines_with_control(buf, starts, cend)
     slow |= utf8_suspect(data, buf, starts, ends)
     if n:
         slow[0] = True
@@ -381,6 +396,8 @@ def load_triples_vectorized(
     read_bad: Bad = []
     rec_bad: list[tuple[int, str, str]] = []  # (line, reason, record) of record errors
     slow_rows: list[tuple[int, list[str], str]] = []  # (line, fields, text) of parsed slow records
+    for i in np.flatnonzero(~slow & ~plain).tolist():  # blank lines: dropped and counted, as decode_line does
+        decode_line(data[starts[i]:ends[i]], i + 1, src, read_bad)
     for i in np.flatnonzero(slow).tolist():
         text = decode_line(data[starts[i]:ends[i]], i + 1, src, read_bad)
         if text is None:
@@ -390,6 +407,7 @@ def load_triples_vectorized(
                 rec_bad.append((no, err, raw[:RECORD_CHARS]))
             else:
                 slow_rows.append((no, fields, raw))
+    read_bad.sort(key=lambda b: b[1])  # line order, as read_lines reports them
     plain_idx = np.flatnonzero(plain)
     first_plain = int(plain_idx[0]) + 1 if len(plain_idx) else None
     first_slow = min([r[0] for r in slow_rows] + [b[0] for b in rec_bad], default=None)
