@@ -734,35 +734,61 @@ padding-top:8px;margin-top:8px}.busy{color:var(--mute)}
 
 REPORT_JS = """
 (function(){
-  var rows = Array.prototype.slice.call(document.querySelectorAll('#qlist tr.q'));
+  // the question list: one JSON entry a question (#qdata), rendered a page at a time, so that a 15,000-question
+  // report opens fast: [index, text, status, retrieval, type, search text, has a view]
+  var data = JSON.parse(document.getElementById('qdata').textContent);
+  var PAGE = Number(document.getElementById('qlist').getAttribute('data-page')) || 200;
+  var tbody = document.getElementById('qrows'), shown = data, page = 0, selected = null;
   var f = {search: document.getElementById('f-search'), type: document.getElementById('f-type'),
            status: document.getElementById('f-status'), retrieval: document.getElementById('f-retrieval')};
-  var count = document.getElementById('f-count');
-  function apply(){
-    var s = f.search.value.trim().toLowerCase(), n = 0;
-    rows.forEach(function(r){
-      var ok = (!s || r.getAttribute('data-text').indexOf(s) >= 0)
-        && (!f.type.value || r.getAttribute('data-type') === f.type.value)
-        && (!f.status.value || r.getAttribute('data-status') === f.status.value)
-        && (!f.retrieval.value || r.getAttribute('data-retrieval') === f.retrieval.value);
-      r.hidden = !ok; if (ok) n++;
+  var count = document.getElementById('f-count'), prev = document.getElementById('f-prev'),
+      next = document.getElementById('f-next');
+  function cell(tr, text){ var td = document.createElement('td'); td.textContent = text; tr.appendChild(td); return td; }
+  function badge(td, cls){ var b = document.createElement('span'); b.className = 'badge ' + cls; b.textContent = cls;
+                           td.appendChild(b); td.appendChild(document.createTextNode(' ')); }
+  function render(){
+    var pages = Math.max(1, Math.ceil(shown.length / PAGE));
+    page = Math.min(Math.max(page, 0), pages - 1);
+    var frag = document.createDocumentFragment();
+    shown.slice(page * PAGE, (page + 1) * PAGE).forEach(function(d){
+      var tr = document.createElement('tr'), i = String(d[0]);
+      tr.className = 'q' + (d[6] ? '' : ' noview') + (i === selected ? ' sel' : '');
+      tr.setAttribute('data-index', i); tr.setAttribute('data-status', d[2]); tr.setAttribute('data-retrieval', d[3]);
+      tr.setAttribute('data-type', d[4]); tr.setAttribute('data-text', d[5]);
+      cell(tr, String(d[0] + 1)); cell(tr, d[1]); var td = cell(tr, ''); badge(td, d[2]); badge(td, d[3]);
+      tr.addEventListener('click', function(){ history.replaceState(null, '', '#q' + i); show(i); });
+      frag.appendChild(tr);
     });
-    count.textContent = n + ' of ' + rows.length + ' questions';
+    tbody.replaceChildren(frag);
+    count.textContent = shown.length + ' of ' + data.length + ' questions' +
+      (pages > 1 ? ' (page ' + (page + 1) + ' of ' + pages + ')' : '');
+    prev.hidden = next.hidden = pages < 2; prev.disabled = page === 0; next.disabled = page >= pages - 1;
+  }
+  function apply(){
+    var s = f.search.value.trim().toLowerCase();
+    shown = data.filter(function(d){
+      return (!s || d[5].indexOf(s) >= 0) && (!f.type.value || d[4] === f.type.value)
+        && (!f.status.value || d[2] === f.status.value) && (!f.retrieval.value || d[3] === f.retrieval.value);
+    });
+    page = 0; render();
   }
   function show(i){
+    selected = i;
     document.querySelectorAll('section.qview').forEach(function(v){ v.hidden = v.getAttribute('data-index') !== i; });
-    rows.forEach(function(r){ r.classList.toggle('sel', r.getAttribute('data-index') === i); });
+    tbody.querySelectorAll('tr.q').forEach(function(r){ r.classList.toggle('sel', r.getAttribute('data-index') === i); });
     var none = document.getElementById('noview');
     var has = !!document.getElementById('view-' + i);
     none.hidden = has; if (!has) none.textContent = 'No view of question ' + (Number(i) + 1) +
       ': it is beyond report.html_max_questions (raise it and re-run the report stage).';
   }
   Object.keys(f).forEach(function(k){ f[k].addEventListener('input', apply); });
-  rows.forEach(function(r){ r.addEventListener('click', function(){
-    var i = r.getAttribute('data-index'); history.replaceState(null, '', '#q' + i); show(i); }); });
+  prev.addEventListener('click', function(){ page--; render(); });
+  next.addEventListener('click', function(){ page++; render(); });
   apply();
   var m = /^#q(\\d+)$/.exec(location.hash);
-  show(m ? m[1] : (rows.length ? rows[0].getAttribute('data-index') : '0'));
+  if (m) { var pos = shown.findIndex(function(d){ return String(d[0]) === m[1]; });
+           if (pos >= 0) { page = Math.floor(pos / PAGE); render(); } }
+  show(m ? m[1] : (data.length ? String(data[0][0]) : '0'));
 })();
 """
 
@@ -834,22 +860,26 @@ def report_sections(md: str, drop: Sequence[str] = ("Examples", "Reasoner traces
     return "\n".join(out)
 
 
+#: questions a page of report.html's question list shows (the list is rendered from JSON a page at a time)
+LIST_PAGE = 200
+#: characters of a question's search text (question, gold answers, prediction, id) kept in the list data
+LIST_TEXT_CHARS = 2000
+
+
 def report_page(*, rows: Sequence[Mapping[str, Any]], views: Mapping[int, str], report_md: str,
                 images: Mapping[str, bytes] | None = None, title: str = "kgrag report") -> str:
     """The whole report page: report.md's metrics, tables and figures (figures inlined), a list of every
     question (filter by type, status, retrieval; search) and the per-question views of ``views`` (index into
     ``rows`` -> :func:`question_view` HTML); questions without a view are listed and say so when picked."""
     types = sorted({qtype_label(r) for r in rows})
-    list_rows = []
+    entries = []
     for i, r in enumerate(rows):
-        st, rt = status(r), retrieval_status(r)
         text = " ".join([str(r.get("question") or ""), " ".join(map(str, r.get("gold") or [])),
                          str(r.get(S.PREDICTION) or ""), str(r.get(S.QUESTION_ID) or "")]).lower()
-        list_rows.append(
-            f'<tr class="q{"" if i in views else " noview"}" data-index="{i}" data-type="{esc(qtype_label(r))}" '
-            f'data-status="{st}" data-retrieval="{esc(rt)}" data-text="{esc(text)}">'
-            f'<td>{i + 1}</td><td>{esc(_clip(str(r.get("question") or ""), 110))}</td>'
-            f'<td><span class="badge {st}">{st}</span> <span class="badge {esc(rt)}">{esc(rt)}</span></td></tr>')
+        entries.append([i, _clip(str(r.get("question") or ""), 110), status(r), retrieval_status(r), qtype_label(r),
+                        text[:LIST_TEXT_CHARS], i in views])
+    # JSON inside <script>: "<" escaped so that no text can close the element
+    qdata = json.dumps(entries, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     opt = lambda vals: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in vals)  # noqa: E731
     n_st = {s: sum(status(r) == s for r in rows) for s in (CORRECT, WRONG, FAILED)}
     body = (
@@ -858,13 +888,15 @@ def report_page(*, rows: Sequence[Mapping[str, Any]], views: Mapping[int, str], 
         f'<section class="card" id="questions"><h2>Questions</h2><p class="note">{len(rows)} questions: '
         f"{n_st[CORRECT]} correct (first answer gold, or label right), {n_st[WRONG]} wrong, {n_st[FAILED]} failed; "
         f"{len(views)} with a view. Retrieval <i>hit</i>: a gold answer entity is in the retrieved subgraph. Click a "
-        'question.</p><div id="split"><div id="qlist"><div class="filters">'
+        f'question.</p><div id="split"><div id="qlist" data-page="{LIST_PAGE}"><div class="filters">'
         '<input id="f-search" type="search" placeholder="search question, gold, prediction">'
         f'<select id="f-type"><option value="">all types</option>{opt(types)}</select>'
         f'<select id="f-status"><option value="">correct / wrong / failed</option>{opt((CORRECT, WRONG, FAILED))}'
         '</select><select id="f-retrieval"><option value="">retrieval hit / miss</option>'
         f'{opt(("hit", "miss", "n/a"))}</select></div><p class="note" id="f-count"></p>'
-        f'<table><tbody>{"".join(list_rows)}</tbody></table></div>'
+        f'<table><tbody id="qrows"></tbody></table><p class="pager"><button id="f-prev" type="button" hidden>'
+        '&larr; previous</button> <button id="f-next" type="button" hidden>next &rarr;</button></p>'
+        f'<script type="application/json" id="qdata">{qdata}</script></div>'
         f'<div id="views"><p class="note" id="noview" hidden></p>{"".join(views[i] for i in sorted(views))}</div>'
         "</div></section>"
         f'<section class="card md" id="metrics">{markdown_html(report_sections(report_md), images)}</section></main>')

@@ -5,6 +5,7 @@ scripted LLM) are drawn. The page in a real browser: tests/test_report_browser.p
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 
 import numpy as np
@@ -127,12 +128,15 @@ def test_report_lists_every_question_and_bounds_the_views(kg):
                         report_md="# kgrag report\n\n## Metrics\n\n![fig](figures/f.png)\n\n## Examples\n\nEXAMPLE\n",
                         images={"figures/f.png": b"\x89PNG fake"}, max_questions=3)
     els = Elements(page)
-    items = els.find("tr", "q")
-    assert [a["data-index"] for a in items] == ["0", "1", "2", "3", "4"]
-    assert [a["data-status"] for a in items] == ["wrong", "correct", "failed", "wrong", "wrong"]
-    assert [a["data-retrieval"] for a in items] == ["hit", "hit", "miss", "n/a", "hit"]
-    assert [a["data-type"] for a in items][3] == "2-hop movie_to_director"
-    assert len(els.find("section", "qview")) == 3 and len(els.find("tr", "noview")) == 2
+    # the list is JSON (rendered a page at a time by the page's script): [index, text, status, retrieval, type,
+    # search text, has a view]
+    data = re.search(r'<script type="application/json" id="qdata">(.*?)</script>', page, re.S).group(1)
+    items = json.loads(data)
+    assert [d[0] for d in items] == [0, 1, 2, 3, 4]
+    assert [d[2] for d in items] == ["wrong", "correct", "failed", "wrong", "wrong"]
+    assert [d[3] for d in items] == ["hit", "hit", "miss", "n/a", "hit"]
+    assert items[3][4] == "2-hop movie_to_director"
+    assert len(els.find("section", "qview")) == 3 and [d[6] for d in items] == [True] * 3 + [False] * 2
     assert "EXAMPLE" not in page  # the views replace report.md's examples
     img = els.find("img", "fig")[0]["src"]
     assert img.startswith("data:image/png;base64,")
