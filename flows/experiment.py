@@ -3,9 +3,9 @@ deployment on a work pool (README "Run on a cluster").
 
 Each step runs the DVC stage's own command (``python -m stages.<name>`` with the same ``--params`` /
 ``--set`` arguments) in its own process, so it reads the same params, writes the same outputs and, with
-``kgrag.env`` applied before Prefect loads its settings, keeps its Prefect results in the same
-``.kgrag_cache/prefect_results`` as a ``dvc repro`` run, however this flow was started (a worker's flow run
-imports Prefect before this module). The stages' flows report to this flow's Prefect API.
+``kgrag.env`` applied before Prefect loads its settings, keeps its shard files in the same
+``.kgrag_cache/shards`` as a ``dvc repro`` run, however this flow was started (a worker's flow run imports
+Prefect before this module). The stages' flows report to this flow's Prefect API.
 ``cluster.task_runner`` decides where their shards run. The inputs of ``retrieve`` (``dvc repro index relplan``, and
 ``dvc repro finetune/dvc.yaml`` for the LEGO presets that read the fine-tuned scorer) must exist; DVC does not see these runs (``dvc commit``
 records their outputs).

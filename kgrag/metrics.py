@@ -255,13 +255,15 @@ class Answerable:
 @METRICS.register("intervals", version="1")
 class Intervals:
     """``ci95``: seeded bootstrap 95% intervals (percentile method, ``BOOTSTRAP`` resamples of the questions
-    with replacement, seed ``SEED``) of ``hit_at_1``, ``hit_any``, ``f1`` and, for label tasks, ``accuracy``:
+    with replacement, seed ``SEED``) of ``hit_at_1``, ``hit_any``, ``f1``, ``retrieval_recall`` (questions
+    with answer entities) and, for label tasks, ``accuracy``:
     ``{metric: {"low": l, "high": h}}``, so that two runs can be told apart from sampling noise (Efron & Tibshirani,
     An Introduction to the Bootstrap, 1993, ch. 13)."""
 
     BOOTSTRAP = 1000
     SEED = 0
-    KEYS = {"hit_at_1": "hit_at_1", "hit_any": "hit_any", "f1": "f1", "accuracy": "correct"}
+    KEYS = {"hit_at_1": "hit_at_1", "hit_any": "hit_any", "f1": "f1", "retrieval_recall": "retrieval_recall",
+            "accuracy": "correct"}
 
     def score(self, item: Item) -> dict:
         return {}

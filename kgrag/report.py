@@ -17,6 +17,9 @@ NAMES = {
     "label_unparseable": "Predictions naming no label or several (counted wrong)",
     "hit_at_1": "Hit@1 (first answer is gold)",
     "hit_any": "Hit (a gold answer appears in the output)",
+    "answerable_fraction": "Questions whose gold answers are in the KG (the rest count as misses)",
+    "hit_at_1_answerable": "Hit@1 over the answerable questions only",
+    "hit_any_answerable": "Hit over the answerable questions only",
     "em": "Exact match (answer set = gold set)",
     "precision": "Answer precision",
     "recall": "Answer recall",
@@ -143,14 +146,19 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
         f"retrieval **{setup.get('retrieve')}**, generation **{setup.get('backend')}** "
         f"(context: {setup.get('context')}), sample seed {setup.get('seed')}."
     )
-    out += ["", "## Metrics", "", "| metric | value |", "|---|---|"]
+    out += ["", "## Metrics", "", "| metric | value | 95% interval |", "|---|---|---|"]
+    ci = metrics.get("ci95") or {}
     for k, label in NAMES.items():
         if k in metrics:
-            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(metrics[k])} |")
+            iv = ci.get(k) or {}
+            band = f"[{_fmt(iv['low'])}, {_fmt(iv['high'])}]" if "low" in iv else ""
+            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(metrics[k])} | {band} |")
     run = timings or {}
     for k, label in TIMING_NAMES.items():
         if run.get(k) is not None:
-            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(run[k])} |")
+            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(run[k])} | |")
+    if ci:
+        out += ["", "95% interval: seeded bootstrap over the questions (1,000 resamples; docs/metrics.md)."]
     out += ["", "## Time per stage", ""]
     if run.get("stage_seconds"):
         out += ["| stage | seconds |", "|---|---|"]

@@ -1,0 +1,195 @@
+"""Full benchmark splits through the pipeline: the default experiment on whole MetaQA test files, beside the
+200-question sample, and a kill-and-resume run.
+
+For each hop count asked for, the default params run stage by stage (ingest → validate → index → relplan →
+retrieve → generate → evaluate → report, each ``python -m stages.<name> --set data.hops=H --set
+data.sample=N``) in a work copy of the repository (``--workdir``; its own ``.kgrag_cache``, so nothing comes
+from the repository's caches), once with ``data.sample=200`` and once with ``data.sample=0`` (the whole file).
+Each stage runs under ``/usr/bin/time`` for its wall time and peak RSS. A run starts from empty shard and LLM
+call caches unless ``--resume`` (an interrupted bench run then continues where it stopped).
+
+``--kill-resume N``: generate on N questions is SIGKILLed when about half its shards are written, then run
+again; the record says how many finished shards were recomputed (their files rewritten) and how many LLM calls
+were repeated (backend attempts of the resumed run minus the calls it added to the call cache).
+
+Writes ``reports/bench/full_split.json`` (merged per split: one split can be run at a time) with, per split:
+questions, wall seconds and peak RSS per stage, questions per minute of retrieve / generate at 200 and at the
+full split and their per-question cost ratio, and Hit@1, Hit, F1 and retrieval recall with seeded bootstrap 95%
+intervals (``ci95`` of metrics.json).
+
+    python bench/full_split.py --hops 1 2 3          # about 1 + 2 + 2 hours on 2 cores
+    python bench/full_split.py --hops 2 --kill-resume 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.common import write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "reports" / "bench" / "full_split.json"
+STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate", "report")
+SIZES = {1: 9947, 2: 14872, 3: 14274}  # questions in MetaQA's k-hop test files
+METRICS = ("hit_at_1", "hit_any", "f1", "retrieval_recall")
+
+
+def workcopy(dst: Path) -> Path:
+    """The repository's tracked and unignored files under ``dst`` (outputs and caches left out), with
+    ``../shared`` reachable as from the repository."""
+    if not (dst / "params.yaml").exists():
+        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                               text=True, check=True).stdout.split()
+        for f in files:
+            if (ROOT / f).is_file():
+                (dst / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / f, dst / f)
+    shared = dst.parent / "shared"
+    if not shared.exists():
+        shared.symlink_to(ROOT.parent / "shared")
+    return dst
+
+
+def env() -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+    e["PATH"] = f"{Path(sys.executable).parent}:{e['PATH']}"
+    return e
+
+
+def run_stage(work: Path, stage: str, sets: list[str]) -> dict:
+    """One stage under /usr/bin/time: wall seconds and peak RSS (MiB); the stage's stderr tail on failure."""
+    cmd = ["/usr/bin/time", "-f", "KGRAG_TIME %e %M", sys.executable, "-m", f"stages.{stage}",
+           *(a for s in sets for a in ("--set", s))]
+    p = subprocess.run(cmd, cwd=work, env=env(), capture_output=True, text=True)
+    line = next((x for x in p.stderr.splitlines()[::-1] if x.startswith("KGRAG_TIME")), None)
+    if p.returncode != 0 or line is None:
+        raise SystemExit(f"stage {stage} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    _, wall, rss_kb = line.split()
+    return {"seconds": round(float(wall), 1), "peak_rss_mib": round(int(rss_kb) / 1024, 1)}
+
+
+def one_run(work: Path, hops: int, sample: int, resume: bool) -> dict:
+    """The pipeline on ``sample`` questions (0 = all) of the ``hops``-hop test file; per stage time and RSS,
+    the metrics with their intervals."""
+    if not resume:
+        shutil.rmtree(work / ".kgrag_cache" / "shards", ignore_errors=True)
+        for f in (work / ".kgrag_cache").glob("llm_calls.sqlite*"):
+            f.unlink()
+    sets = [f"data.hops={hops}", f"data.sample={sample}"]
+    stages = {}
+    for stage in STAGES:
+        t0 = time.time()
+        stages[stage] = run_stage(work, stage, sets)
+        print(f"[bench] {hops}-hop sample={sample or 'all'}: {stage} {stages[stage]['seconds']:.0f} s, "
+              f"{stages[stage]['peak_rss_mib']:.0f} MiB (started {time.strftime('%H:%M', time.localtime(t0))})",
+              file=sys.stderr, flush=True)
+    m = json.loads((work / "reports" / "metrics.json").read_text())
+    n = m["questions"]
+    out = {"questions": n, "stages": stages,
+           "peak_rss_mib": max(s["peak_rss_mib"] for s in stages.values()),
+           "seconds": round(sum(s["seconds"] for s in stages.values()), 1),
+           "metrics": {k: m.get(k) for k in METRICS},
+           "ci95": {k: m.get("ci95", {}).get(k) for k in METRICS},
+           "answerable_fraction": m.get("answerable_fraction"), "failed": m.get("failed")}
+    for stage in ("retrieve", "generate"):
+        out[f"{stage}_questions_per_minute"] = round(n / stages[stage]["seconds"] * 60, 1)
+    return out
+
+
+def kill_resume(work: Path, hops: int, n: int) -> dict:
+    """SIGKILL generate on ``n`` questions about half-way (by shard files written), then run it again."""
+    sets = [f"data.hops={hops}", f"data.sample={n}"]
+    shutil.rmtree(work / ".kgrag_cache" / "shards", ignore_errors=True)
+    for f in (work / ".kgrag_cache").glob("llm_calls.sqlite*"):
+        f.unlink()
+    for stage in ("ingest", "validate", "index", "relplan", "retrieve"):
+        run_stage(work, stage, sets)
+    shard_dir = work / ".kgrag_cache" / "shards" / "generate"
+    shard_size = 25
+    want = (n // shard_size) // 2
+    proc = subprocess.Popen([sys.executable, "-m", "stages.generate", *(a for s in sets for a in ("--set", s))],
+                            cwd=work, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    t0 = time.time()
+    while len(list(shard_dir.glob("*.arrow"))) < want and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_after = time.time() - t0
+    before = {p.name: p.stat().st_mtime_ns for p in shard_dir.glob("*.arrow")}
+    calls_before = _cache_rows(work)
+    t0 = time.time()
+    run_stage(work, "generate", sets)
+    resumed_s = time.time() - t0
+    after = {p.name: p.stat().st_mtime_ns for p in shard_dir.glob("*.arrow")}
+    rewritten = [f for f, t in before.items() if after.get(f) != t]
+    new = [f for f in after if f not in before]
+    attempts = 0
+    import pyarrow.ipc as ipc
+
+    from kgrag import schema as S
+
+    for f in new:
+        with open(shard_dir / f, "rb") as fh:
+            attempts += sum(ipc.open_file(fh).read_all().column(S.LLM_CALLS).to_pylist())
+    calls_after = _cache_rows(work)
+    return {"questions": n, "shards": len(after), "killed_after_s": round(killed_after, 1),
+            "finished_shards_at_kill": len(before), "finished_shards_recomputed": len(rewritten),
+            "shards_computed_on_resume": len(new), "calls_in_cache_at_kill": calls_before,
+            "backend_calls_on_resume": attempts, "calls_added_on_resume": calls_after - calls_before,
+            "llm_calls_repeated": max(0, attempts - (calls_after - calls_before)), "resume_seconds": round(resumed_s, 1)}
+
+
+def _cache_rows(work: Path) -> int:
+    con = sqlite3.connect(work / ".kgrag_cache" / "llm_calls.sqlite")
+    try:
+        return int(con.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0])
+    finally:
+        con.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hops", type=int, nargs="*", default=[1, 2, 3], help="MetaQA test files to run (1 2 3)")
+    ap.add_argument("--workdir", default="/tmp/kgrag-full-split/main", help="work copy of the repository")
+    ap.add_argument("--resume", action="store_true", help="keep the work copy's shard and call caches")
+    ap.add_argument("--no-sample", action="store_true", help="skip the 200-question run of each split")
+    ap.add_argument("--kill-resume", type=int, default=0, metavar="N", help="only the kill-and-resume run on N")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+    work = workcopy(Path(args.workdir))
+    out_path = Path(args.out)
+    result = json.loads(out_path.read_text()) if out_path.exists() else {}
+    result.pop("machine", None), result.pop("load", None), result.pop("load_warning", None)
+    result["note"] = ("default params, MetaQA test files, stage by stage in a work copy; seconds and peak RSS of "
+                      "each stage process (/usr/bin/time); intervals: seeded bootstrap 95% (metrics.json ci95)")
+    if args.kill_resume:
+        result.setdefault("kill_resume", {})[f"{args.hops[0]}-hop"] = kill_resume(work, args.hops[0], args.kill_resume)
+        write_result(str(out_path), result)
+        return
+    splits = result.setdefault("splits", {})
+    for hops in args.hops:
+        entry = splits.setdefault(f"{hops}-hop", {})
+        if not args.no_sample:
+            entry["sample_200"] = one_run(work, hops, 200, args.resume)
+        entry["full"] = one_run(work, hops, 0, args.resume)
+        full, small = entry["full"], entry.get("sample_200")
+        if small:
+            entry["per_question_cost_ratio"] = {
+                stage: round((full["stages"][stage]["seconds"] / full["questions"])
+                             / (small["stages"][stage]["seconds"] / small["questions"]), 3)
+                for stage in ("retrieve", "generate", "evaluate", "report")}
+        write_result(str(out_path), result)  # after each split: a cut-off bench keeps what it measured
+
+
+if __name__ == "__main__":
+    main()
