@@ -41,7 +41,7 @@ def run_stage(stage: str, argv: list[str], api_url: str) -> None:
     subprocess.run([sys.executable, "-m", f"stages.{stage}", *argv], env=env, check=True)
 
 
-@flow(name="experiment", log_prints=False)
+@flow(name="experiment", log_prints=False, persist_result=False)
 def experiment_flow(params: str = "params.yaml", overrides: list[str] | None = None) -> dict:
     """Run the retrieve, generate and evaluate stages with ``params`` and ``overrides`` (``key=value``, as
     ``--set``); returns the metrics."""

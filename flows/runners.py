@@ -21,6 +21,9 @@ def default_task_runner() -> Any:
 def run_flow(flow: Any, cluster: ClusterParams, **kwargs: Any) -> Any:
     """Call ``flow(**kwargs)`` with the selected task runner; runners whose tasks run in other processes get a
     Prefect API they can reach (``shared_api``)."""
+    from kgrag.env import short_errors
+
+    short_errors()  # a failed shard: a few lines, not Prefect's tracebacks (KGRAG_TRACEBACK=1 shows them)
     module = TASK_RUNNERS.get(cluster.task_runner).impl(cluster.module_params())
     with ExitStack() as stack:
         if module.separate_processes:

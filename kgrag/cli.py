@@ -346,6 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``kgrag`` console script."""
     setup()
+    if argv is None:  # the console script: errors in a few lines (KGRAG_TRACEBACK=1 for tracebacks)
+        from kgrag.env import short_errors
+
+        short_errors()
     args = build_parser().parse_args(argv)
     return int(args.fn(args) or 0)
 

@@ -14,7 +14,8 @@ DEFAULTS = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
+    # no Prefect result is persisted: the flows' shard files are their results (Arrow, never a pickle)
+    "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "false",
     "PREFECT_LOGGING_LEVEL": "WARNING",
     "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
     # llama.cpp (and torch) run their threads through OpenMP, whose default busy-wait collapses throughput when
@@ -35,3 +36,72 @@ def setup(root: str | Path = ".") -> None:
     os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(cache / "prefect_results"))
     for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH"):
         Path(os.environ[var]).mkdir(parents=True, exist_ok=True)
+
+
+#: set to 1 to see full Python tracebacks (stages and ``kgrag`` print a few lines per error otherwise)
+TRACEBACK_ENV = "KGRAG_TRACEBACK"
+MESSAGE_CHARS = 400
+
+
+def _where(tb) -> str:
+    """``file:line`` of the innermost traceback frame in this project's code (kgrag/, flows/, stages/)."""
+    import traceback
+
+    frames = traceback.extract_tb(tb)
+    ours = [f for f in frames if any(f"/{d}/" in f.filename for d in ("kgrag", "flows", "stages"))]
+    f = (ours or frames or [None])[-1]
+    if f is None:
+        return ""
+    try:
+        name = os.path.relpath(f.filename)
+    except ValueError:
+        name = f.filename
+    return f"{name}:{f.lineno}"
+
+
+def short_error(e: BaseException) -> str:
+    """An error in a few lines: what (type and the message's first ``MESSAGE_CHARS`` characters), where (file:line),
+    and how to see the rest."""
+    msg = " ".join(str(e).split())
+    msg = msg if len(msg) <= MESSAGE_CHARS else msg[:MESSAGE_CHARS] + f" … ({len(msg)} characters)"
+    where = _where(e.__traceback__)
+    return (f"error: {type(e).__name__}: {msg}" + (f"\n  at {where}" if where else "")
+            + f"\n  ({TRACEBACK_ENV}=1 prints the whole traceback)")
+
+
+class _ShortTracebacks:
+    """Logging filter: a record carrying an exception keeps its message and the exception's short form, not the
+    traceback (Prefect logs one per failed task and flow run)."""
+
+    def filter(self, record) -> bool:  # noqa: D102
+        if record.exc_info and record.exc_info[1] is not None:
+            e = record.exc_info[1]
+            msg = " ".join(str(e).split())[:MESSAGE_CHARS]
+            record.msg = f"{record.getMessage()} [{type(e).__name__}: {msg}]"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
+def short_errors() -> None:
+    """Errors in a few lines, unless ``KGRAG_TRACEBACK`` is set: an uncaught exception prints
+    :func:`short_error` and exits 1, and the logging handlers configured so far (Prefect's console handler)
+    drop tracebacks. Call it after Prefect is imported (its logging set up)."""
+    import logging
+    import sys
+
+    if os.environ.get(TRACEBACK_ENV):
+        return
+
+    def hook(kind, e, tb):
+        if issubclass(kind, KeyboardInterrupt):
+            print("interrupted", file=sys.stderr)
+            return
+        print(short_error(e.with_traceback(tb)), file=sys.stderr)
+
+    sys.excepthook = hook
+    seen = set()
+    for logger in [logging.getLogger(), *(logging.getLogger(n) for n in list(logging.root.manager.loggerDict))]:
+        for h in getattr(logger, "handlers", []):
+            if id(h) not in seen and not any(isinstance(f, _ShortTracebacks) for f in h.filters):
+                seen.add(id(h))
+                h.addFilter(_ShortTracebacks())

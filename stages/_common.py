@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
-from kgrag.env import setup
+from kgrag.env import setup, short_errors
 from kgrag.io import file_hash, write_json
 from kgrag.params import Params, ParamsError, load
 
@@ -18,6 +18,7 @@ def args_and_params(ap: argparse.ArgumentParser, argv: list[str] | None = None) 
     """Add ``--params`` / ``--set`` to a stage's parser, parse, and validate the whole params file (exit 2 on
     invalid params)."""
     setup()
+    short_errors()
     ap.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
     ap.add_argument("--set", "-S", action="append", default=[], metavar="KEY=VALUE", help="override a param")
     args = ap.parse_args(argv)

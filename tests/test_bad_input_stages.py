@@ -146,3 +146,22 @@ def test_invalid_params_stop_the_stage_before_any_work(tmp_path, change, expect)
     assert r.returncode == 2
     assert "params.yaml:" in r.stderr and expect in r.stderr, r.stderr
     assert not (tmp_path / "data").exists()  # nothing was written
+
+
+def test_a_failing_shard_prints_a_few_lines_not_tracebacks(tmp_path):
+    """retrieve without its index: the shard task fails inside Prefect; the stage exits non-zero with the error's
+    what and where in a few lines (no traceback, no parameter dump); KGRAG_TRACEBACK=1 brings the traceback."""
+    _params(tmp_path)
+    for stage in ("ingest", "validate"):
+        assert _stage(stage, tmp_path).returncode == 0
+    r = _stage("retrieve", tmp_path)
+    assert r.returncode != 0
+    err = [x for x in r.stderr.splitlines() if x.strip() and "Warning" not in x and "warn(" not in x]
+    assert "Traceback" not in r.stderr and any(x.startswith("error: ") for x in err), r.stderr[-3000:]
+    assert any("entities.parquet" in x for x in err) and any(x.strip().startswith("at ") for x in err)
+    assert len(err) <= 12 and len(r.stderr) < 4000, r.stderr
+    import os
+
+    full = subprocess.run([sys.executable, "-m", "stages.retrieve"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "KGRAG_TRACEBACK": "1"}, timeout=600)
+    assert full.returncode != 0 and "Traceback" in full.stderr

@@ -209,14 +209,18 @@ def test_compare_two_experiments(project, first_run):
     assert list(table) == ["cmp-k1", "cmp-k2"]
     assert [table[n]["`reason.rank.top_k`"] for n in table] == ["1", "2"]
     assert [c for c in table["cmp-k1"] if c.startswith("`")] == ["`reason.rank.top_k`"]  # only the diff
-    from kgrag.compare import KEY_METRICS, direction, label
+    from kgrag.compare import KEY_METRICS, direction, fmt, label
 
     arrows = {1: " ↑", -1: " ↓", 0: ""}
     for name, m in files.items():
         assert "accuracy" not in m  # a label-task metric: not a column of this entity-question comparison
         for key in (k for k in KEY_METRICS if k in m):
             cell = table[name][f"{label(key)}{arrows[direction(key)]}"]
-            assert float(cell) == pytest.approx(m[key], abs=0.05 if abs(m[key]) >= 100 else 5e-4), (name, key)
+            value, _, band = cell.partition(" [")  # the value, then its bootstrap 95% interval when it has one
+            assert float(value) == pytest.approx(m[key], abs=0.05 if abs(m[key]) >= 100 else 5e-4), (name, key)
+            ci = m.get("ci95", {}).get(key)
+            assert band == (f"{fmt(ci['low'])}, {fmt(ci['high'])}]" if ci else ""), (name, key, cell)
+        assert set(m["ci95"]) >= {"hit_at_1", "hit_any", "f1"}
     png = project / "reports" / "compare" / "sweep.png"  # one numeric param differs: a sweep plot
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (project / "reports" / "compare" / "hit_at_1.png").stat().st_size > 1000
