@@ -34,9 +34,11 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import write_result
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import write_result  # noqa: E402
+
 OUT = ROOT / "reports" / "bench" / "full_split.json"
 STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate", "report")
 SIZES = {1: 9947, 2: 14872, 3: 14274}  # questions in MetaQA's k-hop test files
@@ -77,14 +79,14 @@ def run_stage(work: Path, stage: str, sets: list[str]) -> dict:
     return {"seconds": round(float(wall), 1), "peak_rss_mib": round(int(rss_kb) / 1024, 1)}
 
 
-def one_run(work: Path, hops: int, sample: int, resume: bool) -> dict:
-    """The pipeline on ``sample`` questions (0 = all) of the ``hops``-hop test file; per stage time and RSS,
-    the metrics with their intervals."""
+def one_run(work: Path, hops: int, sample: int, resume: bool, extra: list[str] = ()) -> dict:
+    """The pipeline on ``sample`` questions (0 = all) of the ``hops``-hop test file (``extra``: more ``--set``
+    overrides); per stage time and RSS, the metrics with their intervals."""
     if not resume:
         shutil.rmtree(work / ".kgrag_cache" / "shards", ignore_errors=True)
         for f in (work / ".kgrag_cache").glob("llm_calls.sqlite*"):
             f.unlink()
-    sets = [f"data.hops={hops}", f"data.sample={sample}"]
+    sets = [f"data.hops={hops}", f"data.sample={sample}", *extra]
     stages = {}
     for stage in STAGES:
         t0 = time.time()
@@ -164,6 +166,9 @@ def main() -> None:
     ap.add_argument("--resume", action="store_true", help="keep the work copy's shard and call caches")
     ap.add_argument("--no-sample", action="store_true", help="skip the 200-question run of each split")
     ap.add_argument("--kill-resume", type=int, default=0, metavar="N", help="only the kill-and-resume run on N")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                    help="a params override for every run (repeatable), e.g. reason.rank.max_candidates=1; the "
+                         "split's entry then goes under 'hops-hop KEY=VALUE'")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     work = workcopy(Path(args.workdir))
@@ -178,10 +183,12 @@ def main() -> None:
         return
     splits = result.setdefault("splits", {})
     for hops in args.hops:
-        entry = splits.setdefault(f"{hops}-hop", {})
+        entry = splits.setdefault(" ".join([f"{hops}-hop", *args.sets]), {})
+        entry["overrides"] = args.sets
         if not args.no_sample:
-            entry["sample_200"] = one_run(work, hops, 200, args.resume)
-        entry["full"] = one_run(work, hops, 0, args.resume)
+            entry["sample_200"] = one_run(work, hops, 200, args.resume, args.sets)
+            write_result(str(out_path), result)
+        entry["full"] = one_run(work, hops, 0, args.resume, args.sets)
         full, small = entry["full"], entry.get("sample_200")
         if small:
             entry["per_question_cost_ratio"] = {

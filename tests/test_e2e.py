@@ -216,7 +216,8 @@ def test_compare_two_experiments(project, first_run):
         assert "accuracy" not in m  # a label-task metric: not a column of this entity-question comparison
         for key in (k for k in KEY_METRICS if k in m):
             cell = table[name][f"{label(key)}{arrows[direction(key)]}"]
-            value, _, band = cell.partition(" [")  # the value, then its bootstrap 95% interval when it has one
+            value, _, band = cell.partition(" [")  # the value (bold when best), then its bootstrap 95% interval
+            value, band = value.strip("*"), band.rstrip("*")
             assert float(value) == pytest.approx(m[key], abs=0.05 if abs(m[key]) >= 100 else 5e-4), (name, key)
             ci = m.get("ci95", {}).get(key)
             assert band == (f"{fmt(ci['low'])}, {fmt(ci['high'])}]" if ci else ""), (name, key, cell)
