@@ -17,7 +17,10 @@ questions, wall seconds and peak RSS per stage, questions per minute of retrieve
 full split and their per-question cost ratio, and Hit@1, Hit, F1 and retrieval recall with seeded bootstrap 95%
 intervals (``ci95`` of metrics.json).
 
-    python bench/full_split.py --hops 1 2 3          # about 1 + 2 + 2 hours on 2 cores
+    python bench/full_split.py --hops 1              # default params: rank generate ~27 q/min on 1-hop (~6 h)
+    python -m tests.fault_server --port 8123 &       # the LLM replaced by a no-LLM baseline (first triple's tail):
+    python bench/full_split.py --hops 1 --set generate.backend=openai \
+        --set generate.openai.base_url=http://127.0.0.1:8123/v1 --set reason.method=answer     # ~13 minutes
     python bench/full_split.py --hops 2 --kill-resume 2000
 """
 
