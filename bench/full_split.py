@@ -110,9 +110,9 @@ def one_run(work: Path, hops: int, sample: int, resume: bool, extra: list[str] =
     return out
 
 
-def kill_resume(work: Path, hops: int, n: int) -> dict:
+def kill_resume(work: Path, hops: int, n: int, extra: list[str] = ()) -> dict:
     """SIGKILL generate on ``n`` questions about half-way (by shard files written), then run it again."""
-    sets = [f"data.hops={hops}", f"data.sample={n}"]
+    sets = [f"data.hops={hops}", f"data.sample={n}", *extra]
     shutil.rmtree(work / ".kgrag_cache" / "shards", ignore_errors=True)
     for f in (work / ".kgrag_cache").glob("llm_calls.sqlite*"):
         f.unlink()
@@ -181,7 +181,8 @@ def main() -> None:
     result["note"] = ("default params, MetaQA test files, stage by stage in a work copy; seconds and peak RSS of "
                       "each stage process (/usr/bin/time); intervals: seeded bootstrap 95% (metrics.json ci95)")
     if args.kill_resume:
-        result.setdefault("kill_resume", {})[f"{args.hops[0]}-hop"] = kill_resume(work, args.hops[0], args.kill_resume)
+        key = " ".join([f"{args.hops[0]}-hop", *args.sets])
+        result.setdefault("kill_resume", {})[key] = kill_resume(work, args.hops[0], args.kill_resume, args.sets)
         write_result(str(out_path), result)
         return
     splits = result.setdefault("splits", {})
