@@ -82,13 +82,18 @@ def run_stage(work: Path, stage: str, sets: list[str]) -> dict:
     return {"seconds": round(float(wall), 1), "peak_rss_mib": round(int(rss_kb) / 1024, 1)}
 
 
+def clear_caches(work: Path) -> None:
+    """Start from empty shard and LLM call caches in the work copy."""
+    shutil.rmtree(work / ".kgrag_cache" / "shards", ignore_errors=True)
+    for f in (work / ".kgrag_cache").glob("llm_calls.sqlite*"):
+        f.unlink()
+
+
 def one_run(work: Path, hops: int, sample: int, resume: bool, extra: list[str] = ()) -> dict:
     """The pipeline on ``sample`` questions (0 = all) of the ``hops``-hop test file (``extra``: more ``--set``
     overrides); per stage time and RSS, the metrics with their intervals."""
     if not resume:
-        shutil.rmtree(work / ".kgrag_cache" / "shards", ignore_errors=True)
-        for f in (work / ".kgrag_cache").glob("llm_calls.sqlite*"):
-            f.unlink()
+        clear_caches(work)
     sets = [f"data.hops={hops}", f"data.sample={sample}", *extra]
     stages = {}
     for stage in STAGES:
@@ -113,9 +118,7 @@ def one_run(work: Path, hops: int, sample: int, resume: bool, extra: list[str] =
 def kill_resume(work: Path, hops: int, n: int, extra: list[str] = ()) -> dict:
     """SIGKILL generate on ``n`` questions about half-way (by shard files written), then run it again."""
     sets = [f"data.hops={hops}", f"data.sample={n}", *extra]
-    shutil.rmtree(work / ".kgrag_cache" / "shards", ignore_errors=True)
-    for f in (work / ".kgrag_cache").glob("llm_calls.sqlite*"):
-        f.unlink()
+    clear_caches(work)
     for stage in ("ingest", "validate", "index", "relplan", "retrieve"):
         run_stage(work, stage, sets)
     shard_dir = work / ".kgrag_cache" / "shards" / "generate"
@@ -162,6 +165,11 @@ def _cache_rows(work: Path) -> int:
         con.close()
 
 
+def entry_key(hops: int, sets: list[str]) -> str:
+    """A result's key: the split, then the overrides it ran with (``1-hop KEY=VALUE ...``)."""
+    return " ".join([f"{hops}-hop", *sets])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hops", type=int, nargs="*", default=[1, 2, 3], help="MetaQA test files to run (1 2 3)")
@@ -181,13 +189,12 @@ def main() -> None:
     result["note"] = ("default params, MetaQA test files, stage by stage in a work copy; seconds and peak RSS of "
                       "each stage process (/usr/bin/time); intervals: seeded bootstrap 95% (metrics.json ci95)")
     if args.kill_resume:
-        key = " ".join([f"{args.hops[0]}-hop", *args.sets])
-        result.setdefault("kill_resume", {})[key] = kill_resume(work, args.hops[0], args.kill_resume, args.sets)
+        result.setdefault("kill_resume", {})[entry_key(args.hops[0], args.sets)] = kill_resume(work, args.hops[0], args.kill_resume, args.sets)
         write_result(str(out_path), result)
         return
     splits = result.setdefault("splits", {})
     for hops in args.hops:
-        entry = splits.setdefault(" ".join([f"{hops}-hop", *args.sets]), {})
+        entry = splits.setdefault(entry_key(hops, args.sets), {})
         entry["overrides"] = args.sets
         if not args.no_sample:
             entry["sample_200"] = one_run(work, hops, 200, args.resume, args.sets)

@@ -99,9 +99,7 @@ def short_errors() -> None:
         print(short_error(e.with_traceback(tb)), file=sys.stderr)
 
     sys.excepthook = hook
-    seen = set()
     for logger in [logging.getLogger(), *(logging.getLogger(n) for n in list(logging.root.manager.loggerDict))]:
         for h in getattr(logger, "handlers", []):
-            if id(h) not in seen and not any(isinstance(f, _ShortTracebacks) for f in h.filters):
-                seen.add(id(h))
+            if not any(isinstance(f, _ShortTracebacks) for f in h.filters):  # a shared handler: once
                 h.addFilter(_ShortTracebacks())
