@@ -122,7 +122,9 @@ def kill_resume(work: Path, hops: int, n: int, extra: list[str] = ()) -> dict:
     for stage in ("ingest", "validate", "index", "relplan", "retrieve"):
         run_stage(work, stage, sets)
     shard_dir = work / ".kgrag_cache" / "shards" / "generate"
-    shard_size = 25
+    from kgrag.params import load
+
+    shard_size = load(work / "params.yaml", sets).generate.shard_size  # the shards this run writes
     want = (n // shard_size) // 2
     proc = subprocess.Popen([sys.executable, "-m", "stages.generate", *(a for s in sets for a in ("--set", s))],
                             cwd=work, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
