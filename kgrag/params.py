@@ -386,7 +386,8 @@ class GRTrainParams(Strict):
     checkpoint_every: int = Field(50, ge=0, description="optimizer steps between mid-epoch checkpoints (0 = epoch ends)")
     seed: int = Field(0, description="initialisation, row order and dropout")
     threads: int = Field(1, ge=1, description="torch CPU threads")
-    dtype: Literal["float32", "bfloat16"] = Field("bfloat16", description="the frozen LLM's weights")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="the frozen LLM's weights (auto: bfloat16 where the CPU has native bf16, else float32)")
     attention: Literal["eager", "sdpa"] = Field("eager", description="the LLM's attention implementation")
 
     @model_validator(mode="after")

@@ -53,7 +53,7 @@ class ModelConfig:
     textualize: bool = True  # put the textualized graph in the prompt (False: Table 6 w/o textualized graph)
     max_text_length: int = 512  # tokens of the textualized graph kept (the question is never cut)
     max_new_tokens: int = 32  # target tokens kept in training; generation budget
-    dtype: str = "float32"  # the frozen LLM's weights: float32 | bfloat16 (trainable parts stay float32)
+    dtype: str = "float32"  # the frozen LLM's weights: auto | float32 | bfloat16 (trainable parts stay float32)
     attention: str = "eager"  # the LLM's attention implementation: eager | sdpa
     seed: int = 0  # initialisation of the trainable parts
 
@@ -81,10 +81,36 @@ class ModelConfig:
         return self.graph_token or self.virtual_tokens > 0 or self.lora is not None
 
 
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # CPU features with native bfloat16 matrix instructions
+
+
+def resolve_dtype(dtype: str, cpuinfo: str | None = None) -> str:
+    """The frozen LLM's weight dtype for ``dtype``: ``auto`` is ``bfloat16`` where the CPU has native bf16
+    matrix instructions (``avx512_bf16`` / ``amx_bf16`` in /proc/cpuinfo), else ``float32``.
+
+    Measured: on an Intel Xeon with them a training step ran 2.5x faster in bf16 than float32; on an AMD EPYC
+    without them a (724 x 576) x (576 x 1536) product took 132 ms in bf16 against 17 ms in float32 (one
+    thread), so a fixed ``bfloat16`` made training 8x slower there.
+    """
+    if dtype != "auto":
+        return dtype
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            cpuinfo = ""
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[-1].split())
+    return "bfloat16" if flags & set(BF16_CPU_FLAGS) else "float32"
+
+
 @functools.lru_cache(maxsize=2)
 def load_llm(path: str, dtype: str = "float32", attention: str = "eager"):
     """(model, tokenizer) of a Hugging Face causal-LM folder, on CPU, in eval mode, every weight frozen,
-    weights in ``dtype`` (``bfloat16`` halves memory traffic and runs the matmuls in bf16), attention by
+    weights in ``dtype`` (``bfloat16`` halves memory traffic and runs the matmuls in bf16; ``auto``: see
+    ``resolve_dtype``), attention by
     ``attention`` (``eager`` or ``sdpa``; same results up to rounding: eager was 1.6x faster in bf16 on the
     project's CPU, reports/bench/gretriever.json).
 
@@ -93,8 +119,9 @@ def load_llm(path: str, dtype: str = "float32", attention: str = "eager"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if dtype not in ("float32", "bfloat16"):
-        raise ValueError(f"dtype {dtype!r}: choose float32 or bfloat16")
+    if dtype not in ("auto", "float32", "bfloat16"):
+        raise ValueError(f"dtype {dtype!r}: choose auto, float32 or bfloat16")
+    dtype = resolve_dtype(dtype)
     tok = AutoTokenizer.from_pretrained(path)
     if attention not in ("eager", "sdpa"):
         raise ValueError(f"attention {attention!r}: choose eager or sdpa")

@@ -19,6 +19,7 @@ from kgrag.gretriever.data import TextEmbedder, graph_arrays
 from kgrag.gretriever.datasets import explagraphs_examples, index_vectors, metaqa_examples, scores
 from kgrag.gretriever.presets import get_preset, model_config
 from kgrag.gretriever.train import TrainConfig, load_best, predict, train
+from kgrag.gretriever.model import resolve_dtype
 
 def _explagraphs_splits(*, params: Any, retrieval: str, db_path: str | Path, index_dir: str | Path):
     e = params.gretriever.explagraphs
@@ -141,6 +142,7 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
         "best_epoch": best.get("epoch") if best else None, "val_at_best": (
             {"loss": best.get("val_loss"), "score": best.get("val_score")} if best else None),
         "epochs_run": len(state["history"]) if state else 0, "threads": g.train.threads, "run_key": key,
+        "dtype": resolve_dtype(g.train.dtype),  # what `auto` chose on this machine
     }
     timing = {
         "run_seconds": {"setup": round(t_setup, 1), "train": round(state["seconds"], 1) if state else 0.0,
