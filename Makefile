@@ -54,7 +54,9 @@ $(STAMP): $(LLAMA_WHEEL) | $(VENV)/bin/python
 CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	@(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-		|| echo "warning: could not apt-get install chromium (not root?): the browser tests will be skipped"
+		|| { if [ -n "$$CI" ] && [ "$$CI" != "false" ]; then \
+			echo "error: could not apt-get install chromium, which CI's browser tests need (CI=$$CI)"; exit 1; \
+		else echo "warning: could not apt-get install chromium (not root?): the browser tests will be skipped"; fi; }
 
 install: $(STAMP)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -84,13 +85,26 @@ def movies(movies_db: Path) -> KGStore:
     return KGStore(movies_db)
 
 
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need(ok: bool, what: str) -> None:
+    """Skip the test for a missing prerequisite ``what``, or, in CI (``CI=true``), fail it: CI has the shared
+    data beside the clone and the Makefile installs chromium, so a missing one there is a broken set-up, not a
+    reason to pass silently."""
+    if ok:
+        return
+    if IN_CI:
+        pytest.fail(f"{what} (CI=true: a missing prerequisite is an error, not a skip)", pytrace=False)
+    pytest.skip(what)
+
+
 def metaqa_sample_store(folder: Path, *, sample: int = 2, seed: int = 0):
     """(KGStore of the real MetaQA KB, its first ``sample`` seeded 2-hop test questions) written under ``folder``."""
     from kgrag.loaders.metaqa import load_metaqa
     from kgrag.store import questions_from_table
 
-    if not (METAQA / "kb.txt").exists():
-        pytest.skip("real MetaQA data not found")
+    need((METAQA / "kb.txt").exists(), f"real MetaQA data not found at {METAQA}")
     t = load_metaqa(path=str(METAQA), hops=2, split="test", sample=sample, seed=seed)
     path = Path(folder) / "kg.duckdb"
     write_duckdb(path, {"entities": t.entities, "relations": t.relations, "triples": t.triples,
@@ -176,6 +190,34 @@ def e2e_project(tmp_path_factory) -> Path:
 def e2e_first_run(e2e_project: Path) -> str:
     """`dvc repro` of the whole pipeline in the copy, once per test session."""
     return run(["dvc", "repro"], e2e_project)
+
+
+def dvc_status(project: Path) -> dict:
+    """`dvc status --json` of the main pipeline (dvc.yaml) in ``project``: {} when every output matches."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+    env["PATH"] = f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"
+    p = subprocess.run(["dvc", "status", "--json", "dvc.yaml"], cwd=project, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout or "{}")
+
+
+@pytest.fixture
+def shared_project(e2e_project: Path, e2e_first_run: str) -> Path:
+    """The session's e2e project after its first `dvc repro`, put back after the test whatever the test changed:
+    params.yaml and dvc.lock as they were, every output as dvc.lock says (`dvc checkout` from DVC's cache, then
+    `dvc repro` for the uncached metrics), checked by `dvc status`. So a later test that reads the project reads
+    the first run's outputs (the embedded SmolLM2's), never an earlier test's experiment."""
+    keep = {f: (e2e_project / f).read_bytes() for f in ("params.yaml", "dvc.lock")}
+    yield e2e_project
+    for f, data in keep.items():
+        (e2e_project / f).write_bytes(data)
+    run(["dvc", "checkout", "--force", "--quiet", "dvc.yaml"], e2e_project)  # the main pipeline only
+    if dvc_status(e2e_project):
+        run(["dvc", "repro"], e2e_project)
+    left = dvc_status(e2e_project)
+    assert not left, f"the shared e2e project could not be put back: {left}"
+    assert {f: (e2e_project / f).read_bytes() for f in keep} == keep
 
 
 @pytest.fixture(scope="session")

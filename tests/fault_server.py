@@ -1,6 +1,6 @@
 """A fault-injecting OpenAI-compatible chat-completions server (loopback), for reliability tests.
 
-Run: ``python -m tests.fault_server --port 8123 [--faults] [--slow-s 3] [--delay-s 0.1]``.
+Run: ``python -m tests.fault_server --port 8123 [--faults] [--slow-s 60] [--delay-s 0.1] [--hold-after N]``.
 
 Replies are deterministic functions of the prompt: the answer is the tail of the first ``(head, relation,
 tail)`` triple of the last user message's context (or ``unknown``). With ``--faults`` each distinct prompt
@@ -13,13 +13,18 @@ class  first attempt                                later attempts
 0      HTTP 500                                     HTTP 500 (never succeeds)
 1      200 with ``{"choices": []}`` (malformed)     same (never succeeds)
 2      HTTP 500                                     ok
-3      sleeps ``--slow-s`` (past the client timeout) ok
+3      held until the prompt's retry arrives (the   ok
+       client timed out), at most ``--slow-s``
 4      truncated JSON body                          ok
 5      200 with a non-JSON body                     ok
 6-9    ok                                           ok
 =====  ===========================================  ==========================
 
 ``GET /stats`` returns every request seen: prompt key, attempt number, fault, start and end times.
+
+``--hold-after N``: the first N requests are answered, every later one is held (no reply) until ``POST /release``.
+A test waits for the N-th reply (an event it can count), kills the client, and knows exactly which calls
+finished, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -63,9 +68,12 @@ def answer_for(messages: list[dict]) -> str:
 class State:
     """Requests seen, per prompt attempts."""
 
-    def __init__(self, faults: bool, slow_s: float, delay_s: float) -> None:
-        self.faults, self.slow_s, self.delay_s = faults, slow_s, delay_s
+    def __init__(self, faults: bool, slow_s: float, delay_s: float, hold_after: int | None = None) -> None:
+        self.faults, self.slow_s, self.delay_s, self.hold_after = faults, slow_s, delay_s, hold_after
         self.lock = threading.Lock()
+        self.retried: dict[str, threading.Event] = {}  # set when a prompt's second attempt arrives
+        self.released = threading.Event()
+        self.admitted = 0  # requests let through to a reply (for --hold-after)
         self.attempts: dict[str, int] = {}
         self.classes: dict[str, int] = {}
         self.log: list[dict] = []
@@ -98,6 +106,10 @@ def make_handler(state: State):
                 self._send(404, b"{}")
 
         def do_POST(self):  # noqa: N802
+            if self.path.rstrip("/").endswith("/release"):
+                state.released.set()
+                self._send(200, b"{}")
+                return
             t0 = time.time()
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             messages = body.get("messages", [])
@@ -108,9 +120,16 @@ def make_handler(state: State):
                 entry = {"key": key, "class": c, "attempt": attempt, "fault": fault_for(c, attempt, state.faults),
                          "start": t0, "end": None}
                 state.log.append(entry)
+                state.retried.setdefault(key, threading.Event())
+                if attempt > 1:
+                    state.retried[key].set()
+                hold = state.hold_after is not None and state.admitted >= state.hold_after
+                state.admitted += not hold
+            if hold:
+                state.released.wait()
             fault = entry["fault"]
             if fault == "slow":
-                time.sleep(state.slow_s)
+                state.retried[key].wait(timeout=state.slow_s)  # past the client timeout: until it tries again
             elif state.delay_s:
                 time.sleep(state.delay_s)
             text = answer_for(messages)
@@ -139,10 +158,13 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--faults", action="store_true", help="inject the faults of the table above")
-    ap.add_argument("--slow-s", type=float, default=3.0, help="delay of a 'slow' reply")
+    ap.add_argument("--slow-s", type=float, default=60.0,
+                    help="longest hold of a 'slow' reply (it is sent when the prompt's retry arrives)")
     ap.add_argument("--delay-s", type=float, default=0.0, help="delay of every reply")
+    ap.add_argument("--hold-after", type=int, default=None,
+                    help="answer this many requests, then hold every later one until POST /release")
     args = ap.parse_args(argv)
-    state = State(args.faults, args.slow_s, args.delay_s)
+    state = State(args.faults, args.slow_s, args.delay_s, args.hold_after)
     ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(state)).serve_forever()
 
 

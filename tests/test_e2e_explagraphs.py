@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import SHARED, copy_repo, run
+from tests.conftest import SHARED, copy_repo, run, need
 
 pytestmark = pytest.mark.e2e
 
@@ -29,8 +29,7 @@ LABELS = ("support", "counter")
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    if not (EXPLA / "dev.tsv").exists():
-        pytest.skip("real ExplaGraphs data not found")
+    need((EXPLA / "dev.tsv").exists(), "real ExplaGraphs data not found")
     root = tmp_path_factory.mktemp("e2e-explagraphs")
     data = root / "explagraphs"
     shutil.copytree(EXPLA, data)

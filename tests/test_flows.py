@@ -69,7 +69,6 @@ def test_retrieve_flow_caches_shards(tiny_project, monkeypatch):
 def test_shards_are_gathered_in_shard_order_whatever_finishes_first(tiny_project, monkeypatch):
     """Shards run concurrently (3 threads) and the first one finishes last: rows still come in question order."""
     import threading
-    import time
 
     from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -79,18 +78,24 @@ def test_shards_are_gathered_in_shard_order_whatever_finishes_first(tiny_project
     finished: list[str] = []
     lock = threading.Lock()
 
+    others_done = threading.Event()  # q0 waits for the event (the other 4 finished), not for a clock
+    waited: list[bool] = []
+
     def slow_first(**kw):
         qid = kw["question"].question_id
         if qid == "q0":
-            time.sleep(1.5)
+            waited.append(others_done.wait(timeout=120))
+        out = entry.impl(**kw)
         with lock:
             finished.append(qid)
-        return entry.impl(**kw)
+            if len(finished) == 4 and "q0" not in finished:
+                others_done.set()
+        return out
 
     monkeypatch.setitem(RETRIEVERS._entries, "pcst", dataclasses.replace(entry, impl=slow_first))
     rows = shard_rows(retrieve_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
         **flow_inputs(tiny_project["tmp"], tiny_project["rows"]), db_path=tiny_project["db"],
         db_hash=uuid.uuid4().hex, index_dir=tiny_project["index"], index_hash="i", index_model=MODEL,
         params=RetrieveParams(shard_size=1)))
-    assert finished[-1] == "q0" or finished.index("q0") > finished.index("q1"), finished  # q0 did finish late
+    assert waited == [True] and finished[-1] == "q0", (waited, finished)  # q0 did finish last
     assert [r[S.QUESTION_ID] for r in rows] == [f"q{i}" for i in range(5)]

@@ -12,10 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import METAQA, ROOT, SHARED
+from tests.conftest import METAQA, ROOT, SHARED, need
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("torch_geometric")
+import torch  # noqa: E402  (pinned in pyproject: always installed)
 
 from kgrag.gretriever import data as D  # noqa: E402
 from kgrag.gretriever import datasets as DS  # noqa: E402
@@ -25,7 +24,25 @@ from kgrag.gretriever.presets import PRESETS, get_preset, model_config  # noqa: 
 from kgrag.gretriever.train import TrainConfig, load_best, lr_at, mean_loss, optimizer_step, train  # noqa: E402
 
 EXPLAGRAPHS = SHARED / "data" / "explagraphs"
-pytestmark = pytest.mark.skipif(not (EXPLAGRAPHS / "train.tsv").exists(), reason="real ExplaGraphs data not found")
+
+
+def _has_pyg() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch_geometric") is not None
+
+
+@pytest.fixture
+def pyg():
+    """The graph encoders' torch_geometric (the `train` extra): only the tests that build an encoder need it."""
+    need(_has_pyg(), "torch_geometric not installed (pip install -e '.[train]')")
+
+
+@pytest.fixture
+def explagraphs():
+    """The real ExplaGraphs files: only the tests that read them need them."""
+    need((EXPLAGRAPHS / "train.tsv").exists(), f"real ExplaGraphs data not found at {EXPLAGRAPHS}")
+    return EXPLAGRAPHS
 
 
 # ---- fixtures ----------------------------------------------------------------------------------------
@@ -58,6 +75,7 @@ def llm_dir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def splits():
     """ExplaGraphs train + dev split 6:2:2 (seed 0)."""
+    need((EXPLAGRAPHS / "train.tsv").exists(), f"real ExplaGraphs data not found at {EXPLAGRAPHS}")
     return DS.explagraphs_examples(path=str(EXPLAGRAPHS), ratios=(0.6, 0.2, 0.2), seed=0)
 
 
@@ -143,7 +161,7 @@ def test_parse_prompt_inverts_build_request(splits, form):
 
 
 @pytest.mark.parametrize("name", ["gcn", "gat", "transformer"])
-def test_encoder_shapes_and_pooling(name):
+def test_encoder_shapes_and_pooling(pyg, name):
     torch.manual_seed(0)
     shape = EncoderShape(in_dim=12, hidden=16, out_dim=8, layers=3, heads=4)
     enc = build_encoder(name, shape)
@@ -262,7 +280,7 @@ def test_table_minutes_come_from_current_run_records(tmp_path, monkeypatch):
 # ---- the model through the real LLM --------------------------------------------------------------------
 
 
-def test_graph_token_changes_output_gets_gradients_llm_frozen(llm_dir, splits, embed):
+def test_graph_token_changes_output_gets_gradients_llm_frozen(pyg, llm_dir, splits, embed):
     rows, graphs = rows_and_graphs(splits["train"][:2], embed)
     model = build_model(small_cfg(llm_dir))
     assert all(not p.requires_grad for p in model.llm.parameters())
@@ -298,7 +316,7 @@ def test_graph_token_changes_output_gets_gradients_llm_frozen(llm_dir, splits, e
     assert all(torch.equal(before[n], after[n]) for n in before)
 
 
-def test_lora_starts_as_the_base_llm_and_only_lora_weights_change(llm_dir, splits, embed):
+def test_lora_starts_as_the_base_llm_and_only_lora_weights_change(pyg, llm_dir, splits, embed):
     rows = splits["train"][:2]
     plain = build_model(small_cfg(llm_dir, graph_token=False))
     with torch.no_grad():
@@ -328,7 +346,7 @@ def test_lora_starts_as_the_base_llm_and_only_lora_weights_change(llm_dir, split
         assert float(plain.eval().loss(rows)) == pytest.approx(base_loss, abs=1e-6)
 
 
-def test_one_training_step_lowers_the_loss_on_real_rows(llm_dir, splits, embed):
+def test_one_training_step_lowers_the_loss_on_real_rows(pyg, llm_dir, splits, embed):
     rows, graphs = rows_and_graphs(splits["train"][:4], embed)
     g = __import__("kgrag.params", fromlist=["load"]).load(ROOT / "params.yaml").gretriever
     # the paper's encoder sizes; the textualized graph cut to 96 tokens (the paper keeps 512): the step's cost is
@@ -347,7 +365,7 @@ def test_one_training_step_lowers_the_loss_on_real_rows(llm_dir, splits, embed):
     assert after < before
 
 
-def test_checkpoint_round_trip_and_resume(llm_dir, splits, embed, tmp_path):
+def test_checkpoint_round_trip_and_resume(pyg, llm_dir, splits, embed, tmp_path):
     train_rows, val_rows = splits["train"][:4], splits["val"][:2]
     graphs = {e.example_id: D.graph_arrays(e.triples, embed) for e in train_rows + val_rows}
     cfg = small_cfg(llm_dir, encoder_dropout=0.1)
@@ -398,7 +416,7 @@ def test_checkpoint_round_trip_and_resume(llm_dir, splits, embed, tmp_path):
 
 
 @pytest.mark.e2e
-def test_backend_answers_like_the_model_it_loads(llm_dir, splits, embed, tmp_path):
+def test_backend_answers_like_the_model_it_loads(pyg, llm_dir, splits, embed, tmp_path):
     from kgrag.backends.gretriever import GRetrieverBackend, GRetrieverBackendParams
     from kgrag.generate import build_request, context_text
     from kgrag.llm import LLMRequest
@@ -428,7 +446,7 @@ def test_backend_answers_like_the_model_it_loads(llm_dir, splits, embed, tmp_pat
 
 
 @pytest.mark.e2e
-def test_train_stage_writes_reports_and_checkpoints(llm_dir, tmp_path, monkeypatch):
+def test_train_stage_writes_reports_and_checkpoints(pyg, explagraphs, llm_dir, tmp_path, monkeypatch):
     from stages import train as stage
 
     monkeypatch.chdir(tmp_path)
@@ -485,7 +503,7 @@ def _run_record(name: str) -> dict:
 
 
 @pytest.mark.e2e
-def test_train_stage_inference_only_writes_its_dvc_output(llm_dir, tmp_path, monkeypatch):
+def test_train_stage_inference_only_writes_its_dvc_output(explagraphs, llm_dir, tmp_path, monkeypatch):
     """No training, yet the checkpoint folder (a DVC output) exists, with the config marked untrained."""
     from stages import train as stage
 
@@ -513,8 +531,7 @@ def test_metaqa_examples_from_pcst_and_whole_neighbourhood(tmp_path):
     from kgrag.store import KGStore
     from tests.conftest import metaqa_entity_vectors
 
-    if not (METAQA / "kb.txt").exists():
-        pytest.skip("real MetaQA data not found")
+    need((METAQA / "kb.txt").exists(), "real MetaQA data not found")
     t = load_metaqa(path=str(METAQA), hops=2, split="test", sample=1, seed=0)
     write_duckdb(tmp_path / "kg.duckdb", {"entities": t.entities, "relations": t.relations, "triples": t.triples,
                                           "questions": t.questions})

@@ -19,7 +19,7 @@ from kgrag.report import render
 from kgrag.store import questions_from_table
 from kgrag.types import Question
 from kgrag.validate import validate_tables
-from tests.conftest import MOVIES, SHARED, tiny_tables
+from tests.conftest import MOVIES, SHARED, tiny_tables, need
 
 EXPLA = SHARED / "data" / "explagraphs"
 STANCE = ("support", "counter")
@@ -28,8 +28,7 @@ STANCE = ("support", "counter")
 # ---- loaders declare the choices ---------------------------------------------------------------------------
 
 def test_explagraphs_questions_carry_their_choices():
-    if not (EXPLA / "dev.tsv").exists():
-        pytest.skip("real ExplaGraphs data not found")
+    need((EXPLA / "dev.tsv").exists(), "real ExplaGraphs data not found")
     kg = load_explagraphs(path=str(EXPLA), split="dev", sample=20, seed=1)
     qs = questions_from_table(kg.questions)
     assert len(qs) == 20

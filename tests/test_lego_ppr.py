@@ -18,7 +18,7 @@ from kgrag.params import RetrieveParams
 from kgrag.runner import retrieve_one
 from kgrag.store import KGStore, write_duckdb
 from kgrag.types import Question
-from tests.conftest import METAQA, tiny_tables
+from tests.conftest import METAQA, tiny_tables, need
 
 SLACK = 1e-9  # PRPACK's own error and float round-off, far below any eps tested
 
@@ -212,8 +212,7 @@ def metaqa3(tmp_path_factory):
     from kgrag.loaders.metaqa import load_metaqa
     from kgrag.store import questions_from_table
 
-    if not (METAQA / "kb.txt").exists():
-        pytest.skip("real MetaQA data not found")
+    need((METAQA / "kb.txt").exists(), "real MetaQA data not found")
     t = load_metaqa(path=str(METAQA), hops=3, split="test", sample=4, seed=0)
     path = tmp_path_factory.mktemp("metaqa3") / "kg.duckdb"
     write_duckdb(path, {"entities": t.entities, "relations": t.relations, "triples": t.triples,

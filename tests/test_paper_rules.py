@@ -152,7 +152,7 @@ def test_echoed_instructions_are_not_answers():
     assert parse_reasoning("Reply 'Answer: name | name', or 'Answer: Unknown' if not.") == (None, False)
     # real answers still parse, quoted or not
     assert final_answer("I checked.\nAnswer: Michael Mann") == "Michael Mann"
-    assert final_answer('"Answer: Michael Mann"') == 'Michael Mann"'
+    assert final_answer('"Answer: Michael Mann"') == "Michael Mann"
     assert parse_reasoning("Answer: Dir X | Dir Y") == ("Dir X | Dir Y", True)
 
 
@@ -262,7 +262,10 @@ def test_gretriever_table_rescores_committed_predictions(tmp_path, monkeypatch):
     # G-Retriever's: first match 'Support' (right), 'counter' (right), 'Support' (wrong), none -> 0.5
     cells = [c.strip() for c in line.split("|")]
     assert cells[3] == "0.2500" and cells[4] == "0.5000" and cells[5] == "0.5650"
-    assert "G-Retriever rule" in md.splitlines()[0] or "G-Retriever" in md
+    # ... and the header names each column's rule: kgrag's, G-Retriever's (ours), G-Retriever's (the paper's)
+    head = [c.strip() for c in next(ln for ln in md.splitlines() if ln.startswith("| Table")).split("|")]
+    assert head[3].endswith("kgrag rule (ours)") and head[4].endswith("G-Retriever rule (ours)")
+    assert head[5].endswith("G-Retriever rule (paper)")
 
 
 def test_llm_scorer_paper_prompt():

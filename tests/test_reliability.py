@@ -3,8 +3,11 @@ and two DVC experiments run in parallel from the queue."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import sqlite3
 import signal
 import subprocess
 import sys
@@ -50,7 +53,7 @@ class FaultServer:
 
 @pytest.fixture
 def faulty():
-    srv = FaultServer("--faults", "--slow-s", "2")
+    srv = FaultServer("--faults", "--slow-s", "120")  # a slow reply is held until its retry arrives
     yield srv
     srv.stop()
 
@@ -68,7 +71,9 @@ def test_generate_flow_survives_every_fault_and_retries_failures_next_run(faulty
     from flows.generate import generate_flow
     from kgrag.evaluate import evaluate_rows
 
-    params = GenerateParams(backend="openai", openai={"base_url": faulty.url, "concurrency": 1}, timeout_s=1.0,
+    # the client's 5 s timeout is what ends a `slow` fault (the server holds it until the retry comes); every
+    # other reply is immediate, so the attempt counts below do not depend on the machine's load
+    params = GenerateParams(backend="openai", openai={"base_url": faulty.url, "concurrency": 1}, timeout_s=5.0,
                             retries=2, backoff_s=0.05, shard_size=5, max_tokens=8)
     qs, retrieved = _rows(N_QUESTIONS)
     kw = dict(**flow_inputs(tmp_path, qs, retrieved), db_path=str(movies_db), params=params, separator="|",
@@ -107,47 +112,118 @@ def _metrics(project: Path) -> dict:
     return json.loads((project / "reports" / "metrics.json").read_text())  # timings are in reports/timings.json
 
 
-@pytest.mark.e2e
-def test_sigkilled_generate_resumes_without_repeating_a_finished_call(e2e_project, e2e_first_run):
-    """SIGKILL the generate stage halfway through its LLM calls; the next run finishes the job, repeats no
-    call that had finished, and ends with the metrics of an uninterrupted run."""
-    project = e2e_project
-    srv = FaultServer("--delay-s", "0.4")
+@contextlib.contextmanager
+def own_kgrag_cache(project: Path):
+    """The test runs with an empty ``.kgrag_cache`` (shard files, LLM call cache); the shared project's own is
+    put back afterwards, so later tests keep its finished calls."""
+    cache, saved = project / ".kgrag_cache", project / ".kgrag_cache.saved"
+    if cache.exists():
+        cache.rename(saved)
     try:
-        # the fault server generates text but returns no prompt logprobs: the `answer` reasoner, not the default
-        # `rank` (a scoring call it cannot serve would fail and be retried, which is not what this test is about)
+        yield cache / "llm_calls.sqlite"
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+        if saved.exists():
+            saved.rename(cache)
+
+
+def _calls(db: Path) -> dict[str, float]:
+    """{call key: time stored} of the call cache at ``db`` ({} before it exists). A call made again would be
+    stored again (INSERT OR REPLACE), with a new time."""
+    if not db.exists():
+        return {}
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
+    try:
+        return dict(con.execute("SELECT call_key, created FROM llm_calls").fetchall())
+    except sqlite3.OperationalError:  # the table is not made yet
+        return {}
+    finally:
+        con.close()
+
+
+def _wait_for(what: str, cond, proc: subprocess.Popen, limit_s: float = 900) -> None:
+    """Poll ``cond`` until true; fail (killing ``proc``) if the process ends first or after ``limit_s``, a
+    safety net far above the time the event takes, never a window the test depends on."""
+    deadline = time.time() + limit_s
+    while not cond():
+        if proc.poll() is not None or time.time() > deadline:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"never saw {what} (stage exit code {proc.poll()})")
+        time.sleep(0.05)
+
+
+def _stage(project: Path, sets: list[str]) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    return subprocess.Popen([sys.executable, "-m", "stages.generate", *sets], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+@pytest.mark.e2e
+def test_sigkilled_generate_resumes_without_repeating_a_finished_call(shared_project):
+    """SIGKILL the generate stage after exactly half its LLM calls (the server holds the next one: no clock
+    decides where the kill lands); the next run finishes the job, repeats no call that had finished, and ends
+    with the metrics of an uninterrupted run."""
+    project = shared_project
+    half = E2E_SAMPLE // 2
+    srv = FaultServer("--hold-after", str(half))
+    try:
+        # the fault server generates text but returns no prompt logprobs: the `answer` reasoner here; the default
+        # path (in-process llama.cpp, `rank`) has its own test below
         sets = ["--set", "generate.backend=openai", "--set", f"generate.openai.base_url={srv.url}",
                 "--set", "generate.openai.concurrency=1", "--set", "reason.method=answer"]
-        env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
-        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-        proc = subprocess.Popen([sys.executable, "-m", "stages.generate", *sets], cwd=project, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.time() + 300
-        while time.time() < deadline and sum(r["end"] is not None for r in srv.requests()) < E2E_SAMPLE // 2:
-            time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        before = srv.requests()
-        finished = {r["key"] for r in before if r["end"] is not None}
-        assert E2E_SAMPLE // 2 <= len(finished) < E2E_SAMPLE, "the kill must land halfway"
-        run([sys.executable, "-m", "stages.generate", *sets], project)
-        run([sys.executable, "-m", "stages.evaluate", *sets], project)
-        resumed = srv.requests()[len(before):]
-        repeated = {r["key"] for r in resumed} & finished
-        # a reply the server sent in the instant of the kill may not have reached the cache: at most the one
-        # call in flight (concurrency 1) is asked again
-        assert len(repeated) <= 1, repeated
-        assert len({r["key"] for r in before} | {r["key"] for r in resumed}) == E2E_SAMPLE
-        interrupted = _metrics(project)
+        with own_kgrag_cache(project) as db:
+            proc = _stage(project, sets)
+            # `half` replies sent and stored in the call cache, the next request held by the server
+            _wait_for(f"{half} stored calls and a held one", lambda: len(_calls(db)) == half and sum(
+                r["end"] is None for r in srv.requests()) == 1, proc)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            before = srv.requests()
+            finished = {r["key"] for r in before if r["end"] is not None}
+            stored = _calls(db)
+            httpx.post(f"{srv.url}/release", timeout=5)  # the held request now gets its (unread) reply
+            assert len(finished) == half and set(stored) and len(stored) == half
+            run([sys.executable, "-m", "stages.generate", *sets], project)
+            run([sys.executable, "-m", "stages.evaluate", *sets], project)
+            resumed = srv.requests()[len(before):]
+            assert not {r["key"] for r in resumed} & finished  # no finished call asked again
+            assert {k: t for k, t in _calls(db).items() if k in stored} == stored  # nor stored again
+            assert len({r["key"] for r in before} | {r["key"] for r in resumed}) == E2E_SAMPLE
+            interrupted = _metrics(project)
 
         # reference: the same stage uninterrupted, with no cache at all
-        subprocess.run(["rm", "-rf", str(project / ".kgrag_cache")], check=True)
-        run([sys.executable, "-m", "stages.generate", *sets], project)
-        run([sys.executable, "-m", "stages.evaluate", *sets], project)
+        with own_kgrag_cache(project):
+            run([sys.executable, "-m", "stages.generate", *sets], project)
+            run([sys.executable, "-m", "stages.evaluate", *sets], project)
         assert _metrics(project) == interrupted
         assert interrupted["failed"] == 0 and interrupted["questions"] == E2E_SAMPLE
     finally:
         srv.stop()
+
+
+@pytest.mark.e2e
+def test_sigkilled_default_generate_resumes_without_repeating_a_scoring_call(shared_project):
+    """The default path (in-process llama.cpp, the real SmolLM2, `rank`'s scoring calls): SIGKILL the generate
+    stage once some scoring calls are stored and before all are; the resumed run makes no stored call again
+    and writes the same generations, byte for byte, as the session's uninterrupted `dvc repro`."""
+    project = shared_project
+    out = project / "data" / "generate" / "generations.parquet"
+    reference = out.read_bytes()  # the uninterrupted run's (shared_project: as dvc.lock says)
+    with own_kgrag_cache(project) as db:
+        proc = _stage(project, [])
+        # rank makes one scoring call per question, seconds apart: stop after the first few are stored
+        _wait_for("3 stored scoring calls", lambda: len(_calls(db)) >= 3, proc)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        stored = _calls(db)
+        assert 3 <= len(stored) < E2E_SAMPLE, f"the kill must land mid-run: {len(stored)} calls stored"
+        run([sys.executable, "-m", "stages.generate"], project)
+        after = _calls(db)
+        assert {k: t for k, t in after.items() if k in stored} == stored  # no stored call made again
+        assert len(after) == E2E_SAMPLE  # and every other question's call made once
+    assert out.read_bytes() == reference
 
 
 def _named_metrics(node):
@@ -164,10 +240,10 @@ def _named_metrics(node):
 
 
 @pytest.mark.e2e
-def test_two_queued_experiments_run_in_parallel_without_interference(e2e_project, e2e_first_run):
+def test_two_queued_experiments_run_in_parallel_without_interference(shared_project):
     """`dvc exp run --queue` twice, `dvc exp run --run-all -j 2`: each experiment's metrics equal those of the
     same params run alone, so neither corrupted the other's DuckDB files, caches or reports."""
-    project = e2e_project
+    project = shared_project
     srv = FaultServer()
     try:
         run(["dvc", "repro"], project)  # the workspace back in line with params.yaml
@@ -194,7 +270,4 @@ def test_two_queued_experiments_run_in_parallel_without_interference(e2e_project
             for k in ("hit_at_1", "hit_any", "f1", "retrieval_recall", "context_triples_mean", "failed"):
                 assert exps[name][k] == alone[k], (name, k)
     finally:
-        srv.stop()
-        # the workspace experiments applied their -S to params.yaml: put the shared project's params back, so
-        # later tests do not inherit a backend pointing at the stopped server
-        run(["git", "checkout", "HEAD", "--", "params.yaml"], project)
+        srv.stop()  # the workspace experiments' params and outputs are put back by `shared_project`

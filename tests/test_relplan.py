@@ -15,7 +15,7 @@ from kgrag.params import Params, RetrieveParams
 from kgrag.relplan import PlanModel, load_cached, mask_topics, relation_sequence, train_plan
 from kgrag.runner import retrieve_one
 from kgrag.types import Question
-from tests.conftest import METAQA
+from tests.conftest import METAQA, need
 
 
 def _q(kg, qid, text, topic, answers, hops):
@@ -120,8 +120,7 @@ def test_real_metaqa_plan_from_dev_finds_3hop_answers(tmp_path):
     from kgrag.loaders.metaqa import load_metaqa
     from kgrag.store import KGStore, questions_from_table
 
-    if not (METAQA / "kb.txt").exists():
-        pytest.skip("real MetaQA data not found")
+    need((METAQA / "kb.txt").exists(), "real MetaQA data not found")
     test = load_metaqa(path=str(METAQA), hops=3, split="test", sample=30, seed=0)
     write_duckdb(tmp_path / "kg.duckdb", {"entities": test.entities, "relations": test.relations,
                                           "triples": test.triples, "questions": test.questions})

@@ -17,7 +17,7 @@ from kgrag.loaders import triples_arrow
 from kgrag.loaders.common import LoaderInputError
 from kgrag.loaders.triples import load_triples
 from kgrag.synth import write_synth
-from tests.conftest import METAQA
+from tests.conftest import METAQA, need
 
 BAD = Path(__file__).parent / "data" / "bad"
 TABLES = ("entities", "relations", "triples", "questions", "quarantine")
@@ -184,8 +184,7 @@ def test_agrees_on_synth_sample_with_bad_lines(tmp_path):
 
 def test_agrees_on_real_metaqa_kb():
     kb = METAQA / "kb.txt"
-    if not kb.exists():
-        pytest.skip("real MetaQA data not found")
+    need(kb.exists(), "real MetaQA data not found")
     py, vec = both(path=str(kb), delimiter="|")
     assert_same(py, vec)
     assert vec.triples.num_rows > 100_000

@@ -105,14 +105,16 @@ class OpenAIBackend:
         here (no CUDA machine); other servers get a ``ScoringUnsupported`` error."""
         t0 = time.perf_counter()
         if self.params.scoring == "none":
-            return LLMReply(error=f"ScoringUnsupported: openai.scoring is none ({LLAMACPP_SERVER_NOTE})")
+            return LLMReply(error=f"ScoringUnsupported: openai.scoring is none ({LLAMACPP_SERVER_NOTE})",
+                            permanent=True)
         root = self.params.base_url.rstrip("/").removesuffix("/v1")
         try:
             r = self._client.post(f"{root}/tokenize", json={"model": self.params.model, "messages": req.as_messages(),
                                                             "add_generation_prompt": True})
             if r.status_code == 404:
                 return LLMReply(error=f"ScoringUnsupported: {root}/tokenize not found: scoring needs vLLM's server "
-                                      f"({LLAMACPP_SERVER_NOTE})", latency_ms=(time.perf_counter() - t0) * 1000)
+                                      f"({LLAMACPP_SERVER_NOTE})", permanent=True,
+                                      latency_ms=(time.perf_counter() - t0) * 1000)
             r.raise_for_status()
             prompt = list(r.json()["tokens"])
             scores = []
@@ -127,7 +129,8 @@ class OpenAIBackend:
                 plp = r.json()["choices"][0].get("prompt_logprobs")
                 if plp is None:
                     return LLMReply(error="ScoringUnsupported: the server returned no prompt_logprobs "
-                                          f"({LLAMACPP_SERVER_NOTE})", latency_ms=(time.perf_counter() - t0) * 1000)
+                                          f"({LLAMACPP_SERVER_NOTE})", permanent=True,
+                                          latency_ms=(time.perf_counter() - t0) * 1000)
                 total = 0.0
                 for t, tok in enumerate(cont):
                     entry = plp[len(prompt) + t]

@@ -77,7 +77,9 @@ class VLLMBackend:
         tok = self._llm.get_tokenizer()
         prompts, index = [], []
         for i, r in enumerate(requests):
-            p = list(tok.apply_chat_template(r.as_messages(), add_generation_prompt=True, tokenize=True))
+            # return_dict=False: transformers 5 returns a BatchEncoding by default, whose list() is its keys
+            p = list(tok.apply_chat_template(r.as_messages(), add_generation_prompt=True, tokenize=True,
+                                             return_dict=False))
             for c in r.continuations:
                 ct = list(tok.encode(c, add_special_tokens=False))
                 prompts.append({"prompt_token_ids": p + ct})

@@ -126,13 +126,17 @@ def final_answer(text: str) -> str | None:
 
     Echoed instructions are not answers: a quoted marker followed by more words after its closing quote
     (``Reply 'Answer: name | name', or 'Answer: Unknown' if not.``, ``... write 'Answer: name | name'
-    instead.``) and a placeholder answer (``name | name``, ``<answer>``, ``...``) are skipped.
+    instead.``) and a placeholder answer (``name | name``, ``<answer>``, ``...``) are skipped. A quoted answer
+    ends at its closing quote (``"Answer: Michael Mann".`` is ``Michael Mann``).
     """
     for m in reversed(list(_ANSWER.finditer(text or ""))):
         if _echoed(text, m.start()):
             continue
         body = m.group(1).strip()
         ans = body.splitlines()[0].strip() if body else ""
+        close = _CLOSE.get(text[m.start() - 1]) if m.start() > 0 else None
+        if close and close in ans and not re.search(r"\w", ans[ans.rfind(close) + 1:]):
+            ans = ans[: ans.rfind(close)].strip()
         if not ans or _PLACEHOLDER.match(ans):
             continue
         return ans
