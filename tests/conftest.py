@@ -188,8 +188,23 @@ def e2e_project(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def e2e_first_run(e2e_project: Path) -> str:
-    """`dvc repro` of the whole pipeline in the copy, once per test session."""
-    return run(["dvc", "repro"], e2e_project)
+    """`dvc repro` of the whole pipeline in the copy, once per test session. Its run records and reports (no DVC
+    outputs: reports/timings.json, report.md, report.html, data/timings/) are kept beside the project, so that
+    ``shared_project`` can put them back too."""
+    out = run(["dvc", "repro"], e2e_project)
+    keep = e2e_project.parent / "first_run"
+    for rel in FIRST_RUN_RECORDS:
+        src = e2e_project / rel
+        if src.is_dir():
+            shutil.copytree(src, keep / rel, dirs_exist_ok=True)
+        elif src.exists():
+            (keep / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, keep / rel)
+    return out
+
+
+#: what a run writes outside DVC's outputs (run records, reports that show them)
+FIRST_RUN_RECORDS = ("reports/timings.json", "reports/report.md", "reports/report.html", "data/timings")
 
 
 def dvc_status(project: Path) -> dict:
@@ -206,8 +221,9 @@ def dvc_status(project: Path) -> dict:
 def shared_project(e2e_project: Path, e2e_first_run: str) -> Path:
     """The session's e2e project after its first `dvc repro`, put back after the test whatever the test changed:
     params.yaml and dvc.lock as they were, every output as dvc.lock says (`dvc checkout` from DVC's cache, then
-    `dvc repro` for the uncached metrics), checked by `dvc status`. So a later test that reads the project reads
-    the first run's outputs (the embedded SmolLM2's), never an earlier test's experiment."""
+    `dvc repro` for the uncached metrics), checked by `dvc status`, and the first run's run records and reports
+    (``FIRST_RUN_RECORDS``). So a later test that reads the project reads the first run's outputs and records
+    (the embedded SmolLM2's), never an earlier test's experiment, whatever order the tests run in."""
     keep = {f: (e2e_project / f).read_bytes() for f in ("params.yaml", "dvc.lock")}
     yield e2e_project
     for f, data in keep.items():
@@ -218,6 +234,13 @@ def shared_project(e2e_project: Path, e2e_first_run: str) -> Path:
     left = dvc_status(e2e_project)
     assert not left, f"the shared e2e project could not be put back: {left}"
     assert {f: (e2e_project / f).read_bytes() for f in keep} == keep
+    first = e2e_project.parent / "first_run"
+    for rel in FIRST_RUN_RECORDS:
+        if (first / rel).is_dir():
+            shutil.rmtree(e2e_project / rel, ignore_errors=True)
+            shutil.copytree(first / rel, e2e_project / rel)
+        elif (first / rel).exists():
+            shutil.copy2(first / rel, e2e_project / rel)
 
 
 @pytest.fixture(scope="session")
