@@ -11,54 +11,18 @@ metric but ``judge`` is built with no arguments; ``judge`` is handed an LLM clie
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from kgrag import schema as S
-from kgrag.evaluate import (
-    answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, prompt_triples,
+from kgrag.evaluate import (  # noqa: F401 (Item: re-exported, the metrics' input)
+    Item, answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, prompt_triples,
     retrieval_recall, rouge_l, summarize,
 )
 from kgrag.registry import METRICS
 
 if TYPE_CHECKING:
     from kgrag.llm import LLMClient
-
-
-@dataclass(frozen=True)
-class Item:
-    """One question's inputs: its questions-table row, its retrieved row and its generations row (empty dicts
-    when missing), and the prompt's triple cap (``generate.max_context_triples``; None = no cap)."""
-
-    question: dict
-    retrieved: dict = field(default_factory=dict)
-    generation: dict = field(default_factory=dict)
-    max_context_triples: int | None = None
-
-    @property
-    def prediction(self) -> str:
-        return self.generation.get(S.PREDICTION) or ""
-
-    @property
-    def predicted(self) -> list[str]:
-        return list(self.generation.get(S.PREDICTED_ANSWERS) or [])
-
-    @property
-    def gold(self) -> list[str]:
-        return list(self.question.get(S.ANSWERS) or [])
-
-    @property
-    def choices(self) -> list[str]:
-        return [c for c in (self.question.get(S.CHOICES) or []) if c is not None]
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.generation.get(S.FAILED, not self.generation))
-
-    @property
-    def answerable(self) -> bool:
-        """False when validate found no gold answer in the KG (or the question's graph): scored as a miss."""
-        return self.question.get(S.ANSWERABLE) is not False
 
 
 def _miss(item: Item, scores: dict) -> dict:

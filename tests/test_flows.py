@@ -96,6 +96,6 @@ def test_shards_are_gathered_in_shard_order_whatever_finishes_first(tiny_project
     rows = shard_rows(retrieve_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
         **flow_inputs(tiny_project["tmp"], tiny_project["rows"]), db_path=tiny_project["db"],
         db_hash=uuid.uuid4().hex, index_dir=tiny_project["index"], index_hash="i", index_model=MODEL,
-        params=RetrieveParams(shard_size=1)))
+        params=RetrieveParams(method="pcst", shard_size=1)))
     assert waited == [True] and finished[-1] == "q0", (waited, finished)  # q0 did finish last
     assert [r[S.QUESTION_ID] for r in rows] == [f"q{i}" for i in range(5)]

@@ -115,7 +115,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         plan = relplan.load_cached(params.plan)
         if plan.model != index.model:
             raise ValueError(f"retrieve.relpath.plan: {params.plan} was trained with the encoder {plan.model!r}, "
-                             f"the index uses {index.model!r}; re-run `dvc repro finetune/dvc.yaml`")
+                             f"the index uses {index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
         masked = relplan.mask_topics(question.text, kg.names(topics))
         prior = plan.prior(index.encode([masked])[0], hops, params.plan_k)
     # a beam state: sequence -> list of per-hop (edges, from, to)
