@@ -39,7 +39,6 @@ from kgrag.registry import BACKENDS  # noqa: E402
 from kgrag.answering import contexts_for, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
-MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)
 
 TRIPLE_COLUMNS = (S.TRIPLE_HEADS, S.TRIPLE_RELATIONS, S.TRIPLE_TAILS)
 NO_TRIPLES = {c: [] for c in TRIPLE_COLUMNS}

@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 
-MODULE_KINDS = ("reasoner",)  # looked up by name (kgrag.depgraph)
-
 
 class NotIngested(RuntimeError):
     """No ingested KG and index in the working directory."""

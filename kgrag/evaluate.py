@@ -41,7 +41,6 @@ import numpy as np
 from kgrag import schema as S
 from kgrag.types import retrieval_recall  # noqa: F401 (a metric rule, defined with the Subgraph)
 
-MODULE_KINDS = ("metric",)  # looked up by name (kgrag.depgraph)
 
 if TYPE_CHECKING:
     from kgrag.llm import LLMClient, LLMRequest

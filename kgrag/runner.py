@@ -16,8 +16,6 @@ from kgrag.registry import RETRIEVERS, TEXTUALIZERS
 from kgrag.types import Question, Subgraph, retrieval_recall
 from kgrag.kgview import KGView
 
-MODULE_KINDS = ('retriever', 'textualizer')  # looked up by name (kgrag.depgraph)
-
 
 def retrieve_one(
     *, question: Question, query_vec: np.ndarray, kg: KGView, index: EmbeddingIndex, params: RetrieveParams

@@ -36,8 +36,6 @@ from kgrag.registry import BACKENDS, RETRIEVERS
 from kgrag.types import Subgraph
 from kgrag.kgview import KGView
 
-MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)
-
 
 class LLMSettings(BaseModel):
     """The LLM used by LLM scorers and the LLM refiner (built only when a chosen stage calls it)."""

@@ -23,8 +23,6 @@ from kgrag.lego.types import Context
 from kgrag.registry import RETRIEVERS
 from kgrag.types import Subgraph
 
-MODULE_KINDS = ('lego_scorer', 'retriever')  # kinds this file looks up by name (kgrag.depgraph: its DVC deps)
-
 
 class RelPathParams(BaseModel):
     """Params of the ``relpath`` retriever."""
