@@ -11,7 +11,6 @@ metric but ``judge`` is built with no arguments; ``judge`` is handed an LLM clie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from kgrag import schema as S
@@ -21,7 +20,8 @@ from kgrag.evaluate import (  # noqa: F401 (Item: re-exported, the metrics' inpu
 )
 from kgrag.registry import METRICS
 from kgrag.types import MetricKey
-from kgrag.types import MetricKey as K
+
+K = MetricKey  # short name for the declarations below
 
 if TYPE_CHECKING:
     from kgrag.llm import LLMClient
