@@ -39,7 +39,6 @@ from kgrag.registry import BACKENDS  # noqa: E402
 from kgrag.answering import contexts_for, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
-MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)
 
 TRIPLE_COLUMNS = (S.TRIPLE_HEADS, S.TRIPLE_RELATIONS, S.TRIPLE_TAILS)
 NO_TRIPLES = {c: [] for c in TRIPLE_COLUMNS}
@@ -48,13 +47,13 @@ NO_TRIPLES = {c: [] for c in TRIPLE_COLUMNS}
 @task(name="generate_shard", cache_policy=NO_CACHE, persist_result=False)
 def generate_shard(*, out: str, questions: str, start: int, stop: int, retrieved: str | None,
                    retrieved_rows: list[int], params_json: str, reason_json: str, separator: str, cache_path: str,
-                   db_path: str, index_dir: str | None, index_model: str) -> dict:
+                   db_path: str, index_dir: str | None, index_model: str, store: str = "memory") -> dict:
     """Answer questions ``[start, stop)`` of the questions file, whose retrieved rows are ``retrieved_rows`` of
     the retrieved file (-1: none); writes the shard file ``out``, or its partial file when a question failed.
     Returns ``{"path", "failed"}``."""
     params = GenerateParams.model_validate_json(params_json)
     reason = ReasonParams.model_validate_json(reason_json)
-    kg = open_store(db_path)
+    kg = open_store(db_path, store)  # retrieve.store: the one KG store every stage reads through
     qs = questions_from_table(io.read_rows(questions, start, stop))
     found = [i for i in retrieved_rows if i >= 0]
     got = io.take_rows(retrieved, found, TRIPLE_COLUMNS).to_pylist() if retrieved and found else []
@@ -90,9 +89,12 @@ def _retrieved_digests(retrieved: str | None) -> dict[str, tuple[int, str]]:
 @flow(name="generate", log_prints=False, persist_result=False, task_runner=default_task_runner())
 def generate_flow(*, questions: str, retrieved: str | None, db_path: str, params: GenerateParams, separator: str,
                   cache_path: str, shard_dir: str, reason: ReasonParams | None = None, index_dir: str | None = None,
-                  index_model: str = "all-MiniLM-L6-v2", inputs_hash: str = "") -> dict:
+                  index_model: str = "all-MiniLM-L6-v2", inputs_hash: str = "", store: str = "memory") -> dict:
     """Answer every question of the questions file, shard by shard. Failed LLM calls never stop the run: they
     are recorded per question, and their shard is not taken as finished, so the next run retries them.
+
+    ``store`` is ``retrieve.store`` (``memory`` or ``duckdb``): the same answers either way (not in the shard key),
+    but a KG too big for memory stays on disk here too.
 
     Returns ``{"shards": [shard file, ...] in question order, "failed": questions that failed}``.
     """
@@ -117,7 +119,7 @@ def generate_flow(*, questions: str, retrieved: str | None, db_path: str, params
         future = None if out.is_file() else generate_shard.submit(  # a finished shard is not submitted again
             out=str(out), questions=questions, start=start, stop=stop, retrieved=retrieved, retrieved_rows=rows,
             params_json=params.model_dump_json(), reason_json=reason.model_dump_json(), separator=separator,
-            cache_path=cache_path, db_path=db_path, index_dir=index_dir, index_model=index_model)
+            cache_path=cache_path, db_path=db_path, index_dir=index_dir, index_model=index_model, store=store)
         shards.append((out, stop - start, future))
     paths, failed = [], 0
     bar = progress_bar("generate", n)

@@ -28,8 +28,6 @@ from kgrag.registry import RETRIEVERS  # noqa: E402
 from kgrag.runner import retrieve_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
-MODULE_KINDS = ('retriever',)  # looked up by name (kgrag.depgraph)
-
 
 @task(name="retrieve_shard", cache_policy=NO_CACHE, persist_result=False)
 def retrieve_shard(*, out: str, questions: str, start: int, stop: int, db_path: str, index_dir: str,

@@ -8,8 +8,6 @@ from typing import Any, Iterator
 from kgrag.params import ClusterParams
 from kgrag.task_runners import TASK_RUNNERS
 
-MODULE_KINDS = ('task_runner',)  # looked up by name (kgrag.depgraph)
-
 
 def default_task_runner() -> Any:
     """The ``local`` runner's task runner: the flows' default when they are called without ``run_flow``."""

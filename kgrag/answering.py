@@ -16,8 +16,6 @@ from kgrag.params import GenerateParams, ReasonParams
 from kgrag.reasoners import Sampling
 from kgrag.types import Question
 
-MODULE_KINDS = ("reasoner", "textualizer")  # looked up by name (kgrag.depgraph)
-
 
 def contexts_for(rows: Sequence[dict], *, kg: KGView, params: GenerateParams) -> list[str]:
     """Prompt context of each retrieved row: the first ``max_context_triples`` triples, textualized."""

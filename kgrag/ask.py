@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 
-MODULE_KINDS = ("reasoner",)  # looked up by name (kgrag.depgraph)
-
 
 class NotIngested(RuntimeError):
     """No ingested KG and index in the working directory."""
@@ -49,13 +47,13 @@ class Asker:
         from kgrag.duckdb_io import ensure_duckdb
         from kgrag.embed import EmbeddingIndex
         from kgrag.clients import client_for
-        from kgrag.store import KGStore
+        from kgrag.store import open_store
 
         db = ensure_duckdb(io.VALIDATED / "kg.duckdb")  # built from data/validated/*.parquet when missing or stale
         if not db.exists() or not (io.INDEX / "entities.parquet").exists():
             raise NotIngested("no ingested KG and index; run `make repro` (or `dvc repro index`) first")
         self.params = params
-        self.kg = KGStore(db)
+        self.kg = open_store(str(db), params.retrieve.store)  # retrieve.store, as the stages
         self.index = EmbeddingIndex.load(io.INDEX, params.index.model)
         g = params.generate
         self.client = client_for(g, cache=io.CACHE / "llm_calls.sqlite")

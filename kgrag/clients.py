@@ -23,7 +23,6 @@ from pydantic import BaseModel
 from kgrag.llm import CallCache, LLMClient
 from kgrag.registry import BACKENDS
 
-MODULE_KINDS = ("backend",)  # looked up by name (kgrag.depgraph)
 
 #: the call cache every stage shares (``kgrag.io.CACHE / "llm_calls.sqlite"``)
 DEFAULT_CACHE = ".kgrag_cache/llm_calls.sqlite"

@@ -13,47 +13,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 # The metrics compared by default (keys of reports/metrics.json; those the experiments have: `accuracy` only for
-# label tasks such as ExplaGraphs); LABELS names them, the two sets give their direction.
+# label tasks such as ExplaGraphs). Labels and directions are the metrics' own (`kgrag.metrics.metric_keys`,
+# the run records' `kgrag.timings.RUN_KEYS`).
 KEY_METRICS: tuple[str, ...] = (
     "accuracy", "hit_at_1", "hit_any", "f1", "retrieval_recall", "failed", "reasoner_calls_per_question", "tokens_per_question",
 )
-LABELS: dict[str, str] = {
-    "accuracy": "accuracy",
-    "accuracy_answered": "accuracy (answered)",
-    "hit_at_1": "Hit@1",
-    "hit_any": "Hit",
-    "em": "EM",
-    "precision": "precision",
-    "recall": "recall",
-    "f1": "F1",
-    "rouge_l": "Rouge-L",
-    "judge": "judge",
-    "retrieval_recall": "retrieval recall",
-    "retrieval_recall_uncapped": "retrieval recall (uncapped)",
-    "hit_gretriever": "Hit (G-Retriever rule)",
-    "accuracy_gretriever": "accuracy (G-Retriever rule)",
-    "em_tog": "EM (ToG rule)",
-    "failed": "failed",
-    "reasoner_calls_per_question": "LLM calls / q",
-    "llm_calls_per_question": "backend calls / q (uncached)",
-    "tokens_per_question": "tokens / q",
-    "context_triples_mean": "context triples / q",
-    "context_tokens_mean": "prompt tokens / q",
-    "tokens_out_mean": "output tokens / q",
-    "retrieve_ms_median": "retrieve ms / q",
-    "generate_ms_median": "generate ms / q",
-}
-HIGHER_IS_BETTER = frozenset({
-    "accuracy", "accuracy_answered",
-    "hit_at_1", "hit_any", "em", "precision", "recall", "f1", "rouge_l", "judge", "retrieval_recall",
-    "hit_at_1_answered", "f1_answered", "answered",
-    "retrieval_recall_uncapped", "hit_gretriever", "accuracy_gretriever", "em_tog",
-})
-LOWER_IS_BETTER = frozenset({
-    "failed", "reasoner_calls_per_question", "llm_calls_per_question", "tokens_per_question", "context_tokens_mean",
-    "tokens_out_mean", "unparseable_outputs", "label_unparseable", "judge_unparseable", "retrieve_ms_median", "generate_ms_median",
-    "retrieval_llm_unparsed", "retrieval_llm_fallbacks", "demo_echoes",
-})
 # `dvc exp show` executor states of experiments that have no (complete) results
 NOT_DONE = frozenset({"queued", "running", "failed"})
 
@@ -206,9 +170,18 @@ def _hashable(v: Any) -> Any:
     return v
 
 
+def _keys() -> dict:
+    """What every known metric key means: the registered metrics' declarations and the run records'."""
+    from kgrag.metrics import metric_keys
+    from kgrag.timings import RUN_KEYS
+
+    return {**metric_keys(), **RUN_KEYS}
+
+
 def direction(metric: str) -> int:
-    """+1 when a higher value of ``metric`` is better, -1 when lower is, 0 when unknown (nothing marked)."""
-    return 1 if metric in HIGHER_IS_BETTER else -1 if metric in LOWER_IS_BETTER else 0
+    """+1 when a higher value of ``metric`` is better, -1 when lower is, 0 when unknown (nothing declared)."""
+    k = _keys().get(metric)
+    return k.better if k else 0
 
 
 def _number(v: Any) -> float | None:
@@ -258,8 +231,9 @@ def interval(metrics: Mapping[str, Any], metric: str) -> str:
 
 
 def label(metric: str) -> str:
-    """Short column label of a metric key."""
-    return LABELS.get(metric, metric)
+    """Short column label of a metric key (its metric's declared label; the key itself when undeclared)."""
+    k = _keys().get(metric)
+    return k.label if k else metric
 
 
 def plot_files(metrics: Sequence[str], *, sweep: str | None) -> dict[str, str]:

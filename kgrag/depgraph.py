@@ -6,14 +6,16 @@ can run. This module computes that set for a stage command (``python -m stages.r
 1. the static import closure of the entry module over the project's own packages (``kgrag``, ``stages``,
    ``flows``): every ``import`` / ``from … import`` anywhere in a file, in functions too, plus the
    ``__init__.py`` of each package on the way;
-2. the modules looked up by name: a file that resolves modules of a kind through a registry declares it in a
-   module-level ``MODULE_KINDS = ("retriever", ...)``; every built-in module of that kind
-   (``kgrag.catalogue``) joins the closure, with its own closure, until nothing is added.
+2. the modules looked up by name: a file that uses a registry (``RETRIEVERS.get(...)``, any use but an import
+   or ``@RETRIEVERS.register``) can run every built-in module of that kind (``kgrag.catalogue``); they join the
+   closure, with their own closures, until nothing is added. The kinds are read from the code
+   (``used_kinds``), not declared by hand.
 
 ``kgrag/params.py`` is the one file that touches every registry without running a module: it validates the
 sub-sections of params.yaml against the modules' params models, which cannot change a stage's output beyond
-the params themselves, so it declares no kinds. A test (``tests/test_deps.py``) checks that every other file
-that names a registry declares its kind, and that every stage's deps in ``dvc.yaml`` cover its closure.
+the params themselves, so its uses count for no kind (nor do the registry itself, this module and the CLI's
+listing: ``VALIDATION_ONLY``). A test (``tests/test_deps.py``) checks that every stage's deps in ``dvc.yaml``
+cover its closure.
 
 ``kgrag deps`` prints the deps each stage needs; ``kgrag deps --write`` rewrites the code entries of the
 ``deps`` lists in the dvc.yaml files (data deps and comments are kept).
@@ -121,23 +123,12 @@ def direct_imports(root: Path, rel: str) -> set[str]:
     return out
 
 
-def declared_kinds(root: Path, rel: str) -> tuple[str, ...]:
-    """The kinds a file declares in ``MODULE_KINDS = (...)`` (module level)."""
-    for node in _parse(root / rel).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "MODULE_KINDS" for t in targets) and node.value is not None:
-                kinds = ast.literal_eval(node.value)
-                unknown = set(kinds) - set(BUILTINS)
-                if unknown:
-                    raise ValueError(f"{rel}: MODULE_KINDS names unknown kinds {sorted(unknown)}")
-                return tuple(kinds)
-    return ()
-
-
 def used_kinds(root: Path, rel: str) -> set[str]:
-    """Kinds whose modules a file looks up: registry names used other than in imports and ``.register`` (what
-    ``MODULE_KINDS`` must declare)."""
+    """Kinds whose modules a file looks up, derived from its code: the registry names (``RETRIEVERS``, ...) it
+    uses other than in imports and ``.register`` (none for the validation-only files, see the module
+    docstring)."""
+    if rel in VALIDATION_ONLY:
+        return set()
     tree = _parse(root / rel)
     registering = {id(n.value) for n in ast.walk(tree)
                    if isinstance(n, ast.Attribute) and n.attr == "register" and isinstance(n.value, ast.Name)}
@@ -160,7 +151,7 @@ def closure(root: Path, entry: str) -> set[str]:
             continue
         seen.add(f)
         todo.extend(direct_imports(root, f) - seen)
-        for kind in declared_kinds(root, f):
+        for kind in sorted(used_kinds(root, f)):
             for mod in BUILTINS[kind].values():
                 m = module_file(root, mod)
                 if m and m not in seen:

@@ -33,13 +33,14 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from kgrag import schema as S
 from kgrag.types import retrieval_recall  # noqa: F401 (a metric rule, defined with the Subgraph)
 
-MODULE_KINDS = ("metric",)  # looked up by name (kgrag.depgraph)
 
 if TYPE_CHECKING:
     from kgrag.llm import LLMClient, LLMRequest
@@ -292,7 +293,6 @@ def judge_scores(*, client: "LLMClient", items: Sequence[tuple[str, Sequence[str
 def prompt_triples(retrieved: dict, max_triples: int | None) -> tuple[int, list[int]]:
     """(triples, entity ids of those triples) of what the prompt holds: the first ``max_triples`` retrieved
     triples (``kgrag.answering.contexts_for``; None = all)."""
-    from kgrag import schema as S
 
     heads = list(retrieved.get(S.TRIPLE_HEADS) or [])
     tails = list(retrieved.get(S.TRIPLE_TAILS) or [])
@@ -332,6 +332,42 @@ def summarize(values: Sequence[float | None]) -> float | None:
     return float(np.mean(v)) if v else None
 
 
+@dataclass(frozen=True)
+class Item:
+    """The input of every metric (``kgrag.metrics``): one question's inputs: its questions-table row, its retrieved row and its generations row (empty dicts
+    when missing), and the prompt's triple cap (``generate.max_context_triples``; None = no cap)."""
+
+    question: dict
+    retrieved: dict = field(default_factory=dict)
+    generation: dict = field(default_factory=dict)
+    max_context_triples: int | None = None
+
+    @property
+    def prediction(self) -> str:
+        return self.generation.get(S.PREDICTION) or ""
+
+    @property
+    def predicted(self) -> list[str]:
+        return list(self.generation.get(S.PREDICTED_ANSWERS) or [])
+
+    @property
+    def gold(self) -> list[str]:
+        return list(self.question.get(S.ANSWERS) or [])
+
+    @property
+    def choices(self) -> list[str]:
+        return [c for c in (self.question.get(S.CHOICES) or []) if c is not None]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.generation.get(S.FAILED, not self.generation))
+
+    @property
+    def answerable(self) -> bool:
+        """False when validate found no gold answer in the KG (or the question's graph): scored as a miss."""
+        return self.question.get(S.ANSWERABLE) is not False
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """q-th percentile of the values (None when empty)."""
     return float(np.percentile(values, q)) if len(values) else None
@@ -367,8 +403,6 @@ def evaluate_rows(
     triples (``generate.max_context_triples``; None = no cap); ``*_uncapped`` the whole retrieved subgraph.
     ``metrics`` replaces the registered set (objects with ``score`` or ``score_batch``, and ``aggregate``).
     """
-    from kgrag import schema as S
-    from kgrag.metrics import Item
 
     ret = {r[S.QUESTION_ID]: r for r in retrieved}
     gen = {g[S.QUESTION_ID]: g for g in generations}
@@ -409,7 +443,6 @@ def rescore_rows(rows: Sequence[dict]) -> dict[str, float | int | None]:
     """Today's kgrag rules and the papers' rules recomputed from per-question rows of
     ``reports/predictions.parquet`` (``prediction``, ``predicted_answers``, ``gold``, ``choices``): the
     numbers ``RULES`` names, plus ``questions``."""
-    from kgrag import schema as S
 
     per = []
     for x in rows:
@@ -451,7 +484,6 @@ def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict],
     """
     import json
 
-    from kgrag import schema as S
 
     gold = {q[S.QUESTION_ID]: {i for i in (q[S.ANSWER_IDS] or []) if i is not None} for q in questions}
     acc: dict[tuple[int, str, str], dict[str, list[float]]] = {}

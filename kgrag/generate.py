@@ -11,7 +11,6 @@ from kgrag import schema as S
 from kgrag.llm import LLMClient, LLMRequest
 from kgrag.registry import TEXTUALIZERS
 
-MODULE_KINDS = ('textualizer',)  # looked up by name (kgrag.depgraph)
 
 SYSTEM = (
     "You answer questions using the knowledge graph facts you are given. "

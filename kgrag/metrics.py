@@ -11,54 +11,20 @@ metric but ``judge`` is built with no arguments; ``judge`` is handed an LLM clie
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from kgrag import schema as S
-from kgrag.evaluate import (
-    answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, prompt_triples,
+from kgrag.evaluate import (  # noqa: F401 (Item: re-exported, the metrics' input)
+    Item, answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, prompt_triples,
     retrieval_recall, rouge_l, summarize,
 )
 from kgrag.registry import METRICS
+from kgrag.types import MetricKey
+
+K = MetricKey  # short name for the declarations below
 
 if TYPE_CHECKING:
     from kgrag.llm import LLMClient
-
-
-@dataclass(frozen=True)
-class Item:
-    """One question's inputs: its questions-table row, its retrieved row and its generations row (empty dicts
-    when missing), and the prompt's triple cap (``generate.max_context_triples``; None = no cap)."""
-
-    question: dict
-    retrieved: dict = field(default_factory=dict)
-    generation: dict = field(default_factory=dict)
-    max_context_triples: int | None = None
-
-    @property
-    def prediction(self) -> str:
-        return self.generation.get(S.PREDICTION) or ""
-
-    @property
-    def predicted(self) -> list[str]:
-        return list(self.generation.get(S.PREDICTED_ANSWERS) or [])
-
-    @property
-    def gold(self) -> list[str]:
-        return list(self.question.get(S.ANSWERS) or [])
-
-    @property
-    def choices(self) -> list[str]:
-        return [c for c in (self.question.get(S.CHOICES) or []) if c is not None]
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.generation.get(S.FAILED, not self.generation))
-
-    @property
-    def answerable(self) -> bool:
-        """False when validate found no gold answer in the KG (or the question's graph): scored as a miss."""
-        return self.question.get(S.ANSWERABLE) is not False
 
 
 def _miss(item: Item, scores: dict) -> dict:
@@ -85,6 +51,21 @@ class AnswerMetrics:
     ``em_tog`` (Think-on-Graph's exact match, ToG / FastToG "Hits@1")."""
 
     KEYS = ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "hit_gretriever", "em_tog")
+    RANK = 2
+    OUTPUTS = {
+        "hit_at_1": K("Hit@1", "Hit@1 (first answer is gold)", 1),
+        "hit_any": K("Hit", "Hit (a gold answer appears in the output)", 1),
+        "em": K("EM", "Exact match (answer set = gold set)", 1),
+        "precision": K("precision", "Answer precision", 1),
+        "recall": K("recall", "Answer recall", 1),
+        "f1": K("F1", "Answer F1", 1),
+        "hit_at_1_answered": K("Hit@1 (answered)", "Hit@1 over answered questions (failed generations left out)", 1),
+        "f1_answered": K("F1 (answered)", "F1 over answered questions (failed generations left out)", 1),
+        "hit_gretriever": K("Hit (G-Retriever rule)", "G-Retriever's Hit rule ('|' to lines, substring; its WebQSP "
+                            "'Hit@1')", 1),
+        "em_tog": K("EM (ToG rule)", "ToG's exact match rule (bidirectional substring, spaces removed; ToG / FastToG "
+                    "'Hits@1')", 1),
+    }
 
     def score(self, item: Item) -> dict:
         return _miss(item, answer_scores(prediction=item.prediction, predicted=item.predicted, gold=item.gold))
@@ -100,6 +81,9 @@ class RougeL:
     common subsequence of the normalized words, P = LCS / prediction words, R = LCS / reference words (the
     grounding paper's rule-based metric; Lin, 2004)."""
 
+    RANK = 4
+    OUTPUTS = {"rouge_l": K("Rouge-L", "Rouge-L F1 (prediction vs gold joined by ' | ')", 1)}
+
     def score(self, item: Item) -> dict:
         return _miss(item, {"rouge_l": rouge_l(item.prediction, " | ".join(item.gold))})
 
@@ -113,6 +97,15 @@ class RetrievalMetrics:
     holds (the first ``generate.max_context_triples`` retrieved triples); ``retrieval_recall_uncapped``: among
     the whole retrieved subgraph's nodes (questions without answer entities left out). ``context_triples_mean``
     / ``context_triples_uncapped_mean``: triples in the prompt / retrieved."""
+
+    RANK = 6
+    OUTPUTS = {
+        "retrieval_recall": K("retrieval recall", "Retrieval answer recall (over the triples the prompt holds)", 1),
+        "retrieval_recall_uncapped": K("retrieval recall (uncapped)", "Retrieval answer recall (whole retrieved "
+                                       "subgraph)", 1),
+        "context_triples_mean": K("context triples / q", "Context triples / question (in the prompt)"),
+        "context_triples_uncapped_mean": K("retrieved triples / q", "Retrieved triples / question"),
+    }
 
     def score(self, item: Item) -> dict:
         r = item.retrieved
@@ -138,6 +131,13 @@ class RetrievalLLMCounts:
     """``retrieval_llm_unparsed`` / ``retrieval_llm_fallbacks``: LLM replies a multi-stage retriever's LLM
     stages could not use (LEGO llm scorer / refiner) and the fallbacks they took, summed over questions."""
 
+    RANK = 7
+    OUTPUTS = {
+        "retrieval_llm_unparsed": K("retriever LLM unparsed", "Retriever LLM stages: replies / items not used", -1,
+                                    "d"),
+        "retrieval_llm_fallbacks": K("retriever LLM fallbacks", "Retriever LLM stages: fallbacks taken", -1, "d"),
+    }
+
     def score(self, item: Item) -> dict:
         return llm_stage_counts(item.retrieved.get(S.TRACE))
 
@@ -153,6 +153,17 @@ class LabelMetrics:
     ``accuracy_answered`` (failed generations left out), ``accuracy_gretriever`` (G-Retriever's rule: the
     first label occurring in the text), ``label_unparseable``, ``label_counts``. ``task`` is ``entity``,
     ``label`` or ``mixed``."""
+
+    RANK = 1
+    OUTPUTS = {
+        "accuracy": K("accuracy", "Accuracy (label task: the parsed label is the gold label)", 1),
+        "accuracy_answered": K("accuracy (answered)", "Accuracy over answered questions (failed generations left "
+                               "out)", 1),
+        "label_unparseable": K("labels unparseable", "Predictions naming no label or several (counted wrong)", -1,
+                               "d"),
+        "accuracy_gretriever": K("accuracy (G-Retriever rule)", "G-Retriever's ExplaGraphs accuracy rule (first "
+                                 "support|counter match)", 1),
+    }
 
     def score(self, item: Item) -> dict:
         if not item.choices:
@@ -185,6 +196,16 @@ class CostMetrics:
     answers from the call cache) differs between runs of the same results: it is no metric here but a run
     record (``kgrag.timings``, ``reports/timings.json``)."""
 
+    RANK = 9
+    OUTPUTS = {
+        "context_tokens_mean": K("prompt tokens / q", "Prompt tokens / question", -1),
+        "tokens_out_mean": K("output tokens / q", "Output tokens / question", -1),
+        "tokens_per_question": K("tokens / q", "Tokens (prompt + output) / question", -1),
+        "reasoner_calls_per_question": K("LLM calls / q", "Reasoner LLM requests / question", -1),
+        "depth_mean": K("depth / q", "Reasoning depth / question (mean)"),
+        "unparseable_outputs": K("unparseable outputs", "Unparseable LLM outputs", -1, "d"),
+    }
+
     def score(self, item: Item) -> dict:
         g = item.generation
         return {S.TOKENS_IN: g.get(S.TOKENS_IN, 0), S.TOKENS_OUT: g.get(S.TOKENS_OUT, 0),
@@ -206,6 +227,9 @@ class DemoEchoes:
     """``demo_echoes``: predictions naming an entity of the prompts' worked example (placeholders no KG
     holds): the model copied the example instead of answering."""
 
+    RANK = 8
+    OUTPUTS = {"demo_echoes": K("demo echoes", "Predictions echoing the prompts' worked example", -1, "d")}
+
     def score(self, item: Item) -> dict:
         return {"demo_echo": echoes_demo(item.prediction)}
 
@@ -219,6 +243,10 @@ class JudgeMetric:
     answer?", given question, gold and prediction: the grounding paper's GPT4Score with any backend);
     ``judge_unparseable``: replies with no yes / no (counted as no). An empty prediction is a no without a
     call. Built with the judge's client; its calls go through that client's call cache."""
+
+    RANK = 5
+    OUTPUTS = {"judge": K("judge", "LLM judge: share judged correct", 1),
+               "judge_unparseable": K("judge unparseable", "LLM judge: unparseable verdicts (counted as no)", -1, "d")}
 
     def __init__(self, *, client: "LLMClient", max_tokens: int = 8, seed: int = 0) -> None:
         self.client, self.max_tokens, self.seed = client, max_tokens, seed
@@ -241,6 +269,14 @@ class Answerable:
     own graph; ``answerable`` false, set by validate) is a miss in every metric. ``answerable_fraction``: the
     share of questions that are answerable; ``hit_at_1_answerable`` / ``hit_any_answerable``: Hit@1 / Hit over
     the answerable questions only, beside the all-question figures."""
+
+    RANK = 3
+    OUTPUTS = {
+        "answerable_fraction": K("answerable", "Questions whose gold answers are in the KG (the rest count as "
+                                 "misses)"),
+        "hit_at_1_answerable": K("Hit@1 (answerable)", "Hit@1 over the answerable questions only", 1),
+        "hit_any_answerable": K("Hit (answerable)", "Hit over the answerable questions only", 1),
+    }
 
     def score(self, item: Item) -> dict:
         return {S.ANSWERABLE: item.answerable}
@@ -276,6 +312,29 @@ class Intervals:
                 low, high = bootstrap_ci(values, resamples=self.BOOTSTRAP, seed=self.SEED)
                 out[key] = {"low": low, "high": high}
         return {"ci95": out}
+
+
+#: keys evaluate_rows writes itself, beside the metrics'
+TOTALS = {
+    "questions": K("questions", "Questions", 0, "d"),
+    "failed": K("failed", "Failed questions", -1, "d"),
+    "answered": K("answered", "Answered questions (generation did not fail)", 1, "d"),
+}
+
+
+def metric_keys() -> dict[str, MetricKey]:
+    """Every ``reports/metrics.json`` key a registered metric declares (its ``OUTPUTS``), in display order
+    (metrics by ``RANK``, then name; keys as declared), then the totals: what report and compare read their
+    labels, names, directions and formats from. A metric registered from outside the package
+    (``METRICS.register``) is in it as soon as it is registered."""
+    entries = [METRICS.get(n).impl for n in METRICS.names()]
+    out: dict[str, MetricKey] = {}
+    for cls in sorted(entries, key=lambda c: (getattr(c, "RANK", 100), c.__name__)):
+        for k, v in getattr(cls, "OUTPUTS", {}).items():
+            out.setdefault(k, v)
+    for k, v in TOTALS.items():
+        out.setdefault(k, v)
+    return out
 
 
 def bootstrap_ci(values: Sequence[float], *, resamples: int = 1000, seed: int = 0, level: float = 0.95,

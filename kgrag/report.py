@@ -9,55 +9,30 @@ from typing import Sequence
 
 import numpy as np
 
-from kgrag.timings import call_runs
+from kgrag.timings import RUN_KEYS, call_runs
 
-NAMES = {
-    "accuracy": "Accuracy (label task: the parsed label is the gold label)",
-    "accuracy_answered": "Accuracy over answered questions (failed generations left out)",
-    "label_unparseable": "Predictions naming no label or several (counted wrong)",
-    "hit_at_1": "Hit@1 (first answer is gold)",
-    "hit_any": "Hit (a gold answer appears in the output)",
-    "answerable_fraction": "Questions whose gold answers are in the KG (the rest count as misses)",
-    "hit_at_1_answerable": "Hit@1 over the answerable questions only",
-    "hit_any_answerable": "Hit over the answerable questions only",
-    "em": "Exact match (answer set = gold set)",
-    "precision": "Answer precision",
-    "recall": "Answer recall",
-    "f1": "Answer F1",
-    "rouge_l": "Rouge-L F1 (prediction vs gold joined by ' | ')",
-    "judge": "LLM judge: share judged correct",
-    "judge_unparseable": "LLM judge: unparseable verdicts (counted as no)",
-    "hit_gretriever": "G-Retriever's Hit rule ('|' to lines, substring; its WebQSP 'Hit@1')",
-    "accuracy_gretriever": "G-Retriever's ExplaGraphs accuracy rule (first support|counter match)",
-    "em_tog": "ToG's exact match rule (bidirectional substring, spaces removed; ToG / FastToG 'Hits@1')",
-    "retrieval_recall": "Retrieval answer recall (over the triples the prompt holds)",
-    "retrieval_recall_uncapped": "Retrieval answer recall (whole retrieved subgraph)",
-    "context_triples_mean": "Context triples / question (in the prompt)",
-    "context_triples_uncapped_mean": "Retrieved triples / question",
-    "retrieval_llm_unparsed": "Retriever LLM stages: replies / items not used",
-    "retrieval_llm_fallbacks": "Retriever LLM stages: fallbacks taken",
-    "demo_echoes": "Predictions echoing the prompts' worked example",
-    "context_tokens_mean": "Prompt tokens / question",
-    "tokens_out_mean": "Output tokens / question",
-    "tokens_per_question": "Tokens (prompt + output) / question",
-    "reasoner_calls_per_question": "Reasoner LLM requests / question",
-    "depth_mean": "Reasoning depth / question (mean)",
-    "unparseable_outputs": "Unparseable LLM outputs",
-    "questions": "Questions",
-    "failed": "Failed questions",
-}
-# run records (reports/timings.json, kgrag.timings): what this run took, not what it found
-TIMING_NAMES = {
-    "llm_calls_per_question": "LLM calls / question (this run; 0 when cached)",
-    "llm_answers_from_cache": "Answers served from the LLM call cache",
-    "retrieve_ms_median": "Retrieval ms / question (median)",
-    "generate_ms_median": "Generation ms / question (median)",
-}
+def names() -> dict[str, str]:
+    """The report's metric rows: each ``reports/metrics.json`` key with the name its metric declares
+    (``kgrag.metrics.metric_keys``: a newly registered metric shows up without editing this module)."""
+    from kgrag.metrics import metric_keys
+
+    return {k: v.name for k, v in metric_keys().items()}
 
 
-def _fmt(v) -> str:
+def timing_names() -> dict[str, str]:
+    """The run-record rows (reports/timings.json, ``kgrag.timings.RUN_KEYS``): what this run took, not what it
+    found."""
+    return {k: v.name for k, v in RUN_KEYS.items()}
+
+
+def _fmt(v, spec: str | None = None) -> str:
+    """A value for a table cell; ``spec`` is the metric's declared format (``MetricKey.fmt``)."""
     if v is None:
         return "–"
+    if spec and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if spec == "d":
+            return f"{int(v):,d}" if float(v).is_integer() else f"{v:.3f}"
+        return f"{v:{spec}}" if abs(v) < 100 else f"{v:,.0f}"
     if isinstance(v, float):
         return f"{v:.3f}" if abs(v) < 100 else f"{v:,.0f}"
     return str(v)
@@ -148,13 +123,16 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
     )
     out += ["", "## Metrics", "", "| metric | value | 95% interval |", "|---|---|---|"]
     ci = metrics.get("ci95") or {}
-    for k, label in NAMES.items():
+    from kgrag.metrics import metric_keys
+
+    keys = metric_keys()
+    for k, label in names().items():
         if k in metrics:
             iv = ci.get(k) or {}
             band = f"[{_fmt(iv['low'])}, {_fmt(iv['high'])}]" if "low" in iv else ""
-            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(metrics[k])} | {band} |")
+            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(metrics[k], keys[k].fmt)} | {band} |")
     run = timings or {}
-    for k, label in TIMING_NAMES.items():
+    for k, label in timing_names().items():
         if run.get(k) is not None:
             out.append(f"| {_cell(label)} (`{k}`) | {_fmt(run[k])} | |")
     if ci:

@@ -16,14 +16,17 @@ from kgrag.registry import RETRIEVERS, TEXTUALIZERS
 from kgrag.types import Question, Subgraph, retrieval_recall
 from kgrag.kgview import KGView
 
-MODULE_KINDS = ('retriever', 'textualizer')  # looked up by name (kgrag.depgraph)
-
 
 def retrieve_one(
     *, question: Question, query_vec: np.ndarray, kg: KGView, index: EmbeddingIndex, params: RetrieveParams
 ) -> tuple[Subgraph, float]:
     """Run the selected retriever on one question; returns the subgraph and its wall time in ms."""
-    entry = RETRIEVERS.get(params.method)
+    return _retrieve(RETRIEVERS.get(params.method), question=question, query_vec=query_vec, kg=kg, index=index,
+                     params=params)
+
+
+def _retrieve(entry, *, question: Question, query_vec: np.ndarray, kg: KGView, index: EmbeddingIndex,
+              params: RetrieveParams) -> tuple[Subgraph, float]:
     t0 = time.perf_counter()
     sub = entry.impl(
         question=question, query_vec=query_vec, kg=kg, index=index, params=params.module_params(),
@@ -38,9 +41,11 @@ def retrieve_rows(
     """Retrieved rows of a shard of questions (``schema.RETRIEVED`` and the run-record columns of
     ``schema.RETRIEVE_TIMINGS``: ``retrieve_ms``, ``stage_ms``); questions are embedded in one batch."""
     vecs = index.encode([q.text for q in questions])
+    entry = RETRIEVERS.get(params.method)  # looked up once for the shard
+    triples_text, csv_text = TEXTUALIZERS.get("triples").impl, TEXTUALIZERS.get("csv").impl
     rows = []
     for q, v in zip(questions, vecs):
-        sub, ms = retrieve_one(question=q, query_vec=v, kg=kg, index=index, params=params)
+        sub, ms = _retrieve(entry, question=q, query_vec=v, kg=kg, index=index, params=params)
         named = kg.named_triples(sub.heads, sub.relations, sub.tails)
         rows.append(
             {
@@ -50,8 +55,8 @@ def retrieve_rows(
                 S.TRIPLE_RELATIONS: sub.relations.tolist(),
                 S.TRIPLE_TAILS: sub.tails.tolist(),
                 S.NODE_IDS: sub.node_ids.tolist(),
-                S.CONTEXT_TRIPLES: TEXTUALIZERS.get("triples").impl(named),
-                S.CONTEXT_CSV: TEXTUALIZERS.get("csv").impl(named),
+                S.CONTEXT_TRIPLES: triples_text(named),
+                S.CONTEXT_CSV: csv_text(named),
                 S.NEIGHBOURHOOD_NODES: sub.neighbourhood_nodes,
                 S.NEIGHBOURHOOD_EDGES: sub.neighbourhood_edges,
                 S.RETRIEVE_MS: ms,

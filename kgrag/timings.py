@@ -35,6 +35,16 @@ import numpy as np
 
 from kgrag import io, schema as S
 from kgrag.io import file_hash
+from kgrag.types import MetricKey
+
+#: the run-record keys of ``reports/timings.json`` (:func:`summary`): what this run took, not what it found
+RUN_KEYS = {
+    "llm_calls_per_question": MetricKey("backend calls / q (uncached)",
+                                        "LLM calls / question (this run; 0 when cached)", -1),
+    "llm_answers_from_cache": MetricKey("answers from cache", "Answers served from the LLM call cache", 0, "d"),
+    "retrieve_ms_median": MetricKey("retrieve ms / q", "Retrieval ms / question (median)", -1),
+    "generate_ms_median": MetricKey("generate ms / q", "Generation ms / question (median)", -1),
+}
 
 RECORD = "timing.json"
 QUESTIONS = "questions.parquet"

@@ -10,6 +10,18 @@ import pyarrow as pa
 
 
 @dataclass(frozen=True)
+class MetricKey:
+    """What a key of ``reports/metrics.json`` (or ``reports/timings.json``) means, declared by the metric (or run
+    record) that writes it: ``label`` (short, for ``kgrag compare``'s columns), ``name`` (the report's row),
+    ``better`` (1: higher is better, -1: lower, 0: neither) and ``fmt`` (a format spec for its value)."""
+
+    label: str
+    name: str
+    better: int = 0
+    fmt: str = ".3f"
+
+
+@dataclass(frozen=True)
 class KGTables:
     """What a loader produces: the four tables plus rows it could not parse.
 

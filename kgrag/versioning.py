@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 from pathlib import Path
@@ -27,10 +28,12 @@ def code_version(*modules: ModuleType) -> str:
     return f"{kgrag.__version__}-{hashlib.sha256(src.encode()).hexdigest()[:12]}"
 
 
+@functools.lru_cache(maxsize=None)
 def closure_version(entry: str) -> str:
     """Hash of every project file module ``entry`` (``flows.retrieve``) can run: its import closure plus the
     built-in modules of the kinds it looks up (``kgrag.depgraph.closure``, the same set as its stage's DVC
-    deps), so no hand-kept module list can miss a file."""
+    deps), so no hand-kept module list can miss a file. Computed once per process (the source does not change
+    under a running stage)."""
     from kgrag.depgraph import closure
 
     root = Path(kgrag.__file__).resolve().parents[1]

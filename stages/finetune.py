@@ -17,8 +17,6 @@ from kgrag.finetune import finetune_st, training_triplets
 from kgrag.registry import LOADERS
 from kgrag.store import KGStore, questions_from_table
 
-MODULE_KINDS = ('loader',)  # looked up by name (kgrag.depgraph)
-
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""

@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> None:
                        separator=params.evaluate.answer_separator, reason=params.reason,
                        cache_path=str((io.CACHE / "llm_calls.sqlite").resolve()),
                        shard_dir=str(io.SHARDS.resolve()), index_dir=str(io.INDEX.resolve()),
-                       index_model=params.index.model, inputs_hash=f"{kg_hash(db)}-{index_hash}")
+                       index_model=params.index.model, inputs_hash=f"{kg_hash(db)}-{index_hash}",
+                       store=params.retrieve.store)
         # the DVC output holds the answers only; wall times and call-cache use go to the run records
         record = timings.questions_path("generate")
         n = io.stream_shards(res["shards"], {out: S.GENERATIONS, record: S.GENERATE_TIMINGS})

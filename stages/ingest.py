@@ -9,8 +9,6 @@ from kgrag.loaders.common import screen_tables
 from kgrag.registry import LOADERS
 from kgrag.duckdb_io import TABLES, write_tables
 
-MODULE_KINDS = ('loader',)  # looked up by name (kgrag.depgraph)
-
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""

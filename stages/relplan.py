@@ -14,8 +14,6 @@ from kgrag.registry import LOADERS
 from kgrag.relplan import train_plan
 from kgrag.store import KGStore, questions_from_table
 
-MODULE_KINDS = ('loader',)  # looked up by name (kgrag.depgraph)
-
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""

@@ -13,12 +13,13 @@ from kgrag import io, timings
 from kgrag.duckdb_io import read_tables
 from kgrag.report import figure_recall_vs_context, render
 from kgrag.report_html import run_report
-from kgrag.store import KGStore
+from kgrag.store import open_store
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
-    p = params_from_argv(__doc__, argv).report
+    params = params_from_argv(__doc__, argv)
+    p = params.report
     metrics = io.read_json(io.REPORTS / "metrics.json")
     run = io.read_json(io.REPORTS / "timings.json") if (io.REPORTS / "timings.json").exists() else None
     rows = io.read_parquet(io.REPORTS / "predictions.parquet").to_pylist()
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"[report] wrote {io.REPORTS / 'report.md'}")
 
     t0 = time.perf_counter()
-    kg = KGStore(io.VALIDATED / "kg.duckdb")
+    kg = open_store(str(io.VALIDATED / "kg.duckdb"), params.retrieve.store)  # names only: either store serves them
     page = run_report(
         rows=rows, retrieved=io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist(),
         questions=read_tables(io.VALIDATED / "kg.duckdb", ("questions",))["questions"].to_pylist(),

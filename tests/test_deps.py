@@ -33,14 +33,15 @@ def test_the_check_fails_when_a_dep_is_removed(tmp_path):
     assert not any(depgraph.check(tmp_path, tmp_path / "dvc.yaml").values())
 
 
-def test_closure_follows_imports_and_declared_kinds(tmp_path):
+def test_closure_follows_imports_and_the_kinds_a_file_looks_up(tmp_path):
     """Static imports (also inside functions and `from pkg import module`) and the catalogue modules of every
-    kind a file declares in MODULE_KINDS are in the closure; unrelated files are not."""
+    kind a file looks up through a registry (read from its code, not declared) are in the closure; a file that
+    only registers into a registry pulls no kind in; unrelated files are not in the closure."""
     files = {
         "stages/__init__.py": "",
         "stages/s.py": "from kgrag import a\ndef f():\n    import kgrag.b\n",
         "kgrag/__init__.py": "",
-        "kgrag/a.py": "MODULE_KINDS = ('retriever',)\n",
+        "kgrag/a.py": "from kgrag.registry import RETRIEVERS\ndef pick(name):\n    return RETRIEVERS.get(name)\n",
         "kgrag/b.py": "",
         "kgrag/c.py": "",
         "kgrag/retrievers/__init__.py": "",
@@ -51,22 +52,16 @@ def test_closure_follows_imports_and_declared_kinds(tmp_path):
         (tmp_path / rel).write_text(src)
     got = depgraph.closure(tmp_path, "stages.s")
     assert {"stages/s.py", "kgrag/a.py", "kgrag/b.py", "kgrag/retrievers/pcst.py", "kgrag/c.py"} <= got
-    (tmp_path / "kgrag/a.py").write_text("")
+    (tmp_path / "kgrag/a.py").write_text("from kgrag.registry import RETRIEVERS\n"
+                                         "@RETRIEVERS.register('x')\ndef x():\n    pass\n")
     assert "kgrag/retrievers/pcst.py" not in depgraph.closure(tmp_path, "stages.s")
 
 
-def test_files_that_look_modules_up_declare_their_kinds():
-    """A file naming a registry (other than registering into it) declares the kind in MODULE_KINDS, so its
-    stage's deps include every module it may pick (params.py only validates, see kgrag.depgraph)."""
-    bad = {}
-    for f in sorted(p for pkg in depgraph.PACKAGES for p in (ROOT / pkg).rglob("*.py")):
-        rel = f.relative_to(ROOT).as_posix()
-        if rel in depgraph.VALIDATION_ONLY:
-            continue
-        undeclared = depgraph.used_kinds(ROOT, rel) - set(depgraph.declared_kinds(ROOT, rel))
-        if undeclared:
-            bad[rel] = sorted(undeclared)
-    assert not bad, f"declare MODULE_KINDS in: {bad}"
+def test_the_repository_declares_no_kinds_by_hand():
+    """The kinds come from the code alone: no file keeps a MODULE_KINDS list that could fall out of step."""
+    held = [p.relative_to(ROOT).as_posix() for pkg in depgraph.PACKAGES for p in (ROOT / pkg).rglob("*.py")
+            if "MODULE_KINDS =" in p.read_text()]
+    assert held == []
 
 
 def test_flows_code_version_is_the_closure_hash():

@@ -96,6 +96,51 @@ def test_shards_are_gathered_in_shard_order_whatever_finishes_first(tiny_project
     rows = shard_rows(retrieve_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
         **flow_inputs(tiny_project["tmp"], tiny_project["rows"]), db_path=tiny_project["db"],
         db_hash=uuid.uuid4().hex, index_dir=tiny_project["index"], index_hash="i", index_model=MODEL,
-        params=RetrieveParams(shard_size=1)))
+        params=RetrieveParams(method="pcst", shard_size=1)))
     assert waited == [True] and finished[-1] == "q0", (waited, finished)  # q0 did finish last
     assert [r[S.QUESTION_ID] for r in rows] == [f"q{i}" for i in range(5)]
+
+
+def test_generate_reads_the_kg_through_the_store_retrieve_store_names(tiny_project, monkeypatch):
+    """`retrieve.store: duckdb` holds past retrieval: the generate flow's shards open the KG through
+    `DuckKGStore` (a real DuckDB file, SQL per lookup), and answer as with the in-memory store."""
+    from flows.generate import generate_flow
+    from flows.retrieve import retrieve_flow
+    from kgrag import io
+    from kgrag.params import GenerateParams, ReasonParams
+    from kgrag.store_duckdb import DuckKGStore
+    from tests.test_reliability import FaultServer
+
+    tmp = tiny_project["tmp"]
+    files = flow_inputs(tmp / "in", tiny_project["rows"])
+    shards = retrieve_flow(questions=files["questions"], db_path=tiny_project["db"], db_hash=uuid.uuid4().hex,
+                           index_dir=tiny_project["index"], index_hash="i", index_model=MODEL,
+                           params=RetrieveParams(method="khop", shard_size=2), shard_dir=files["shard_dir"])
+    retrieved = tmp / "retrieved.parquet"
+    io.stream_shards(shards, {retrieved: S.RETRIEVED})
+    opened: list[str] = []
+    real_init = DuckKGStore.__init__
+
+    def spy(self, path, *a, **kw):  # the real store, its openings counted
+        opened.append(str(path))
+        real_init(self, path, *a, **kw)
+
+    monkeypatch.setattr(DuckKGStore, "__init__", spy)
+    srv = FaultServer()  # replies with the tail of the context's first triple: the context must reach the prompt
+    try:
+        got = {}
+        for store in ("duckdb", "memory"):
+            res = generate_flow(questions=files["questions"], retrieved=str(retrieved), db_path=tiny_project["db"],
+                                params=GenerateParams(backend="openai", openai={"base_url": srv.url}, shard_size=2),
+                                reason=ReasonParams(method="answer"), separator="|",
+                                cache_path=str(tmp / f"calls-{store}.sqlite"), shard_dir=str(tmp / f"gen-{store}"),
+                                store=store)
+            got[store] = [r[S.PREDICTION] for r in shard_rows(res["shards"])]
+            if store == "duckdb":
+                assert opened and set(opened) == {tiny_project["db"]}, opened
+                n_opened = len(opened)
+        assert len(opened) == n_opened  # the memory run opened no DuckKGStore
+    finally:
+        srv.stop()
+    assert got["duckdb"] == got["memory"] and len(got["duckdb"]) == 5
+    assert all(p and p != "unknown" for p in got["duckdb"]), got  # each prompt held its retrieved triples

@@ -540,7 +540,7 @@ def test_metaqa_examples_from_pcst_and_whole_neighbourhood(tmp_path):
                            entity_vectors=metaqa_entity_vectors([str(n) for n in kg.entity_names]),
                            relation_vectors=encode([D.relation_text(str(r)) for r in kg.relation_names],
                                                    model="all-MiniLM-L6-v2"))
-    retrieve = RetrieveParams(max_neighbourhood_edges=300)
+    retrieve = RetrieveParams(method="pcst", max_neighbourhood_edges=300)
     out = DS.metaqa_examples(kg=kg, index=index, retrieve=retrieve, path=str(METAQA), hops=2, train=3, val=2, test=2,
                             seed=0, mode="pcst")
     assert [len(out[k]) for k in ("train", "val", "test")] == [3, 2, 2]

@@ -147,3 +147,38 @@ def test_params_yaml_lists_every_module_param_with_its_default():
                 elif have[k] != want and not (isinstance(want, tuple) and list(want) == have[k]):
                     problems.append(f"{kind} {name}.{k}: {have[k]!r} in params.yaml, default {want!r}")
     assert not problems, problems
+
+
+def _section_defaults_that_differ(model, raw: dict, path: str = "") -> list[str]:
+    """Keys of ``raw`` (params.yaml's values) whose ``model`` field default differs, recursing into sub-models."""
+    import pydantic
+
+    out = []
+    for name, f in model.model_fields.items():
+        if name not in raw:
+            continue
+        value, ann = raw[name], f.annotation
+        if isinstance(value, dict) and isinstance(ann, type) and issubclass(ann, pydantic.BaseModel):
+            out += _section_defaults_that_differ(ann, value, f"{path}{name}.")
+            continue
+        if f.is_required():
+            continue
+        want = f.get_default(call_default_factory=True)
+        want = want.model_dump() if isinstance(want, pydantic.BaseModel) else want
+        want = list(want) if isinstance(want, tuple) else want
+        if want != value:
+            out.append(f"{path}{name}: {value!r} in params.yaml, default {want!r} in kgrag/params.py")
+    return out
+
+
+def test_params_models_and_params_yaml_have_one_set_of_defaults():
+    """One source of defaults: every section key params.yaml sets (retrieve.method, reason.method, the G-Retriever
+    training budget, ...) has that value as the params model's default, so code that builds `RetrieveParams()`
+    gets the experiment params.yaml describes. Exempt: data.input, the path of the user's data."""
+    import yaml
+
+    from kgrag.params import Params
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    problems = [p for p in _section_defaults_that_differ(Params, raw) if not p.startswith("data.input:")]
+    assert not problems, problems

@@ -9,9 +9,6 @@ import numpy as np
 
 from kgrag.registry import DETECTORS
 
-MODULE_KINDS = ('community_detector',)  # looked up by name (kgrag.depgraph)
-
-
 
 class Detector(Protocol):
     """``(n, edges, seed, params) -> partitions``: label arrays (one label per node), in backtracking order."""

@@ -14,8 +14,6 @@ from kgrag.gretriever.data import LABEL_SEPARATOR, Example, Triple, relation_tex
 from kgrag.kgview import KGView
 from kgrag.registry import LOADERS
 
-MODULE_KINDS = ("loader",)  # looked up by name (kgrag.depgraph)
-
 
 def examples_from_tables(tables: Any, *, separator: str = LABEL_SEPARATOR, choices: Sequence[str] = ()
                          ) -> list[Example]:

@@ -15,9 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.registry import GRAPH_ENCODERS
 
-MODULE_KINDS = ('graph_encoder',)  # looked up by name (kgrag.depgraph)
-
-
 
 class EncoderShape(BaseModel):
     """Sizes of a graph encoder."""

@@ -9,8 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from kgrag.lego.registries import EXTRACTORS, FILTERS, REFINERS, SCORERS
 from kgrag.registry import Registry, UnknownModuleError
 
-MODULE_KINDS = ('lego_extractor', 'lego_filter', 'lego_refiner', 'lego_scorer')  # looked up by name (kgrag.depgraph)
-
 
 class StageSpec(BaseModel):
     """A module name of one LEGO registry and its params (validated by the module's params model)."""

@@ -201,6 +201,24 @@ def sample_rows(rows: list, sample: int, seed: int) -> list:
     return rows
 
 
+def add_triple(b: Any, head: str, relation: str, tail: str, graph_id: str | None, where: tuple[str, int],
+               bad: Bad, record: str) -> bool:
+    """Add a triple of entity keys to the builder ``b`` (``KGBuilder``, or the Arrow loader's key table: each
+    has ``_seen``, ``rows``, ``entity``, ``duplicates`` and ``self_loops``); a duplicate goes to ``bad`` (with
+    ``where`` = file, line) and is not added."""
+    key = (head, relation, tail, graph_id)
+    if key in b._seen:
+        b.duplicates += 1
+        bad.append((where[0], where[1], "duplicate triple", record[:RECORD_CHARS]))
+        return False
+    b._seen.add(key)
+    b.entity(head)
+    b.entity(tail)
+    b.self_loops += head == tail
+    b.rows.append(key)
+    return True
+
+
 class KGBuilder:
     """Collects entities (by source key, with a display name) and triples; turns them into the tables.
 
@@ -231,18 +249,7 @@ class KGBuilder:
     def add(self, head: str, relation: str, tail: str, graph_id: str | None, where: tuple[str, int],
             bad: Bad, record: str) -> bool:
         """Add a triple of entity keys; a duplicate goes to ``bad`` (with ``where`` = file, line)."""
-        key = (head, relation, tail, graph_id)
-        if key in self._seen:
-            self.duplicates += 1
-            bad.append((where[0], where[1], "duplicate triple", record[:RECORD_CHARS]))
-            return False
-        self._seen.add(key)
-        self.entity(head)
-        self.entity(tail)
-        if head == tail:
-            self.self_loops += 1
-        self.rows.append(key)
-        return True
+        return add_triple(self, head, relation, tail, graph_id, where, bad, record)
 
     def resolve(self, ref: Any) -> str | None:
         """Key of the entity ``ref`` names: a source key (id) first, else a display name; None if absent."""

@@ -44,6 +44,7 @@ from kgrag.loaders.common import (
     MAX_LINE_BYTES,
     RECORD_CHARS,
     Bad,
+    add_triple,
     LoaderInputError,
     csv_records,
     decode_line,
@@ -138,17 +139,7 @@ class _EntityKeys:
     def add(self, head: str, relation: str, tail: str, graph_id: str | None, where: tuple[str, int], bad: Bad,
             record: str) -> bool:
         """``KGBuilder.add`` for a per-question graph's triple (graph_id set: it cannot repeat a file triple)."""
-        key = (head, relation, tail, graph_id)
-        if key in self._seen:
-            self.duplicates += 1
-            bad.append((where[0], where[1], "duplicate triple", record[:RECORD_CHARS]))
-            return False
-        self._seen.add(key)
-        self.entity(head)
-        self.entity(tail)
-        self.self_loops += head == tail
-        self.rows.append(key)
-        return True
+        return add_triple(self, head, relation, tail, graph_id, where, bad, record)
 
     def entity_ids(self) -> dict[str, int]:
         return self._ids

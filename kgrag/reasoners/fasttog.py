@@ -50,7 +50,6 @@ from kgrag.reasoners.tog import (
 )
 from kgrag.kgview import KGView
 
-MODULE_KINDS = ('community_detector',)  # looked up by name (kgrag.depgraph)
 
 Triple = tuple[str, str, str]
 

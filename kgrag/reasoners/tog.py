@@ -35,7 +35,6 @@ from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, S
 from kgrag.reasoners.parsing import final_answer, is_unknown, letters, parse_choices
 from kgrag.kgview import KGView
 
-MODULE_KINDS = ('lego_scorer',)  # looked up by name (kgrag.depgraph)
 
 # ------------------------------------------------------------------------------------------ prompts
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kgrag.evaluate import retrieval_recall
+from kgrag.types import retrieval_recall
 from kgrag.lego.presets import PRESETS
 from kgrag.lego.prune import PruneParams, prune_extracted
 from kgrag.lego.spec import ExtractorSpec, FilterSpec, RefinerSpec
@@ -35,8 +35,6 @@ from kgrag.lego.types import Context, LocalGraph, Path, path_text
 from kgrag.registry import BACKENDS, RETRIEVERS
 from kgrag.types import Subgraph
 from kgrag.kgview import KGView
-
-MODULE_KINDS = ('backend',)  # looked up by name (kgrag.depgraph)
 
 
 class LLMSettings(BaseModel):

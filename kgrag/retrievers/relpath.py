@@ -23,8 +23,6 @@ from kgrag.lego.types import Context
 from kgrag.registry import RETRIEVERS
 from kgrag.types import Subgraph
 
-MODULE_KINDS = ('lego_scorer', 'retriever')  # kinds this file looks up by name (kgrag.depgraph: its DVC deps)
-
 
 class RelPathParams(BaseModel):
     """Params of the ``relpath`` retriever."""
@@ -115,7 +113,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         plan = relplan.load_cached(params.plan)
         if plan.model != index.model:
             raise ValueError(f"retrieve.relpath.plan: {params.plan} was trained with the encoder {plan.model!r}, "
-                             f"the index uses {index.model!r}; re-run `dvc repro finetune/dvc.yaml`")
+                             f"the index uses {index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
         masked = relplan.mask_topics(question.text, kg.names(topics))
         prior = plan.prior(index.encode([masked])[0], hops, params.plan_k)
     # a beam state: sequence -> list of per-hop (edges, from, to)
