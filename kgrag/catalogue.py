@@ -84,7 +84,8 @@ BUILTINS: dict[str, dict[str, str]] = {
     },
     "metric": {
         name: "kgrag.metrics"
-        for name in ("answers", "cost", "demo_echoes", "judge", "labels", "retrieval", "retrieval_llm", "rouge_l")
+        for name in ("answerable", "answers", "cost", "demo_echoes", "intervals", "judge", "labels", "retrieval",
+                     "retrieval_llm", "rouge_l")
     },
     "graph_encoder": {
         "gat": "kgrag.gretriever.encoders",

@@ -62,7 +62,11 @@ def test_catalogue_lists_exactly_what_each_module_registers():
             importlib.import_module(module)
             entry = ALL[kind].get(name)
             assert entry.impl.__module__ == module, (kind, name, entry.impl.__module__)
-        assert set(ALL[kind]._entries) >= set(names)
+        mods = set(names.values())
+        registered = {n for n, e in ALL[kind]._entries.items() if e.impl.__module__ in mods}
+        # a name registered by a catalogue module but not listed is missed by a listing made before the module
+        # is imported (evaluate lost `answerable` and `intervals` that way)
+        assert registered == set(names), (kind, sorted(registered ^ set(names)))
     listed = {m for names in BUILTINS.values() for m in names.values()}
     root = Path(__file__).resolve().parents[1]
     for f in (root / "kgrag").rglob("*.py"):

@@ -186,7 +186,7 @@ def train(
     # the run record: what this run took (never inside a checkpoint)
     run: dict[str, Any] = {"run_key": run_key, "seconds": 0.0, "resumed": 0, "epochs": []}
     if last.exists():
-        ck = torch.load(last, map_location="cpu", weights_only=False)
+        ck = torch.load(last, map_location="cpu", weights_only=True)  # tensors and plain values only: no pickle code
         if ck["state"]["run_key"] == run_key:
             model.load_state_dict(ck["trainable"])
             opt.load_state_dict(ck["optimizer"])
@@ -290,6 +290,6 @@ def load_best(model: Any, out_dir: str | Path) -> dict[str, Any]:
     """Load ``best.pt``'s weights into ``model``; returns its record (epoch, validation values)."""
     import torch
 
-    ck = torch.load(Path(out_dir) / "best.pt", map_location="cpu", weights_only=False)
+    ck = torch.load(Path(out_dir) / "best.pt", map_location="cpu", weights_only=True)
     model.load_state_dict(ck["trainable"])
     return {k: v for k, v in ck.items() if k != "trainable"}
