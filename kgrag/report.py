@@ -11,6 +11,7 @@ import numpy as np
 
 from kgrag.timings import RUN_KEYS, call_runs
 
+
 def names() -> dict[str, str]:
     """The report's metric rows: each ``reports/metrics.json`` key with the name its metric declares
     (``kgrag.metrics.metric_keys``: a newly registered metric shows up without editing this module)."""
@@ -125,12 +126,11 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
     ci = metrics.get("ci95") or {}
     from kgrag.metrics import metric_keys
 
-    keys = metric_keys()
-    for k, label in names().items():
+    for k, key in metric_keys().items():  # names() without listing the registry a second time
         if k in metrics:
             iv = ci.get(k) or {}
             band = f"[{_fmt(iv['low'])}, {_fmt(iv['high'])}]" if "low" in iv else ""
-            out.append(f"| {_cell(label)} (`{k}`) | {_fmt(metrics[k], keys[k].fmt)} | {band} |")
+            out.append(f"| {_cell(key.name)} (`{k}`) | {_fmt(metrics[k], key.fmt)} | {band} |")
     run = timings or {}
     for k, label in timing_names().items():
         if run.get(k) is not None:

@@ -10,6 +10,7 @@ import statistics
 import uuid
 
 import numpy as np
+import pytest
 
 from kgrag import schema as S
 from kgrag.embed import encode, write_vectors
@@ -42,8 +43,19 @@ class AnswerChars:
         return {"toy_answer_chars": statistics.fmean(r["toy_chars"] for r in rows) if rows else None}
 
 
+@pytest.fixture
+def registered():
+    """The toy reasoner and metric registered for one test, and only their names taken out again (a copy of the
+    registries put back instead would lose the modules that lazy lookups registered meanwhile)."""
+    REASONERS.register("toy-first")(toy_first)
+    METRICS.register("toy_answer_chars")(AnswerChars)
+    yield
+    REASONERS._entries.pop("toy-first", None)
+    METRICS._entries.pop("toy_answer_chars", None)
+
+
 def test_a_reasoner_and_a_metric_from_outside_reach_modules_a_run_the_report_and_compare(
-        tmp_path, monkeypatch, movies_db, capsys):
+        tmp_path, movies_db, capsys, registered):
     from flows.generate import generate_flow
     from flows.retrieve import retrieve_flow
     from kgrag import cli, io
@@ -51,11 +63,6 @@ def test_a_reasoner_and_a_metric_from_outside_reach_modules_a_run_the_report_and
     from kgrag.evaluate import evaluate_rows
     from kgrag.params import GenerateParams, ReasonParams, RetrieveParams
     from kgrag.report import render
-
-    monkeypatch.setattr(REASONERS, "_entries", dict(REASONERS._entries))  # registered for this test only
-    monkeypatch.setattr(METRICS, "_entries", dict(METRICS._entries))
-    REASONERS.register("toy-first")(toy_first)
-    METRICS.register("toy_answer_chars")(AnswerChars)
 
     assert cli.main(["modules"]) == 0
     listed = capsys.readouterr().out.splitlines()
