@@ -36,7 +36,7 @@ from kgrag.clients import client_for  # noqa: E402
 from kgrag.params import GenerateParams, ReasonParams, section_hash  # noqa: E402
 from kgrag.reasoners import Sampling  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.answering import contexts_for, reason_rows  # noqa: E402
+from kgrag.answering import contexts_for, proposals_for, proposed_ends, reason_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
 
@@ -56,15 +56,17 @@ def generate_shard(*, out: str, questions: str, start: int, stop: int, retrieved
     kg = open_store(db_path, store)  # retrieve.store: the one KG store every stage reads through
     qs = questions_from_table(io.read_rows(questions, start, stop))
     found = [i for i in retrieved_rows if i >= 0]
-    got = io.take_rows(retrieved, found, TRIPLE_COLUMNS).to_pylist() if retrieved and found else []
+    got = io.take_rows(retrieved, found, (*TRIPLE_COLUMNS, S.TRACE)).to_pylist() if retrieved and found else []
     by_row = dict(zip(found, got))
-    contexts = contexts_for([by_row.get(i, NO_TRIPLES) for i in retrieved_rows], kg=kg, params=params)
+    rows_in = [by_row.get(i, NO_TRIPLES) for i in retrieved_rows]
+    contexts = contexts_for(rows_in, kg=kg, params=params)
+    proposed = proposals_for(rows_in, kg=kg)
     client = client_for(params, cache=cache_path)
     index = open_index(index_dir, index_model) if index_dir and Path(index_dir, "entities.parquet").exists() else None
     sampling = Sampling(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
                         seed=params.seed, few_shot=params.few_shot, separator=separator)
     rows = reason_rows(questions=qs, contexts=contexts, client=client, reason=reason, sampling=sampling, kg=kg,
-                       index=index)
+                       index=index, proposed=proposed)
     failed = sum(bool(r[S.FAILED]) for r in rows)
     path = partial_file(out) if failed else Path(out)
     io.write_arrow(path, pa.Table.from_pylist(rows, schema=S.GENERATE_SHARD))
@@ -72,15 +74,16 @@ def generate_shard(*, out: str, questions: str, start: int, stop: int, retrieved
 
 
 def _retrieved_digests(retrieved: str | None) -> dict[str, tuple[int, str]]:
-    """Question id → (row of the retrieved file, digest of its triples), streamed from the file."""
+    """Question id → (row of the retrieved file, digest of its triples and proposed answers), streamed."""
     out: dict[str, tuple[int, str]] = {}
     if not retrieved:
         return out
     row = 0
-    for batch in io.iter_batches(retrieved, [S.QUESTION_ID, *TRIPLE_COLUMNS]):
+    for batch in io.iter_batches(retrieved, [S.QUESTION_ID, *TRIPLE_COLUMNS, S.TRACE]):
         cols = batch.to_pydict()
         for j, qid in enumerate(cols[S.QUESTION_ID]):
-            triples = json.dumps([cols[c][j] for c in TRIPLE_COLUMNS], separators=(",", ":"))
+            triples = json.dumps([cols[c][j] for c in TRIPLE_COLUMNS] + [proposed_ends(cols[S.TRACE][j])],
+                                 separators=(",", ":"))
             out.setdefault(qid, (row + j, hashlib.sha256(triples.encode()).hexdigest()[:16]))
         row += batch.num_rows
     return out

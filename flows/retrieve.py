@@ -34,7 +34,7 @@ def retrieve_shard(*, out: str, questions: str, start: int, stop: int, db_path: 
                    index_model: str, params_json: str) -> str:
     """Retrieve questions ``[start, stop)`` of the questions file; writes the shard file ``out``."""
     params = RetrieveParams.model_validate_json(params_json)
-    qs = questions_from_table(io.read_rows(questions, start, stop))
+    qs = questions_from_table(io.read_rows(questions, start, stop), declared_hops=params.oracle_hops)
     kg = open_store(db_path, params.store)  # retrieve.store: memory (KGStore) or duckdb (DuckKGStore)
     rows = retrieve_rows(questions=qs, kg=kg, index=open_index(index_dir, index_model), params=params)
     return str(io.write_arrow(out, pa.Table.from_pylist(rows, schema=S.RETRIEVE_SHARD)))

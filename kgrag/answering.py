@@ -3,6 +3,8 @@ shard of questions. Plain functions, no Prefect, no file output (the retrieve fl
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from typing import Sequence
 
@@ -30,21 +32,61 @@ def contexts_for(rows: Sequence[dict], *, kg: KGView, params: GenerateParams) ->
     return out
 
 
+def proposed_ends(trace: str | dict | None) -> list[int]:
+    """The answer entity ids a retrieved row's trace proposes (``ends``: relpath's sequence ends); [] if none."""
+    if not trace:
+        return []
+    t = json.loads(trace) if isinstance(trace, str) else trace
+    return [int(x) for x in (t.get("ends") or [])] if isinstance(t, dict) else []
+
+
+def proposals_for(rows: Sequence[dict], *, kg: KGView) -> list[tuple[str, ...]]:
+    """Names of the answer entities each retrieved row proposes (:func:`proposed_ends`), in its order."""
+    out = []
+    for r in rows:
+        ids = proposed_ends(r.get(S.TRACE))
+        out.append(tuple(kg.names(np.asarray(ids, dtype=np.int64))) if ids else ())
+    return out
+
+
+def baselines(*, question: Question, context: str, proposed: Sequence[str], kg: KGView | None, reason: ReasonParams,
+              seed: int) -> tuple[str, str]:
+    """The no-LLM baselines of one question: (first candidate, seeded random candidate) of the candidates the
+    ``rank`` reasoner would score with the experiment's ``reason.rank`` params (the same contexts and candidate
+    rule, no LLM); "" where there is none. The random pick is a hash of ``seed`` and the question id, so it does
+    not depend on the shard or the order of questions."""
+    from kgrag.constrain import answer_candidates
+
+    rp = reason.module_params("rank")
+    names = answer_candidates(question=question, context=context, proposed=proposed, kg=kg,
+                              candidates=rp.candidates, distance=rp.distance)
+    if not names:
+        return "", ""
+    h = int.from_bytes(hashlib.sha256(f"{seed}:{question.question_id}".encode()).digest()[:8], "big")
+    return names[0], names[h % len(names)]
+
+
 def reason_rows(
     *, questions: Sequence[Question], contexts: Sequence[str], client, reason: ReasonParams, sampling: Sampling,
-    kg: KGView | None = None, index: EmbeddingIndex | None = None,
+    kg: KGView | None = None, index: EmbeddingIndex | None = None, proposed: Sequence[tuple[str, ...]] | None = None,
 ) -> list[dict]:
     """Generations rows of a shard: the selected reasoner on every question, all advanced together (one
-    backend batch per step)."""
+    backend batch per step), with the no-LLM baselines (:func:`baselines`) beside each answer. ``proposed``:
+    each question's retriever-proposed answer names (:func:`proposals_for`)."""
     from kgrag.reasoners import REASONERS, ReasonInput, rows_of, run_batched
 
     entry = REASONERS.get(reason.method)
     params = reason.module_params()
+    proposed = list(proposed) if proposed is not None else [()] * len(questions)
     jobs = [entry.impl(inp=ReasonInput(question=q, context=c, kg=kg, index=index, sampling=sampling,
-                                     constrain_answer=reason.constrain_answer), params=params)
-            for q, c in zip(questions, contexts)]
+                                     constrain_answer=reason.constrain_answer, proposed=p), params=params)
+            for q, c, p in zip(questions, contexts, proposed)]
     t0 = time.perf_counter()
     results = run_batched(jobs=jobs, client=client, max_batch=reason.max_batch)
     per_q_ms = (time.perf_counter() - t0) * 1000 / max(len(questions), 1)
-    return rows_of(question_ids=[q.question_id for q in questions], results=results, reasoner=reason.method,
+    rows = rows_of(question_ids=[q.question_id for q in questions], results=results, reasoner=reason.method,
                    separator=sampling.separator, seed=sampling.seed, per_q_ms=per_q_ms)
+    for row, q, c, p in zip(rows, questions, contexts, proposed):
+        row[S.BASELINE_FIRST], row[S.BASELINE_RANDOM] = baselines(question=q, context=c, proposed=p, kg=kg,
+                                                                  reason=reason, seed=sampling.seed)
+    return rows

@@ -81,8 +81,10 @@ class Asker:
         entry = REASONERS.get(p.reason.method)  # the same reasoner as the generate stage, one question
         sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
                             few_shot=g.few_shot, separator=p.evaluate.answer_separator)
+        ends = sub.trace.get("ends") or []  # the retriever's proposed answers, as the generate stage passes them
+        proposed = tuple(kg.names(np.asarray(ends, dtype=np.int64))) if ends else ()
         inp = ReasonInput(question=q, context=ctx, kg=kg, index=self.index, sampling=sampling,
-                          constrain_answer=p.reason.constrain_answer)
+                          constrain_answer=p.reason.constrain_answer, proposed=proposed)
         res, recs = run_one(entry.impl(inp=inp, params=p.reason.module_params()), self.client)
         return Answer(question=q, how=how, subgraph=sub, named=named, retrieve_ms=ms, result=res, records=recs,
                       parsed=parse_answers(res.answer, p.evaluate.answer_separator), reasoner=p.reason.method)

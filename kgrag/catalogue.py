@@ -84,7 +84,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     },
     "metric": {
         name: "kgrag.metrics"
-        for name in ("answerable", "answers", "cost", "demo_echoes", "intervals", "judge", "labels", "retrieval",
+        for name in ("answerable", "answers", "baselines", "cost", "demo_echoes", "intervals", "judge", "labels", "retrieval",
                      "retrieval_llm", "rouge_l")
     },
     "graph_encoder": {

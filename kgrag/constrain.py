@@ -193,3 +193,45 @@ def context_entities(context: str, kg: KGView = None) -> list[str]:
         rows = csv.reader(io.StringIO("\n".join(nodes)))
         return _unique(r[1].strip() for r in rows if len(r) >= 2)
     return _unique(n for pair in _context_pairs(text, kg) for n in pair)
+
+
+def topic_names(question, kg: KGView = None) -> set[str]:
+    """A question's topic entity names: its bracketed names and, where ``kg`` resolves them, the names of its
+    ``topic_ids``."""
+    names = set(re.findall(r"\[([^\]]+)\]", question.text))
+    if kg is not None and question.topic_ids and getattr(kg, "names", None) is not None:
+        try:
+            names |= set(kg.names(list(question.topic_ids)))
+        except Exception:  # a store without these ids: the bracketed names stay
+            pass
+    return names
+
+
+def answer_candidates(*, question, context: str, proposed: Sequence[str] = (), kg: KGView = None,
+                      candidates: str = "ends", distance: int = 0) -> list[str]:
+    """The candidate answers of one question, in order: what ``rank`` scores and the no-LLM baselines pick from.
+
+    ``candidates``: ``ends`` = the answer entities the retriever proposed (``proposed``: relpath's sequence ends)
+    that the context shows, or, where it proposed none, the context's entities without the topic entities;
+    ``context_without_topic`` = those always; ``context`` = every entity of the context. ``distance`` k > 0 then
+    keeps the candidates k hops from a topic in the context's graph (all of them where none is). A question
+    with ``choices`` (a label task) has its choices.
+    """
+    if question.choices:
+        return list(dict.fromkeys(question.choices))
+    names = context_entities(context, kg)
+    topic = topic_names(question, kg) if candidates != "context" or distance else set()
+    if candidates == "ends" and proposed:
+        shown = set(names)
+        ends = [n for n in dict.fromkeys(proposed) if n in shown and n not in topic]
+        if ends:
+            names = ends
+            candidates = "context"  # settled
+    if candidates in ("ends", "context_without_topic"):
+        kept = [n for n in names if n not in topic]
+        names = kept or names  # a context of topic entities only: rank them rather than answer nothing
+    if distance:
+        dist = context_distances(context, topic, kg)
+        ring = [n for n in names if dist.get(n) == distance]
+        names = ring or names
+    return names

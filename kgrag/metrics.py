@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from kgrag import schema as S
 from kgrag.evaluate import (  # noqa: F401 (Item: re-exported, the metrics' input)
-    Item, answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, prompt_triples,
+    Item, answer_scores, echoes_demo, judge_scores, label_scores, llm_stage_counts, normalize, prompt_triples,
     retrieval_recall, rouge_l, summarize,
 )
 from kgrag.registry import METRICS
@@ -312,6 +312,70 @@ class Intervals:
                 low, high = bootstrap_ci(values, resamples=self.BOOTSTRAP, seed=self.SEED)
                 out[key] = {"low": low, "high": high}
         return {"ci95": out}
+
+
+@METRICS.register("baselines", version="1")
+class Baselines:
+    """What the LLM adds over no-LLM picks on the same contexts. ``baseline_first`` / ``baseline_random``: Hit@1
+    (label tasks: accuracy) of the first and of a seeded random candidate answer (the generate stage's
+    ``schema.BASELINE_FIRST`` / ``BASELINE_RANDOM``: the candidates the ``rank`` reasoner scores,
+    ``kgrag.answering.baselines``); label tasks also ``baseline_majority``, the accuracy of always answering the
+    most frequent gold label. ``llm_lift`` = Hit@1 (label tasks: accuracy) minus the best baseline: the share
+    of questions the LLM's choice adds. Unanswerable questions score 0 for every baseline, as for the answer.
+    ``by_hops`` (a question set mixing declared hop counts): per hop count, questions, Hit@1, the baselines and
+    the lift, so that a mixed set's average hides no hop count."""
+
+    RANK = 2
+    OUTPUTS = {
+        "llm_lift": K("LLM lift", "Hit@1 (or accuracy) minus the best no-LLM baseline on the same contexts", 1),
+        "baseline_first": K("first candidate", "No-LLM baseline: Hit@1 of the first candidate answer", 1),
+        "baseline_random": K("random candidate", "No-LLM baseline: Hit@1 of a seeded random candidate answer", 1),
+        "baseline_majority": K("majority label", "No-LLM baseline (label tasks): accuracy of the most frequent "
+                               "gold label", 1),
+    }
+
+    @staticmethod
+    def _hit(name: str | None, item: Item) -> float | None:
+        if name is None or not item.generation:
+            return None
+        if item.choices:
+            return float(bool(name) and normalize(name) in {normalize(g) for g in item.gold})
+        return answer_scores(prediction=name, predicted=[name] if name else [], gold=item.gold)["hit_at_1"]
+
+    def score(self, item: Item) -> dict:
+        g = item.generation
+        out = {"hit_baseline_first": self._hit(g.get(S.BASELINE_FIRST), item),
+               "hit_baseline_random": self._hit(g.get(S.BASELINE_RANDOM), item)}
+        return out if item.answerable else {k: (0.0 if v is not None else None) for k, v in out.items()}
+
+    @staticmethod
+    def _summary(rows: Sequence[dict]) -> dict:
+        labelled = bool(rows) and all(x.get(S.CHOICES) for x in rows)
+        main = "correct" if labelled else "hit_at_1"
+        out: dict[str, Any] = {"baseline_first": summarize(_col(rows, "hit_baseline_first")),
+                               "baseline_random": summarize(_col(rows, "hit_baseline_random"))}
+        if labelled:
+            counts: dict[str, int] = {}
+            for x in rows:
+                for g in x.get("gold") or []:
+                    counts[normalize(g)] = counts.get(normalize(g), 0) + 1
+                    break
+            out["baseline_majority"] = max(counts.values()) / len(rows) if counts else None
+        score = summarize(_col(rows, main))
+        best = [v for v in out.values() if v is not None]
+        out["llm_lift"] = round(score - max(best), 4) if score is not None and best else None
+        return out
+
+    def aggregate(self, rows: Sequence[dict]) -> dict:
+        out = self._summary(rows)
+        hops = sorted({x.get(S.HOPS) for x in rows if x.get(S.HOPS) is not None})
+        if len(hops) > 1:
+            out["by_hops"] = {}
+            for k in hops:
+                sub = [x for x in rows if x.get(S.HOPS) == k]
+                out["by_hops"][str(k)] = {"questions": len(sub), "hit_at_1": summarize(_col(sub, "hit_at_1")),
+                                          "f1": summarize(_col(sub, "f1")), **self._summary(sub)}
+        return out
 
 
 #: keys evaluate_rows writes itself, beside the metrics'

@@ -84,7 +84,8 @@ class DataParams(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     dataset: str = Field("metaqa", description="loader name (`kgrag modules`)")
     path: str = Field("../shared/data/metaqa", description="metaqa: folder of the MetaQA files")
-    hops: int = Field(2, ge=1, le=3, description="metaqa: question hop count")
+    hops: int | list[int] = Field(2, description="metaqa: question hop count, or a list of them (questions of "
+                                  "every listed file, `sample` from each: a mixed-hop set)")
     split: Literal["dev", "test"] = Field("test", description="metaqa: question split")
     sample: int = Field(200, ge=0, description="questions sampled; 0 = all")
     seed: int = Field(0, description="seed of the question sample")
@@ -224,6 +225,10 @@ class RetrieveParams(ModuleSection):
         description="cap on neighbourhood edges: closer hops first, the farthest hop cut by relation relevance",
     )
     shard_size: int = Field(50, ge=1, description="questions per cached Prefect task")
+    oracle_hops: bool = Field(
+        False, description="hand the retriever each question's declared hop count (MetaQA's k-hop files): an "
+        "oracle a user's questions do not have; marked `oracle` in metrics.json setup and the reports. False = "
+        "no stage reads a question's hop count at inference")
     store: Literal["memory", "duckdb"] = Field(
         "memory", description="KG access: memory (whole KG as CSR arrays, kgrag.store.KGStore) or duckdb (SQL per "
         "hop on the DuckDB file, names fetched lazily: kgrag.store_duckdb.DuckKGStore, for KGs too big for memory)")

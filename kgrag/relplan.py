@@ -12,10 +12,12 @@ that connect a training question's topic entity to its answers:
    answers (then the highest share of answers among the end nodes; ties by walking order);
 2. :func:`train_plan` stores every labelled question's text with its topic names masked
    (:func:`mask_topics`, so the model learns the wording, not the entities) and its vector;
-3. :meth:`PlanModel.prior` scores a new question's candidate sequences by a k-nearest-neighbour vote: the
-   cosine-weighted share of its ``k`` nearest training questions (same hop count) whose label starts with the
-   candidate. ``relpath`` adds ``plan_weight`` x this share to the zero-shot cosine (params ``plan``,
-   ``plan_k``, ``plan_weight``).
+3. :meth:`PlanModel.votes` scores a new question's candidate sequences by a k-nearest-neighbour vote: the
+   cosine-weighted share of its ``k`` nearest training questions whose label starts with the candidate (beam
+   pruning) or equals it (the final choice across lengths). Every labelled question votes, each label with its
+   own length; only with ``retrieve.oracle_hops`` do the neighbours come from the question's declared hop
+   count. ``relpath`` adds ``plan_weight`` x the share to the zero-shot cosine (params ``plan``, ``plan_k``,
+   ``plan_weight``).
 
 The model is a Parquet table (``schema.RELPLAN``), the question vectors and a ``plan.json`` (the encoder, counts) written by the
 ``relplan`` stage (``dvc.yaml``, before ``retrieve``) to ``data/relplan``.
@@ -84,8 +86,8 @@ def _expand(h: np.ndarray, r: np.ndarray, t: np.ndarray, n: int, frontier: np.nd
     return out
 
 
-def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int
-                      ) -> tuple[tuple[Step, ...], float, float] | None:
+def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
+                      max_hops: int = 3) -> tuple[tuple[Step, ...], float, float] | None:
     """The weak label of a training question: (sequence, answer recall, answer precision) or None.
 
     Every sequence of exactly ``hops`` (relation, direction) steps is walked from the topic entities (topics
@@ -94,7 +96,17 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
     hold the largest share of the answers, then the largest share of answers among its end nodes, then the
     first walked (at each step forward steps before reversed ones, each by relation id). None when no
     sequence reaches an answer.
+
+    ``hops`` None (a question set that declares no hop count): every length 1..``max_hops`` is walked and the
+    best label by the same rule wins, the shorter on a tie (the same rule for any loader's questions).
     """
+    if hops is None:
+        best = None
+        for k in range(1, max_hops + 1):
+            lab = relation_sequence(kg, topics, answers, k)
+            if lab is not None and (best is None or lab[1:] > best[1:]):  # strictly better: shorter wins ties
+                best = lab
+        return best
     topics = np.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
     answers = np.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
     answers = answers[~np.isin(answers, topics)]
@@ -164,48 +176,64 @@ class PlanModel:
         return PlanModel(model=meta["model"], texts=t[S.TEXT].to_pylist(), hops=np.asarray(t[S.HOPS].to_pylist()),
                          labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs)
 
-    def prior(self, query_vec: np.ndarray, hops: int, k: int) -> dict[tuple[Step, ...], float]:
-        """Vote share of every label prefix among the ``k`` nearest training questions with ``hops`` hops.
+    def votes(self, query_vec: np.ndarray, k: int, hops: int | None = None
+              ) -> tuple[dict[tuple[Step, ...], float], dict[tuple[Step, ...], float]]:
+        """Vote shares of the ``k`` nearest training questions: (share of every label prefix, share of every
+        whole label).
 
         Neighbours are ranked by cosine rounded to ``ranking.COSINE_DECIMALS``, ties by row; each votes its
-        (non-negative) cosine for its label and every prefix of it; shares are divided by the total vote and
-        rounded. Empty when no training question has ``hops`` hops.
+        (non-negative) cosine for its label (and, in the first dict, every prefix of it); shares are divided by
+        the total vote and rounded. ``hops`` None: every training question votes, each label with its own
+        length, so whole-label shares compare sequences of different lengths; ``hops`` k: only training
+        questions of k hops vote (the declared-hop oracle, ``retrieve.oracle_hops``). Empty when none votes.
         """
-        rows = np.nonzero(self.hops == hops)[0]
+        rows = np.arange(len(self.labels)) if hops is None else np.nonzero(self.hops == hops)[0]
         if not len(rows) or k < 1:
-            return {}
+            return {}, {}
         sims = self.vectors[rows].astype(np.float64) @ np.asarray(query_vec, dtype=np.float64)
         top = ranking.top_k(sims, k, ids=rows, decimals=ranking.COSINE_DECIMALS)
         w = np.clip(ranking.rounded(sims[top], ranking.COSINE_DECIMALS), 0.0, None)
         total = float(w.sum())
         if total <= 0:
-            return {}
-        votes: dict[tuple[Step, ...], float] = {}
+            return {}, {}
+        prefix: dict[tuple[Step, ...], float] = {}
+        whole: dict[tuple[Step, ...], float] = {}
         for i, wi in zip(rows[top].tolist(), w.tolist()):
             lab = self.labels[i]
+            whole[lab] = whole.get(lab, 0.0) + wi
             for j in range(1, len(lab) + 1):
-                votes[lab[:j]] = votes.get(lab[:j], 0.0) + wi
-        return {s: float(ranking.rounded([v / total])[0]) for s, v in votes.items()}
+                prefix[lab[:j]] = prefix.get(lab[:j], 0.0) + wi
+
+        def share(d: dict) -> dict:
+            return {s: float(ranking.rounded([v / total])[0]) for s, v in d.items()}
+
+        return share(prefix), share(whole)
+
+    def prior(self, query_vec: np.ndarray, hops: int | None, k: int) -> dict[tuple[Step, ...], float]:
+        """Vote share of every label prefix among the ``k`` nearest training questions (:meth:`votes`)."""
+        return self.votes(query_vec, k, hops)[0]
 
 
 def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[list[str]], np.ndarray],
-               model: str, log: Callable[[str], None] = lambda s: None) -> tuple[PlanModel, dict]:
-    """Label ``questions`` (:func:`relation_sequence`, each with its own hop count) and embed their masked texts.
+               model: str, log: Callable[[str], None] = lambda s: None, max_hops: int = 3
+               ) -> tuple[PlanModel, dict]:
+    """Label ``questions`` (:func:`relation_sequence`: with a training question's declared hop count where its
+    file gives one, else the best of every length 1..``max_hops``) and embed their masked texts.
 
     Returns the model and counts: questions, labelled, mean label recall / precision (how well the labels
     explain the gold answers), distinct labels per hop count.
     """
     texts, hops, labels, rec, prec, skipped = [], [], [], [], [], 0
     for i, q in enumerate(questions):
-        # a question of its own graph, or with no declared hop count, has no k-hop sequence to learn
-        lab = relation_sequence(kg, q.topic_ids, q.answer_ids, int(q.hops)) if q.graph_id is None and q.hops \
-            else None
+        # a question of its own graph has no KG-wide sequence to learn
+        lab = relation_sequence(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops) \
+            if q.graph_id is None else None
         if lab is None:
             skipped += 1
             continue
         names = kg.names(np.asarray([x for x in q.topic_ids if x is not None], dtype=np.int64))
         texts.append(mask_topics(q.text, names))
-        hops.append(int(q.hops))
+        hops.append(len(lab[0]))
         labels.append(lab[0])
         rec.append(lab[1])
         prec.append(lab[2])

@@ -72,6 +72,8 @@ CACHED = "cached"
 CALL_CACHED = "call_cached"
 CALL_ATTEMPTS = "call_attempts"
 FAILED = "failed"
+BASELINE_FIRST = "baseline_first"  # no-LLM baselines of a generations row: the first candidate answer ...
+BASELINE_RANDOM = "baseline_random"  # ... and a seeded random one (kgrag.answering.baselines)
 ERROR = "error"
 SEED = "seed"
 
@@ -134,6 +136,8 @@ GENERATIONS = pa.schema(
         (DEPTH, pa.int64()),
         (UNPARSEABLE, pa.int64()),
         (TRACE, pa.string()),
+        (BASELINE_FIRST, pa.string()),
+        (BASELINE_RANDOM, pa.string()),
     ]
 )
 # run records (data/timings/<stage>/questions.parquet): per question, what this run took

@@ -20,8 +20,12 @@ from kgrag.kgview import Incident, KGView, Neighbourhood, khop_walk, undirected_
 from kgrag.types import Question
 
 
-def questions_from_table(table: pa.Table) -> list[Question]:
-    """Rows of a questions table as ``Question`` objects (null ids dropped)."""
+def questions_from_table(table: pa.Table, *, declared_hops: bool = False) -> list[Question]:
+    """Rows of a questions table as ``Question`` objects (null ids dropped).
+
+    ``declared_hops``: keep the question file's declared hop count (``Question.hops``). Off by default: a
+    user's questions come without one, so inference sees none; training code (relplan, finetune) and the
+    ``retrieve.oracle_hops`` oracle ask for it."""
     out = []
     for r in table.to_pylist():
         out.append(
@@ -33,7 +37,7 @@ def questions_from_table(table: pa.Table) -> list[Question]:
                 answers=tuple(r[S.ANSWERS] or []),
                 graph_id=r.get(S.GRAPH_ID),
                 choices=tuple(c for c in (r.get(S.CHOICES) or []) if c is not None),
-                hops=r.get(S.HOPS),
+                hops=r.get(S.HOPS) if declared_hops else None,
             )
         )
     return out

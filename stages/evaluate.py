@@ -4,6 +4,7 @@ stages' run records (wall times, call-cache use) → reports/timings.json (no DV
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +22,21 @@ def judge_client(jb):
     from kgrag.clients import client_for
 
     return client_for(jb, cache=io.CACHE / "llm_calls.sqlite")
+
+
+def plan_mode(params) -> str | None:
+    """Which relation-path plan relpath ran with: ``learnt (N labelled questions)``, ``empty (<why>)`` or
+    ``zero-shot``; None for another retriever."""
+    if params.retrieve.method != "relpath":
+        return None
+    plan = params.retrieve.module_params().plan
+    if plan is None:
+        return "zero-shot"
+    meta = Path(plan) / "plan.json"
+    info = json.loads(meta.read_text()) if meta.exists() else {}
+    if info.get("labelled"):
+        return f"learnt ({info['labelled']} labelled questions)"
+    return f"empty ({info.get('note') or 'no labelled question'}): zero-shot"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -52,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
                             "retrieve": params.retrieve.method, "backend": params.generate.backend,
                             "context": params.generate.context, "seed": params.data.seed,
                             "constrain_answer": params.reason.constrain_answer,
-                            "judge": judge.model_id if judge else None}
+                            "judge": judge.model_id if judge else None,
+                            "oracle_hops": params.retrieve.oracle_hops, "plan": plan_mode(params)}
         io.write_parquet(io.REPORTS / "predictions.parquet", pa.Table.from_pylist(rows))
         io.write_json(io.REPORTS / "metrics.json", metrics)
         io.write_json(io.REPORTS / "timings.json", run)
@@ -69,6 +86,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[evaluate] {metrics['task']} task: accuracy={metrics['accuracy']} "
               f"accuracy_gretriever={metrics['accuracy_gretriever']} "
               f"label_unparseable={metrics['label_unparseable']} labels={metrics['label_counts']}")
+    print(f"[evaluate] no-LLM baselines: first={metrics.get('baseline_first')} random={metrics.get('baseline_random')}"
+          f" llm_lift={metrics.get('llm_lift')}; setup: oracle_hops={metrics['setup']['oracle_hops']} "
+          f"plan={metrics['setup']['plan']}")
     print(f"[evaluate] hit_at_1={metrics['hit_at_1']} hit_any={metrics['hit_any']} f1={metrics['f1']} "
           f"rouge_l={metrics['rouge_l']} retrieval_recall={metrics['retrieval_recall']} failed={metrics['failed']} "
           f"(papers' rules: hit_gretriever={metrics['hit_gretriever']} em_tog={metrics['em_tog']})"

@@ -34,14 +34,15 @@ def main(argv: list[str] | None = None) -> None:
             names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
             qs = [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids]),
                           answer_ids=kg.ids_of([names[i] for i in q.answer_ids]))
-                  for q in questions_from_table(tabs.questions)]
+                  for q in questions_from_table(tabs.questions, declared_hops=True)]
         else:  # nothing held out to train on: the base model is written as is, so the DAG still runs
             qs = []
             note = f"not trained: the {d.dataset} loader has no question file apart from the evaluated one"
             print(f"[finetune] {note}", file=sys.stderr)
         n_val = int(round(p.val_fraction * len(qs)))
         val_q, train_q = qs[:n_val], qs[n_val:]
-        kw = dict(kg=kg, hops=getattr(lp, "hops", params.retrieve.hops), max_edges=p.max_neighbourhood_edges,
+        hops = getattr(lp, "hops", params.retrieve.hops)
+        kw = dict(kg=kg, hops=max(hops) if isinstance(hops, list) else hops, max_edges=p.max_neighbourhood_edges,
                   per_question=p.per_question, seed=p.seed)
         train, val = training_triplets(questions=train_q, **kw), training_triplets(questions=val_q, **kw)
         print(f"[finetune] {len(train)} training / {len(val)} validation triplets from {len(qs)} "

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
                 names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
                 qs += [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids if i is not None]),
                                answer_ids=kg.ids_of([names[i] for i in q.answer_ids if i is not None]))
-                       for q in questions_from_table(tabs.questions)]
+                       for q in questions_from_table(tabs.questions, declared_hops=True)]
         else:  # nothing held out (or no hop counts) to learn from: an empty plan, relpath then votes nothing
             note = f"not trained: the {d.dataset} loader has no held-out k-hop question files"
             print(f"[relplan] {note}", file=sys.stderr)

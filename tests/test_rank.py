@@ -45,11 +45,11 @@ class ScoringScript:
                 if r.scoring else LLMReply(error="not a scoring request") for r in requests]
 
 
-def _run(question, params=RankParams(), table=None, cache=None):
+def _run(question, params=RankParams(), table=None, cache=None, proposed=()):
     backend = ScoringScript(table or {})
     client = LLMClient(backend, cache=cache)
-    job = REASONERS.get("rank").impl(inp=ReasonInput(question=question, context=CONTEXT, sampling=Sampling()),
-                                     params=params)
+    job = REASONERS.get("rank").impl(inp=ReasonInput(question=question, context=CONTEXT, sampling=Sampling(),
+                                                     proposed=proposed), params=params)
     (res, recs), = run_batched(jobs=[job], client=client)
     return res, recs, backend
 
@@ -82,27 +82,37 @@ def test_rank_reasoner_distance_keeps_the_answer_ring():
     assert len(b5.requests[0].continuations) == 4
 
 
-def test_rank_reasoner_distance_hops_reads_the_questions_declared_hop_count():
-    """distance=hops (the default): a 2-hop question keeps the ring at distance 2, a 1-hop one the ring at 1, a
-    question without a declared hop count scores every candidate; an invalid distance is refused."""
+def test_rank_reasoner_never_reads_the_questions_hop_count():
+    """The default distance is 0 and a declared hop count changes nothing: the same candidates and answer with
+    hops 1, 2 or none; an invalid distance is refused."""
     table = {"Heat": -0.1, "The Irishman": -0.2, "Martin Scorsese": -0.7, "Michael Mann": -0.9}
     text = "who directed the movies starred by [Al Pacino]"
-    assert RankParams().distance == "hops"
-    res2, _, b2 = _run(Question("h2", text, topic_ids=(), hops=2), RankParams(), table)
-    assert set(b2.requests[0].continuations) == {"Michael Mann", "Martin Scorsese"}
-    assert res2.answer == "Martin Scorsese" and res2.trace["distance"] == 2
-    res1, _, b1 = _run(Question("h1", text, topic_ids=(), hops=1), RankParams(), table)
-    assert set(b1.requests[0].continuations) == {"Heat", "The Irishman"} and res1.answer == "Heat"
-    res0, _, b0 = _run(Question("h0", text, topic_ids=()), RankParams(), table)
-    assert len(b0.requests[0].continuations) == 4 and "distance" not in res0.trace
+    assert RankParams().distance == 0
+    seen = []
+    for hops in (None, 1, 2):
+        res, _, b = _run(Question(f"h{hops}", text, topic_ids=(), hops=hops), RankParams(), table)
+        seen.append((tuple(b.requests[0].continuations), res.answer))
+    assert len(set(seen)) == 1 and len(seen[0][0]) == 4 and seen[0][1] == "Heat"
     with pytest.raises(ValueError):
         RankParams(distance=-1)
     with pytest.raises(ValueError):
-        RankParams(distance="far")
+        RankParams(distance="hops")  # the oracle ring is gone: retrieve.oracle_hops is the one switch
     assert RankParams(distance="2").distance == 2  # a -S override arrives as text
 
 
-def test_questions_from_table_carry_the_declared_hops():
+def test_rank_candidates_ends_are_the_retrievers_proposed_answers():
+    """candidates=ends (the default): the proposed answers the context shows, in proposed order; topic entities
+    and names the context does not show are left out; nothing proposed = the context without the topic."""
+    table = {"Heat": -0.1, "The Irishman": -0.2, "Martin Scorsese": -0.7, "Michael Mann": -0.9}
+    q = Question("e", "who directed the movies starred by [Al Pacino]", topic_ids=())
+    res, _, b = _run(q, RankParams(), table, proposed=("Michael Mann", "Nobody", "Al Pacino", "Martin Scorsese"))
+    assert b.requests[0].continuations == ("Michael Mann", "Martin Scorsese")
+    assert res.answer == "Martin Scorsese"
+    _, _, b0 = _run(q, RankParams(), table)
+    assert set(b0.requests[0].continuations) == set(table)
+
+
+def test_questions_from_table_carry_the_declared_hops_only_when_asked():
     import pyarrow as pa
 
     from kgrag import schema as S
@@ -112,8 +122,9 @@ def test_questions_from_table_carry_the_declared_hops():
              S.ANSWER_IDS: [2], S.ANSWERS: ["x"], S.GRAPH_ID: None, S.CHOICES: None},
             {S.QUESTION_ID: "b", S.SPLIT: "test", S.HOPS: None, S.TEXT: "t", S.QTYPE: None, S.TOPIC_IDS: [1],
              S.ANSWER_IDS: [2], S.ANSWERS: ["x"], S.GRAPH_ID: None, S.CHOICES: None}]
-    qs = questions_from_table(pa.Table.from_pylist(rows, schema=S.QUESTIONS))
-    assert [q.hops for q in qs] == [2, None]
+    table = pa.Table.from_pylist(rows, schema=S.QUESTIONS)
+    assert [q.hops for q in questions_from_table(table, declared_hops=True)] == [2, None]
+    assert [q.hops for q in questions_from_table(table)] == [None, None]  # inference sees none
 
 
 def test_context_distances_on_the_facts_graph():

@@ -112,7 +112,7 @@ def metaqa_questions(*, kg: KGView, path: str, hops: int, split: str, sample: in
     names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
     return [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids]),
                     answer_ids=kg.ids_of([names[i] for i in q.answer_ids]))
-            for q in questions_from_table(tabs.questions)]
+            for q in questions_from_table(tabs.questions, declared_hops=True)]
 
 
 def metaqa_examples(*, kg: KGView, index: Any, retrieve: Any, path: str, hops: int, train: int, val: int, test: int,

@@ -45,6 +45,9 @@ class ReasonInput:
     # ``reason.constrain_answer``: constrain the final answer to entity names of the retrieved context
     # (``kgrag.constrain.context_entities``); reasoners that produce names may honour it
     constrain_answer: bool = False
+    # answer entities the retriever proposed (relpath: the ends of its chosen relation sequences), best first;
+    # empty = none (``kgrag.constrain.answer_candidates``)
+    proposed: tuple[str, ...] = ()
 
 
 @dataclass

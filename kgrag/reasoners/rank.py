@@ -9,13 +9,12 @@ candidate in one multi-sequence batch; ``vllm`` / ``openai``: prompt log-probs, 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag.constrain import context_distances, context_entities
+from kgrag.constrain import answer_candidates
 from kgrag.generate import build_request
 from kgrag.llm import scores_of
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning
@@ -25,9 +24,11 @@ class RankParams(BaseModel):
     """Params of ``rank``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    candidates: Literal["context", "context_without_topic"] = Field(
-        "context_without_topic", description="candidate answers: the entity names of the retrieved context "
-        "(the facts the prompt shows), with or without the question's topic entities",
+    candidates: Literal["ends", "context", "context_without_topic"] = Field(
+        "ends", description="candidate answers (kgrag.constrain.answer_candidates): ends = the answer entities "
+        "the retriever proposed (relpath: the ends of its chosen relation sequences) that the context shows, else "
+        "the context's entity names without the topic entities; context_without_topic = those always; context = "
+        "every entity name of the context",
     )
     normalize: Literal["mean", "sum"] = Field(
         "sum", description="a candidate's score: sum of its token log-probs, or their mean (length-normalized); "
@@ -35,19 +36,11 @@ class RankParams(BaseModel):
     )
     top_k: int = Field(1, ge=1, description="best candidates output, best first, joined by the separator")
     max_candidates: int = Field(0, ge=0, description="candidates scored per question, in context order; 0 = all")
-    distance: int | Literal["hops"] = Field(
-        "hops", description="only candidates this many hops from a topic entity in the graph of the context's "
-        "facts (the answer ring of a k-hop question; GCR constrains answers to KG paths from the topic); "
-        "hops = the question set's declared hop count (MetaQA's k-hop files: 2 for 2-hop), every candidate "
-        "where the data declares none; 0 = every candidate; a question with none at that distance keeps them all",
+    distance: int = Field(
+        0, ge=0, description="only candidates this many hops from a topic entity in the graph of the context's "
+        "facts (GCR constrains answers to KG paths from the topic); 0 = every candidate; a question with none at "
+        "that distance keeps them all. The question's hop count is never read here",
     )
-
-    @field_validator("distance")
-    @classmethod
-    def _non_negative(cls, v):
-        if isinstance(v, int) and v < 0:
-            raise ValueError("distance must be >= 0 or 'hops'")
-        return v
 
 
 def rank_candidates(names: list[str], scores: list[tuple[float, int]], *, normalize: str,
@@ -68,25 +61,7 @@ def rank_candidates(names: list[str], scores: list[tuple[float, int]], *, normal
     return sorted(out, key=lambda x: (-x[1], ids.get(x[0], 1 << 62), x[0]))
 
 
-def _topic_names(inp: ReasonInput) -> set[str]:
-    names = set(re.findall(r"\[([^\]]+)\]", inp.question.text))
-    kg = inp.kg
-    if kg is not None and inp.question.topic_ids and getattr(kg, "names", None) is not None:
-        try:
-            names |= set(kg.names(list(inp.question.topic_ids)))
-        except Exception:  # a store without these ids: the bracketed names stay
-            pass
-    return names
-
-
-def _distance(distance: int | str, question) -> int:
-    """``rank.distance`` for one question: ``hops`` reads the question's declared hop count (0 where none)."""
-    if distance == "hops":
-        return int(question.hops or 0)
-    return int(distance)
-
-
-@REASONERS.register("rank", params=RankParams, version="2")
+@REASONERS.register("rank", params=RankParams, version="3")
 def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     """Score every candidate (context entity, or the question's ``choices`` for a label task) as the answer
     after the ``answer`` reasoner's prompt; the answer is the ``top_k`` best joined by the separator (one
@@ -96,26 +71,14 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     choices = inp.question.choices
     req = build_request(question=inp.question.text, context=inp.context, temperature=s.temperature, top_p=s.top_p,
                         max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices)
-    distance = 0
-    if choices:
-        names, k = list(dict.fromkeys(choices)), 1
-    else:
-        names = context_entities(inp.context, inp.kg)
-        distance = _distance(params.distance, inp.question)
-        topic = _topic_names(inp) if params.candidates == "context_without_topic" or distance else set()
-        if params.candidates == "context_without_topic":
-            kept = [n for n in names if n not in topic]
-            names = kept or names  # a context of topic entities only: rank them rather than answer nothing
-        if distance:
-            dist = context_distances(inp.context, topic, inp.kg)
-            ring = [n for n in names if dist.get(n) == distance]
-            names = ring or names
-        k = params.top_k
+    names = answer_candidates(question=inp.question, context=inp.context, proposed=inp.proposed, kg=inp.kg,
+                              candidates=params.candidates, distance=params.distance)
+    k = 1 if choices else params.top_k
     if params.max_candidates:
         names = names[: params.max_candidates]
     trace: dict = {"reasoner": "rank", "candidates": len(names)}
-    if not choices and distance:
-        trace["distance"] = distance
+    if not choices and params.distance:
+        trace["distance"] = params.distance
     if not names:
         return Reasoning(answer="", trace=trace)
     (rec,) = yield [replace(req, continuations=tuple(names))]

@@ -4,8 +4,10 @@ MetaQA-style k-hop questions name a chain of relations ("the directors of the fi
 of [X]"). Instead of cutting the k-hop neighbourhood (whose last hop, the one holding the answers, is the
 one a size cap cuts), this retriever grows relation sequences from the topic entities one hop at a time,
 scores each sequence's text (its relation names, in order) against the question with the ``st`` scorer,
-keeps the ``beam`` best, and returns the triples of the best sequence(s) of exactly ``hops`` relations,
-walked back from their end nodes so that no dead-end branch is kept.
+keeps the ``beam`` best, and returns the triples of the best sequence(s) of any length 1..``max_hops``,
+walked back from their end nodes so that no dead-end branch is kept. The question's hop count is not read:
+only with ``retrieve.oracle_hops`` (the question file's declared count handed to the retriever) are the
+sequences exactly that long.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class RelPathParams(BaseModel):
     plan: str | None = Field(
         None, description="folder of a relation-path plan learnt from a held-out split (kgrag.relplan), e.g. "
         "data/relplan written by `dvc repro relplan`; None = zero-shot (cosine alone)")
+    max_hops: int = Field(3, ge=1, le=4, description="longest relation sequence walked; the best sequence of any "
+                          "length 1..max_hops is returned (a question's declared hop count is used instead only "
+                          "with retrieve.oracle_hops)")
     plan_k: int = Field(16, ge=1, description="nearest training questions that vote for a sequence")
     plan_weight: float = Field(1.0, ge=0.0, description="weight of the plan's vote share (0..1) added to the "
                                "cosine of question and sequence")
@@ -75,17 +80,25 @@ def _step(kg, frontier: np.ndarray, graph_id, exclude: np.ndarray, max_frontier:
     return out
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="3")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="4")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
-    """Beam search over relation sequences from the topics; the triples of the best ``hops``-long ones.
+    """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
-    Sequences are scored by cosine similarity of the question and the sequence's relation names (the
-    ``st`` scorer with the index's model; texts repeat across questions and are encoded once per
-    process), plus, with a learnt plan (``params.plan``, :mod:`kgrag.relplan`), ``plan_weight`` x the share of
-    the ``plan_k`` nearest training questions (topic names masked) whose relation sequence starts with the
-    candidate; rounded and tie-broken by sequence (``kgrag.ranking``). ``max_edges`` is not used: the beam
-    bounds the work (it is passed on to the ``fallback`` retriever, called with its default params when there
-    is no sequence to walk).
+    Sequences grow one hop at a time up to ``max_hops``; after each hop the ``beam`` best are kept, scored by
+    the cosine of the question and the sequence's relation names (the ``st`` scorer with the index's model;
+    texts repeat across questions and are encoded once per process) plus, with a learnt plan (``params.plan``,
+    :mod:`kgrag.relplan`), ``plan_weight`` x the share of the ``plan_k`` nearest training questions (topic
+    names masked) whose label starts with the sequence. The returned sequences are the best of every length
+    kept, scored by the cosine plus ``plan_weight`` x the share whose label *is* the sequence (comparable
+    across lengths: every training question votes with its own label's length); rounded and tie-broken by
+    sequence (``kgrag.ranking``). A question with a declared hop count (``question.hops``: set only with
+    ``retrieve.oracle_hops``) gets sequences of exactly that length and votes of that hop count's training
+    questions alone. ``hops`` and ``max_edges`` are not used: the beam bounds the work (they are passed on to
+    the ``fallback`` retriever, called with its default params when there is no sequence to walk).
+
+    The trace names the chosen sequences and lists ``ends``: the entity ids the best sequences end at (best
+    sequence first, each sequence's by id; those of the returned triples only), the answer candidates of the
+    ``rank`` reasoner's ``candidates: ends``.
 
     References
     ----------
@@ -108,42 +121,60 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         return fallback("no topic entity in the KG")
     entry = SCORERS.get("st")
     ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index)
-    prior: dict = {}
+    prefix: dict = {}
+    whole: dict = {}
+    declared = int(question.hops) if question.hops else None  # only with retrieve.oracle_hops
     if params.plan is not None:
         plan = relplan.load_cached(params.plan)
         if plan.model != index.model:
             raise ValueError(f"retrieve.relpath.plan: {params.plan} was trained with the encoder {plan.model!r}, "
                              f"the index uses {index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
         masked = relplan.mask_topics(question.text, kg.names(topics))
-        prior = plan.prior(index.encode([masked])[0], hops, params.plan_k)
-    # a beam state: sequence -> list of per-hop (edges, from, to)
+        prefix, whole = plan.votes(index.encode([masked])[0], params.plan_k, declared)
+
+    def named(s: tuple) -> tuple:
+        return tuple((str(kg.relation_names[r]), bool(f)) for r, f in s)
+
+    # a beam state: sequence -> list of per-hop (edges, from, to); every length's kept states stay candidates
     beam: dict[tuple, list] = {(): []}
     frontiers: dict[tuple, np.ndarray] = {(): topics}
-    for _ in range(max(hops, 1)):
+    kept: dict[tuple, list] = {}
+    cosines: dict[tuple, float] = {}
+    for _ in range(declared or params.max_hops):
         cands: dict[tuple, list] = {}
         for seq, steps in beam.items():
             for key, step in _step(kg, frontiers[seq], question.graph_id, topics, params.max_frontier).items():
                 cands[seq + (key,)] = steps + [step]
         if not cands:
-            if not beam or beam == {(): []}:  # not one step from the topics to another node
-                return fallback("no relation sequence from the topic entities to another node")
             break  # sequences end here: the best shorter ones are returned
         seqs = sorted(cands)
-        scores = entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
-                            params=entry.params(), ctx=ctx)
-        if prior:
-            named = [tuple((str(kg.relation_names[r]), bool(f)) for r, f in s) for s in seqs]
-            scores = ranking.rounded(np.asarray(scores, dtype=np.float64)
-                                     + params.plan_weight * np.asarray([prior.get(n, 0.0) for n in named]))
+        cos = np.asarray(entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
+                                    params=entry.params(), ctx=ctx), dtype=np.float64)
+        scores = cos
+        if prefix:
+            scores = ranking.rounded(cos + params.plan_weight * np.asarray([prefix.get(named(s), 0.0) for s in seqs]))
         best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
         beam = {seqs[i]: cands[seqs[i]] for i in best}
         frontiers = {s: np.unique(st[-1][2]) for s, st in beam.items()}
-        ranked = [seqs[i] for i in best]
-    chosen = ranked[: params.paths]
+        cosines.update({seqs[i]: float(cos[i]) for i in best})
+        if declared is None or len(seqs[0]) == declared:
+            kept.update(beam)
+    if not kept:
+        if declared is not None and beam and beam != {(): []}:  # shorter than declared: the longest reached
+            kept = beam
+        else:  # not one step from the topics to another node
+            return fallback("no relation sequence from the topic entities to another node")
+    order = sorted(kept)
+    final = np.asarray([cosines[s] for s in order], dtype=np.float64)
+    if whole:
+        final = final + params.plan_weight * np.asarray([whole.get(named(s), 0.0) for s in order])
+    chosen = [order[i] for i in ranking.top_k(ranking.rounded(final), params.paths, decimals=ranking.COSINE_DECIMALS)]
     edges: dict[int, None] = {}
+    ends: dict[int, None] = {}
     for seq in chosen:  # best sequence first; within one, the last hop (the answers) first
-        steps = beam[seq]
+        steps = kept[seq]
         keep_nodes = np.unique(steps[-1][2])
+        ends.update(dict.fromkeys(keep_nodes.tolist()))
         for e, src, dst in reversed(steps):  # walk back: only edges leading to the kept ends
             sel = np.isin(dst, keep_nodes)
             edges.update(dict.fromkeys(np.sort(e[sel]).tolist()))
@@ -152,9 +183,11 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     eidx = np.asarray(edges[: params.max_triples], dtype=np.int64)
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
     nodes = np.unique(np.concatenate([topics, h, t]))
+    returned = set(h.tolist()) | set(t.tolist())
     return Subgraph(
         heads=h, relations=r, tails=t, node_ids=nodes, neighbourhood_nodes=len(nodes),
         neighbourhood_edges=len(edges),
         trace={"method": "relpath", "sequences": [_seq_text(kg, s) for s in chosen],
-               "directions": [[int(f) for _, f in s] for s in chosen], "truncated": len(edges) > params.max_triples},
+               "directions": [[int(f) for _, f in s] for s in chosen], "truncated": len(edges) > params.max_triples,
+               "ends": [x for x in ends if x in returned]},
     )
