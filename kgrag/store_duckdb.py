@@ -163,6 +163,12 @@ class LazyNames:
     def __len__(self) -> int:
         return self._size
 
+    def __iter__(self):
+        """Every name in id order, fetched in one query (as iterating ``KGStore``'s array; without this, Python's
+        fallback iteration by ``__getitem__`` never meets an IndexError and never ends)."""
+        ids = np.arange(self._size, dtype=np.int64)
+        return iter(self[ids].tolist())
+
     def fetch(self, ids) -> None:
         """Load the names of ``ids`` that are not cached yet, in one query."""
         want = [i for i in set(np.asarray(ids, dtype=np.int64).reshape(-1).tolist()) if i not in self._cache]

@@ -186,3 +186,20 @@ def test_lego_00_gives_the_same_subgraphs_on_both_stores(which, method, metaqa, 
     assert sum(len(r[S.TRIPLE_HEADS]) for r in b) > 0
     recalls = [json.loads(r[S.TRACE])["answer_recall"] for r in b]
     assert np.mean([x for x in recalls if x is not None]) > 0.3
+
+
+def test_lazy_names_iterate_to_their_end(movies_db):
+    """Iterating a DuckKGStore's names gives exactly the in-memory store's (it used to go on past the last id:
+    Python's fallback iteration by __getitem__ met no IndexError, and context parsing with the duckdb store
+    looped for ever). Bounded by islice so that a regression fails instead of hanging."""
+    import itertools
+
+    from kgrag.constrain import context_entities
+
+    mem, duck = KGStore(movies_db), DuckKGStore(movies_db)
+    n = len(mem.relation_names)
+    assert list(itertools.islice(iter(duck.relation_names), n + 5)) == [str(r) for r in mem.relation_names]
+    assert list(itertools.islice(iter(duck.entity_names), mem.num_entities + 5)) == list(mem.names(
+        np.arange(mem.num_entities)))
+    ctx = "(Heat, directed_by, Michael Mann)\n(Heat, starred_actors, Al Pacino)"
+    assert context_entities(ctx, duck) == context_entities(ctx, mem) == ["Heat", "Michael Mann", "Al Pacino"]
