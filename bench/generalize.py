@@ -26,10 +26,13 @@ Example (the default, then the oracle, on 100 dev questions per hop count)::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -63,8 +66,6 @@ def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2
             trained = set(load_qa(**{**lp.model_dump(), "hops": k, "split": split, "sample": rp.questions,
                                      "seed": rp.seed}).questions[S.QUESTION_ID].to_pylist())
             rows = [r for r in rows if r[S.QUESTION_ID] not in trained]
-        import numpy as np
-
         pick = np.sort(np.random.default_rng(seed).choice(len(rows), size=min(per_hop, len(rows)), replace=False))
         names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
         for i in pick.tolist():
@@ -78,8 +79,6 @@ def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2
 
 def run_config(*, params, qrows: list[dict], kg, index, shard: int = 25) -> dict:
     """The experiment of ``params`` on ``qrows``: metrics overall and per hop count."""
-    import pyarrow as pa
-
     table = pa.Table.from_pylist([{k: r.get(k) for k in S.QUESTIONS.names} for r in qrows], schema=S.QUESTIONS)
     qs = questions_from_table(table, declared_hops=params.retrieve.oracle_hops)
     t0 = time.perf_counter()
@@ -121,7 +120,7 @@ def run_config(*, params, qrows: list[dict], kg, index, shard: int = 25) -> dict
     for k in sorted({r[S.HOPS] for r in rows}):
         out["by_hops"][str(k)] = block([r for r in rows if r[S.HOPS] == k])
     out["seconds"] = {"retrieve": round(t_ret, 1), "generate": round(t_gen, 1)}
-    out["llm_calls"] = sum(len(__import__("json").loads(x[S.TRACE] or "{}").get("calls", [])) for x in gens)
+    out["llm_calls"] = sum(len(json.loads(x[S.TRACE] or "{}").get("calls", [])) for x in gens)
     return out
 
 
@@ -156,7 +155,6 @@ def main() -> None:
               f"by hops {[(k, v['hit_at_1'], v['retrieval_recall']) for k, v in res['by_hops'].items()]}",
               file=sys.stderr)
         write_result(args.out, dict(result))  # after every configuration: a cut-off run keeps what it made
-    _ = replace
 
 
 if __name__ == "__main__":

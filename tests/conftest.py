@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 import pyarrow as pa
@@ -280,6 +281,18 @@ def flow_inputs(folder: Path, questions: list[dict], retrieved: list[dict] | Non
         out["retrieved"] = str(folder / "retrieved.parquet")
         io.write_parquet(out["retrieved"], pa.Table.from_pylist(retrieved, schema=S.RETRIEVED), row_group_size=2)
     return out
+
+
+def write_index(folder: Path, kg, model: str = "all-MiniLM-L6-v2") -> str:
+    """A real embedding index of ``kg``'s entity and relation names (``model``) under ``folder``; returns it."""
+    from kgrag.embed import encode, write_vectors
+
+    folder = Path(folder)
+    write_vectors(folder / "entities.parquet", np.arange(kg.num_entities),
+                  encode(list(kg.names(np.arange(kg.num_entities))), model=model))
+    write_vectors(folder / "relations.parquet", np.arange(len(kg.relation_names)),
+                  encode([str(r) for r in kg.relation_names], model=model))
+    return str(folder)
 
 
 def shard_rows(paths: list[str]) -> list[dict]:

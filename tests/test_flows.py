@@ -11,11 +11,10 @@ import pyarrow as pa
 import pytest
 
 from kgrag import schema as S
-from kgrag.embed import encode, write_vectors
 from kgrag.params import RetrieveParams
 from kgrag.registry import RETRIEVERS
 from kgrag.store import KGStore
-from tests.conftest import MOVIES, flow_inputs, shard_rows, tiny_tables
+from tests.conftest import MOVIES, flow_inputs, shard_rows, tiny_tables, write_index
 
 MODEL = "all-MiniLM-L6-v2"
 
@@ -23,10 +22,7 @@ MODEL = "all-MiniLM-L6-v2"
 @pytest.fixture
 def tiny_project(tmp_path, movies_db):
     kg = KGStore(movies_db)
-    write_vectors(tmp_path / "index" / "entities.parquet", np.arange(kg.num_entities),
-                  encode(kg.names(np.arange(kg.num_entities)), model=MODEL))
-    write_vectors(tmp_path / "index" / "relations.parquet", np.arange(len(kg.relation_names)),
-                  encode([str(r) for r in kg.relation_names], model=MODEL))
+    write_index(tmp_path / "index", kg, MODEL)
     topic = kg.find_entities("[Al Pacino]")
     rows = [
         {S.QUESTION_ID: f"q{i}", S.SPLIT: "test", S.HOPS: 2, S.TEXT: f"who directed films of [Al Pacino] {i}",

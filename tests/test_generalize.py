@@ -17,7 +17,7 @@ from kgrag.registry import RETRIEVERS
 from kgrag.relplan import PlanModel, relation_sequence, train_plan
 from kgrag.runner import retrieve_one
 from kgrag.types import Question
-from tests.conftest import METAQA, flow_inputs, need, shard_rows
+from tests.conftest import METAQA, flow_inputs, need, shard_rows, write_index
 
 # one wording per hop count; the topic of each test question is another film than its training question's
 WORDING = {1: "who directed [{}]", 2: "which films share a director with [{}]",
@@ -76,15 +76,11 @@ def test_golden_relpath_finds_answers_1_2_or_3_hops_away_without_being_told(kg, 
 
 @pytest.fixture
 def flow_project(tmp_path, movies_db):
-    from kgrag.embed import encode, write_vectors
     from kgrag.store import KGStore
 
     kg = KGStore(movies_db)
     model = "all-MiniLM-L6-v2"
-    write_vectors(tmp_path / "index" / "entities.parquet", np.arange(kg.num_entities),
-                  encode(kg.names(np.arange(kg.num_entities)), model=model))
-    write_vectors(tmp_path / "index" / "relations.parquet", np.arange(len(kg.relation_names)),
-                  encode([str(r) for r in kg.relation_names], model=model))
+    write_index(tmp_path / "index", kg, model)
     rows = [{S.QUESTION_ID: f"q{i}", S.SPLIT: "test", S.HOPS: h, S.TEXT: WORDING[h].format(t), S.QTYPE: "",
              S.TOPIC_IDS: kg.ids_of([t]), S.ANSWER_IDS: kg.ids_of(a), S.ANSWERS: a}
             for i, (t, h, a) in enumerate(TEST)]

@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.embed import encode, write_vectors
 from kgrag.reasoners.core import Reasoning
 from kgrag.registry import METRICS, REASONERS
 from kgrag.store import KGStore
 from kgrag.types import MetricKey
-from tests.conftest import flow_inputs, shard_rows
+from tests.conftest import flow_inputs, shard_rows, write_index
 
 TRIPLE = re.compile(r"\(([^,()]+), ([^,()]+), ([^()]+)\)")
 
@@ -71,10 +70,7 @@ def test_a_reasoner_and_a_metric_from_outside_reach_modules_a_run_the_report_and
     # a run: retrieve (khop) and generate (toy-first) flows over a real DuckDB KG and a real MiniLM index
     kg = KGStore(movies_db)
     model = "all-MiniLM-L6-v2"
-    write_vectors(tmp_path / "index" / "entities.parquet", np.arange(kg.num_entities),
-                  encode(kg.names(np.arange(kg.num_entities)), model=model))
-    write_vectors(tmp_path / "index" / "relations.parquet", np.arange(len(kg.relation_names)),
-                  encode([str(r) for r in kg.relation_names], model=model))
+    write_index(tmp_path / "index", kg, model)
     topic = kg.find_entities("[Heat]")
     questions = [{S.QUESTION_ID: f"q{i}", S.SPLIT: "test", S.HOPS: 1, S.TEXT: f"who directed [Heat] {i}",
                   S.QTYPE: "", S.TOPIC_IDS: topic, S.ANSWER_IDS: [], S.ANSWERS: ["Michael Mann"]} for i in range(3)]
