@@ -110,6 +110,32 @@ def render_trace(row: dict, *, limit: int = 300) -> list[str]:
     return out
 
 
+def by_hops_table(metrics: dict) -> list[str]:
+    """Markdown lines of the ``baselines`` metric's ``by_hops`` (a question set mixing declared hop counts): per
+    hop count, Hit@1 and F1 beside the no-LLM baselines and the lift; no lines for a single hop count."""
+    by = metrics.get("by_hops") or {}
+    if not by:
+        return []
+    out = ["", "## By hop count (no-LLM baselines beside the answer)", "",
+           "| hop count | questions | Hit@1 | F1 | first candidate | random candidate | LLM lift |",
+           "|---|---|---|---|---|---|---|"]
+    for k, v in sorted(by.items(), key=lambda kv: int(kv[0])):
+        out.append(f"| {k} | {v.get('questions')} | {_fmt(v.get('hit_at_1'))} | {_fmt(v.get('f1'))} | "
+                   f"{_fmt(v.get('baseline_first'))} | {_fmt(v.get('baseline_random'))} | {_fmt(v.get('llm_lift'))} |")
+    return out
+
+
+def label_counts_table(metrics: dict) -> list[str]:
+    """Markdown lines of a label task's predicted label counts (a constant answer shows at once)."""
+    counts = metrics.get("label_counts") or {}
+    if not counts:
+        return []
+    total = sum(counts.values()) or 1
+    out = ["", "## Predicted labels", "", "| label | predictions | share |", "|---|---|---|"]
+    out += [f"| {_cell(str(k))} | {v} | {v / total:.3f} |" for k, v in counts.items()]
+    return out
+
+
 def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, validation: dict | None,
            traces: int = 0, timings: dict | None = None) -> str:
     """Markdown of the report; ``timings`` (``reports/timings.json``) adds what the run took, when given."""
@@ -122,6 +148,11 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
         f"retrieval **{setup.get('retrieve')}**, generation **{setup.get('backend')}** "
         f"(context: {setup.get('context')}), sample seed {setup.get('seed')}."
     )
+    if setup.get("oracle_hops"):
+        out += ["", "**oracle**: `retrieve.oracle_hops: true` handed each question's declared hop count to "
+                "retrieval; users' questions carry none, so these numbers are not those of the default."]
+    if setup.get("plan"):
+        out += ["", f"Relation-path plan: {setup['plan']}."]
     out += ["", "## Metrics", "", "| metric | value | 95% interval |", "|---|---|---|"]
     ci = metrics.get("ci95") or {}
     from kgrag.metrics import metric_keys
@@ -137,6 +168,7 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
             out.append(f"| {_cell(label)} (`{k}`) | {_fmt(run[k])} | |")
     if ci:
         out += ["", "95% interval: seeded bootstrap over the questions (1,000 resamples; docs/metrics.md)."]
+    out += by_hops_table(metrics) + label_counts_table(metrics)
     out += ["", "## Time per stage", ""]
     if run.get("stage_seconds"):
         out += ["| stage | seconds |", "|---|---|"]

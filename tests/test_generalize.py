@@ -171,11 +171,22 @@ def test_baselines_and_lift_recomputed_from_rows():
     assert [r["hit_baseline_first"] for r in rows] == [1.0, 0.0, 0.0, 1.0]
     assert m["by_hops"]["1"]["hit_at_1"] == 1.0 and m["by_hops"]["1"]["llm_lift"] == 0.5
     assert m["by_hops"]["2"]["llm_lift"] == 0.0 and m["by_hops"]["2"]["questions"] == 2
+    from kgrag.report import render
+
+    md = render(metrics={**m, "setup": {"oracle_hops": True, "plan": "learnt (9 labelled)"}}, rows=rows,
+                figure="f.png", examples=0, validation=None)
+    assert "**oracle**" in md and "learnt (9 labelled)" in md
+    assert "| 1 | 2 | 1.000 | 1.000 | 0.500 | 0.500 | 0.500 |" in md  # the by-hop row, baselines beside Hit@1
+    assert "**oracle**" not in render(metrics={**m, "setup": {"oracle_hops": False}}, rows=rows, figure="f.png",
+                                      examples=0, validation=None)
     lab = [q(i, None, [gold], ["support", "counter"]) for i, gold in enumerate(["support", "support", "counter"])]
     lg = [g(i, "support", "support", "counter") for i in range(3)]
     _, m = evaluate_rows(questions=lab, retrieved=[], generations=lg)
     assert m["baseline_majority"] == pytest.approx(2 / 3) and m["baseline_first"] == pytest.approx(2 / 3)
     assert m["llm_lift"] == 0.0 and "by_hops" not in m
+    lab_rows, m = evaluate_rows(questions=lab, retrieved=[], generations=lg)
+    md = render(metrics=m, rows=lab_rows, figure="f.png", examples=0, validation=None)
+    assert "## Predicted labels" in md and "| support | 3 | 1.000 |" in md  # a constant answer shows at once
 
 
 def test_metaqa_mixed_hop_loader_reads_every_listed_file():
