@@ -118,8 +118,8 @@ class DataParams(BaseModel):
                 raise ValueError(f"{key}: a loader's section must be a mapping, got {type(value).__name__}")
             if key == self.dataset:
                 continue
-            try:
-                LOADERS.get(key).params.model_validate(value or {})
+            try:  # a null (params.yaml lists every loader's keys, `path: null` until the user sets one) = left out
+                LOADERS.get(key).params.model_validate({k: v for k, v in (value or {}).items() if v is not None})
             except ValidationError as e:  # required keys may be left out of an unselected loader's section
                 errs = [x for x in e.errors() if x["type"] != "missing"]
                 if errs:
@@ -153,7 +153,7 @@ class DataParams(BaseModel):
 
     def _build_loader_params(self) -> BaseModel:
         name = self.dataset
-        section = dict((self.model_extra or {}).get(name) or {})
+        section = {k: v for k, v in ((self.model_extra or {}).get(name) or {}).items() if v is not None}
         if name == "metaqa":
             section = {k: getattr(self, k) for k in self._METAQA}
         try:
@@ -161,6 +161,9 @@ class DataParams(BaseModel):
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in (name, *first["loc"]))
+            if first["type"] == "missing":
+                raise ValueError(f"{loc}: required when data.dataset is {name}; set it, e.g. "
+                                 f"`dvc exp run -S data.{loc}=FILE -S data.input=FILE` (docs/ingest.md)") from None
             raise ValueError(f"{loc}: {first['msg']}") from None
 
     def loader_params(self) -> BaseModel:

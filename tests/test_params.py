@@ -76,7 +76,22 @@ def test_loader_section_and_unknown_loader():
     assert "unknown loader module 'rdf'" in str(e.value) and "ntriples" in str(e.value)
     with pytest.raises(ParamsError) as e:
         load(ROOT / "params.yaml", ["data.dataset=gretriever"])
-    assert "data.gretriever.path: Field required" in str(e.value)
+    assert "data.gretriever.path: required when data.dataset is gretriever" in str(e.value)
+
+
+@pytest.mark.parametrize("loader", ["triples", "ntriples", "jsonl", "gretriever"])
+def test_dvc_set_reaches_every_loaders_section(tmp_path, loader):
+    """`dvc exp run -S data.<loader>.path=...` works for every loader as for a reasoner (issue 24: it failed with
+    "Key 'jsonl' is not in struct"): DVC's own override code (hydra, struct mode) on a copy of params.yaml."""
+    from dvc.utils.hydra import apply_overrides
+
+    (tmp_path / "my").mkdir()
+    (tmp_path / "my" / "kg.tsv").write_text("a\tr\tb\n")
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    apply_overrides(tmp_path / "params.yaml", [f"data.dataset={loader}", f"data.{loader}.path={tmp_path}/my/kg.tsv",
+                                               f"data.input={tmp_path}/my"])
+    p = load(tmp_path / "params.yaml")
+    assert p.data.dataset == loader and p.data.loader_params().path == f"{tmp_path}/my/kg.tsv"
 
 
 def test_data_input_must_hold_the_selected_loaders_inputs(tmp_path):
