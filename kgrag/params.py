@@ -89,6 +89,9 @@ class DataParams(BaseModel):
     split: Literal["dev", "test"] = Field("test", description="metaqa: question split")
     sample: int = Field(200, ge=0, description="questions sampled; 0 = all")
     seed: int = Field(0, description="seed of the question sample")
+    link_entities: bool = Field(
+        False, description="remove the questions' [brackets] and link their topic entities from the text "
+        "(kgrag.linking, as `kgrag ask` does): linking measured, not assumed")
     max_question_chars: int = Field(
         2000, ge=1, description="a longer question is quarantined at ingest (it could not fit a prompt)")
     input: str | None = Field(

@@ -128,24 +128,27 @@ class KGStore:
         return tuple(lookup[n] for n in names if n in lookup)
 
     def find_entities(self, text: str, among: np.ndarray | None = None) -> list[int]:
-        """Entities for a free-text question: ``[bracketed]`` names, else the longest names found in it;
-        only entities of ``among`` when given (say, a question's own graph: ``question_nodes``)."""
-        import re
+        """Topic entities of a free-text question (``kgrag.linking.link``): ``[bracketed]`` names, else the
+        entity named by a span of the question whose relations fit the question's other words best; only
+        entities of ``among`` when given (say, a question's own graph: ``question_nodes``)."""
+        from kgrag.linking import link
 
-        lookup = self._name_index()
-        if among is not None:
-            keep = set(np.asarray(among, dtype=np.int64).tolist())
-            lookup = {n: i for n, i in lookup.items() if i in keep}
-        bracketed = re.findall(r"\[([^\]]+)\]", text)
-        if bracketed:
-            return [lookup[b] for b in bracketed if b in lookup]
-        low = text.lower()
-        hits = []
-        for name, i in lookup.items():
-            if len(name) >= 3 and re.search(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)", low):
-                hits.append((len(name), i))
-        hits.sort(reverse=True)
-        return [i for _, i in hits[:1]]
+        return list(link(text, lookup=self.names_lookup, relations_of=self.relations_of, among=among).ids)
+
+    @functools.cached_property
+    def _by_lower(self) -> dict[str, list[tuple[int, str]]]:
+        from kgrag.linking import names_by_lower
+
+        return names_by_lower(self.entity_names)
+
+    def names_lookup(self, texts) -> dict[str, list[tuple[int, str]]]:
+        """{lower-cased text: [(id, name)]} of the ``texts`` (lower-cased) that name an entity."""
+        return {t: self._by_lower[t] for t in texts if t in self._by_lower}
+
+    def relations_of(self, ids) -> dict[int, set[str]]:
+        """{entity id: names of the relations of its edges}."""
+        return {int(i): {str(self.relation_names[r]) for r in np.unique(self.relations[self._incident(
+            np.asarray([i], dtype=np.int64))[1]]).tolist()} for i in ids}
 
     # ---- per-question graphs (triples with a graph_id; see kgrag.schema.GRAPH_ID) -------------------
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import threading
 from pathlib import Path
 
@@ -405,21 +404,31 @@ class DuckKGStore:
         return tuple(got[n] for n in names if n in got)
 
     def find_entities(self, text: str, among: np.ndarray | None = None) -> list[int]:
-        """``KGStore.find_entities``: ``[bracketed]`` names, else the longest entity name (3+ characters)
-        found in the text as a word (the candidate names are found by a DuckDB scan); only entities of
-        ``among`` when given."""
-        keep = None if among is None else set(np.asarray(among, dtype=np.int64).tolist())
-        bracketed = re.findall(r"\[([^\]]+)\]", text)
-        if bracketed:
-            got = self._lookup(bracketed)
-            return [got[b] for b in bracketed if b in got and (keep is None or got[b] in keep)]
-        low = text.lower()
-        rows = self._query(
-            f"SELECT {S.NAME} AS n, max({S.ENTITY_ID}) AS i FROM kg.entities WHERE length({S.NAME}) >= 3 "
-            f"AND contains($low, lower({S.NAME})) GROUP BY {S.NAME}", {"low": low})
-        hits = []
-        for name, i in zip(rows["n"].tolist(), rows["i"].tolist()):
-            if (keep is None or i in keep) and re.search(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)", low):
-                hits.append((len(name), int(i)))
-        hits.sort(reverse=True)
-        return [i for _, i in hits[:1]]
+        """``KGStore.find_entities`` (``kgrag.linking.link``), the names looked up and the relations found by
+        SQL; only entities of ``among`` when given."""
+        from kgrag.linking import link
+
+        return list(link(text, lookup=self.names_lookup, relations_of=self.relations_of, among=among).ids)
+
+    def names_lookup(self, texts) -> dict[str, list[tuple[int, str]]]:
+        """{lower-cased text: [(id, name)]} of the ``texts`` (lower-cased) that name an entity (one query)."""
+        texts = list(texts)
+        if not texts:
+            return {}
+        rows = self._query(f"SELECT lower({S.NAME}) AS l, {S.ENTITY_ID} AS i, {S.NAME} AS n FROM kg.entities "
+                           f"WHERE lower({S.NAME}) IN (SELECT unnest($t)) ORDER BY {S.ENTITY_ID}", {"t": texts})
+        out: dict[str, list[tuple[int, str]]] = {}
+        for low, i, n in zip(rows["l"].tolist(), rows["i"].tolist(), rows["n"].tolist()):
+            out.setdefault(low, []).append((int(i), str(n)))
+        return out
+
+    def relations_of(self, ids) -> dict[int, set[str]]:
+        """{entity id: names of the relations of its edges} (one query)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self.incident(np.asarray(ids, dtype=np.int64))
+        out: dict[int, set[str]] = {i: set() for i in ids}
+        for node, r in set(zip(rows["node"].tolist(), rows[S.RELATION].tolist())):
+            out[int(node)].add(str(self.relation_names[r]))
+        return out

@@ -18,6 +18,11 @@ def main(argv: list[str] | None = None) -> None:
         loader = LOADERS.get(p.dataset).impl
         kg = loader(**p.loader_kwargs())  # the selected loader's validated params + sample + seed
         kg = screen_tables(kg, max_question_chars=p.max_question_chars)  # control characters, long questions
+        if p.link_entities:  # questions as people type them: no brackets, topics linked from the text
+            from kgrag.linking import link_questions
+
+            kg, linked = link_questions(kg)
+            info.update(link_entities=linked)
         tables = {"entities": kg.entities, "relations": kg.relations, "triples": kg.triples, "questions": kg.questions}
         write_tables(io.INGEST, tables)
         io.write_parquet(io.QUARANTINE / "ingest.parquet", kg.quarantine)

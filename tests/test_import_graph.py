@@ -20,7 +20,7 @@ for _layer, _names in enumerate([
     ["schema", "types", "io", "env", "catalogue", "registry", "params", "depgraph", "versioning", "timings",
      "ranking"],
     # 1 the KG: tables, stores, views, loaders, validation, synthetic KGs
-    ["duckdb_io", "store_duckdb", "kgview", "store", "loaders", "validate", "synth"],
+    ["duckdb_io", "store_duckdb", "kgview", "store", "loaders", "validate", "synth", "linking"],
     # 2 the index: embeddings, relation plans
     ["embed", "relplan"],
     # 3 the LLM: calls and cache, clients, backends, prompts, textualizers, constraints; the G-Retriever model

@@ -387,7 +387,7 @@ def test_loader_params_come_from_the_loader_section():
 
 
 @pytest.mark.parametrize("data,msg", [
-    ({"dataset": "triples"}, "data.triples.path: Field required"),
+    ({"dataset": "triples"}, "data.triples.path: required when data.dataset is triples"),
     ({"dataset": "triples", "triples": {"path": "x", "delim": ","}}, "data.triples.delim: Extra inputs are not permitted"),
     ({"ntriples": {"lable": "x"}}, "data.ntriples.lable: Extra inputs are not permitted"),
     ({"dataset": "explagraphs", "explagraphs": {"split": "test"}}, "data.explagraphs.split: Input should be 'train' or 'dev'"),
