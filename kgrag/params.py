@@ -217,6 +217,11 @@ class RelPlanParams(Strict):
     questions: int = Field(2000, ge=1, description="questions sampled from that split per hop count")
     hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
     seed: int = Field(0, description="seed of the question sample")
+    file: str | None = Field(
+        None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
+        "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "
+        "gretriever loaders); `questions` of them sampled; it must lie inside data.input and not be the evaluated "
+        "file. None = MetaQA's held-out split files (metaqa loader), else no plan (zero-shot, said in setup.plan)")
 
 
 class RetrieveParams(ModuleSection):
@@ -481,6 +486,23 @@ class Params(Strict):
                 f"relplan.split: {self.relplan.split!r} is also data.split, the evaluated split; "
                 "the relation-path plan would learn from the questions it is scored on (choose the other split)"
             )
+        if self.relplan.file is not None:
+            import os
+
+            d = self.data
+            lp = d.loader_params()
+            if "questions" not in type(lp).model_fields:
+                raise ValueError(f"relplan.file: the {d.dataset} loader reads no separate questions file; a plan "
+                                 "file needs a loader with a `questions` param (triples, ntriples, gretriever)")
+            if getattr(lp, "questions", None) and os.path.realpath(lp.questions) == os.path.realpath(self.relplan.file):
+                raise ValueError(f"relplan.file: {self.relplan.file!r} is the evaluated questions file "
+                                 f"(data.{d.dataset}.questions); the plan would learn from the questions it is "
+                                 "scored on (give a dev or training split)")
+            root = None if d.input is None else os.path.realpath(d.input)
+            f = os.path.realpath(self.relplan.file)
+            if root is not None and f != root and not f.startswith(root.rstrip(os.sep) + os.sep):
+                raise ValueError(f"relplan.file: {self.relplan.file!r} is not inside data.input ({d.input!r}), the "
+                                 "relplan stage's DVC dependency; put it there or widen data.input")
         return self
 
 

@@ -35,7 +35,8 @@ def plan_mode(params) -> str | None:
     meta = Path(plan) / "plan.json"
     info = json.loads(meta.read_text()) if meta.exists() else {}
     if info.get("labelled"):
-        return f"learnt ({info['labelled']} labelled questions)"
+        src = f", {info['note']}" if info.get("note") else ""  # relplan.file: which file
+        return f"learnt ({info['labelled']} labelled questions{src})"
     return f"empty ({info.get('note') or 'no labelled question'}): zero-shot"
 
 

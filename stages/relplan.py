@@ -24,7 +24,17 @@ def main(argv: list[str] | None = None) -> None:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
         lp = d.loader_params()
         qs, note = [], ""
-        if getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "hops" in type(lp).model_fields:
+        if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
+            tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "questions": p.file, "sample": p.questions,
+                                                  "seed": p.seed})
+            names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
+            qs = [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids if i is not None]),
+                          answer_ids=kg.ids_of([names[i] for i in q.answer_ids if i is not None]))
+                  for q in questions_from_table(tabs.questions, declared_hops=True)]
+            note = f"from {p.file}"
+            if tabs.quarantine.num_rows:
+                note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
+        elif getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "hops" in type(lp).model_fields:
             for hops in p.hops:
                 tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "hops": hops, "split": p.split,
                                                       "sample": p.questions, "seed": p.seed})
@@ -34,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
                                answer_ids=kg.ids_of([names[i] for i in q.answer_ids if i is not None]))
                        for q in questions_from_table(tabs.questions, declared_hops=True)]
         else:  # nothing held out (or no hop counts) to learn from: an empty plan, relpath then votes nothing
-            note = f"not trained: the {d.dataset} loader has no held-out k-hop question files"
+            note = (f"not trained: the {d.dataset} loader has no held-out k-hop question files; give a labelled "
+                    "questions file of yours: relplan.file (docs/retrieval.md)")
             print(f"[relplan] {note}", file=sys.stderr)
         model, stats = train_plan(kg=kg, questions=qs, encode=lambda t: encode(t, model=params.index.model),
                                   model=params.index.model, log=lambda s: print(f"[relplan] {s}", file=sys.stderr))

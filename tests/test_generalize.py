@@ -201,3 +201,49 @@ def test_metaqa_mixed_hop_loader_reads_every_listed_file():
     assert two.questions[S.QUESTION_ID].to_pylist() == t.questions[S.QUESTION_ID].to_pylist()[4:8]
     with pytest.raises(ValueError, match="hops"):
         MetaQAParams(hops=[1, 4])
+
+
+def test_relplan_learns_from_a_users_own_jsonl_dev_split(tmp_path, monkeypatch):
+    """A user's KG (triples file) with a test questions file and a dev questions file of theirs: the real ingest,
+    validate and relplan stages label the dev file's questions (no hop count given) and the plan votes for the
+    sequence those questions share; without relplan.file the stage says it did not train and how to fix it; the
+    evaluated file is refused as a plan file."""
+    from kgrag.params import ParamsError, load
+    from kgrag.relplan import PlanModel
+    from stages import ingest, relplan, validate
+    from tests.conftest import MOVIES, ROOT
+
+    my = tmp_path / "my"
+    my.mkdir()
+    (my / "kg.tsv").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
+
+    def jsonl(path, rows):
+        path.write_text("".join(json.dumps({"id": f"{path.stem}{i}", "question": q, "topic_entities": [t],
+                                            "answers": a}) + "\n" for i, (q, t, a) in enumerate(rows)))
+
+    jsonl(my / "test.jsonl", [("who directed Collateral", "Collateral", ["Michael Mann"])])
+    jsonl(my / "dev.jsonl", [("who directed Heat", "Heat", ["Michael Mann"]),
+                             ("who directed The Irishman", "The Irishman", ["Martin Scorsese"]),
+                             ("who is the director of Heat", "Heat", ["Michael Mann"]),
+                             ("what year is Top Gun from", "Top Gun", ["1986"])])
+    monkeypatch.chdir(tmp_path)
+    common = ["--params", str(ROOT / "params.yaml"), "-S", "data.dataset=triples", "-S", f"data.input={my}",
+              "-S", f"data.triples.path={my / 'kg.tsv'}", "-S", f"data.triples.questions={my / 'test.jsonl'}"]
+    ingest.main(common)
+    validate.main(common)
+    relplan.main(common)
+    meta = json.loads((tmp_path / "data" / "relplan" / "plan.json").read_text())
+    assert PlanModel.load(tmp_path / "data" / "relplan").texts == []
+    assert "not trained" in json.dumps(meta) and "relplan.file" in json.dumps(meta)
+    relplan.main(common + ["-S", f"relplan.file={my / 'dev.jsonl'}"])
+    plan = PlanModel.load(tmp_path / "data" / "relplan")
+    assert len(plan.texts) == 4  # every dev question labelled, each with its own label
+    from kgrag.embed import encode
+
+    from kgrag.relplan import mask_topics
+
+    prefix, whole = plan.votes(encode([mask_topics("who directed Collateral", ["Collateral"])], model=plan.model)[0], 3)
+    best = max(whole, key=whole.get)
+    assert best == (("directed_by", True),), whole
+    with pytest.raises(ParamsError, match="evaluated questions file"):
+        load(ROOT / "params.yaml", [x for x in common[2:] if x != "-S"] + [f"relplan.file={my / 'test.jsonl'}"])
