@@ -15,7 +15,9 @@ choice was fitted to; the test split is for the single, final measurement of the
 
 Writes ``--out`` (default ``reports/bench/generalize.json``): per configuration (``--config NAME=OVERRIDES``,
 repeatable; overrides ``;``-separated), per hop count and overall: questions, Hit@1 with its bootstrap 95%
-interval, F1, retrieval recall, ``baseline_first``, ``baseline_random``, ``llm_lift``, seconds.
+interval, F1 of the answer list and of the first answer (``f1_top1``), answers per question, retrieval recall,
+``baseline_first``, ``baseline_random``, ``llm_lift``, seconds. ``--link``: the questions without brackets,
+their topic entities linked from the text (``kgrag.linking``).
 
 Example (the default, then the oracle, on 100 dev questions per hop count)::
 
@@ -52,9 +54,11 @@ from kgrag.runner import retrieve_rows  # noqa: E402
 from kgrag.store import open_store, questions_from_table  # noqa: E402
 
 
-def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2, 3)) -> list[dict]:
+def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2, 3), link: bool = False
+                  ) -> list[dict]:
     """``per_hop`` questions of each MetaQA ``split`` file (seeded), ids mapped to the validated KG by name;
-    on the relplan stage's split, the questions it trained on are left out first."""
+    on the relplan stage's split, the questions it trained on are left out first. ``link``: the brackets
+    removed and the topic entities linked from the text (``kgrag.linking``, as ``data.link_entities``)."""
     d, rp = params.data, params.relplan
     lp = d.loader_params()
     load_qa = LOADERS.get("metaqa").impl
@@ -71,6 +75,9 @@ def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2
         for i in pick.tolist():
             r = dict(rows[i])
             r[S.TOPIC_IDS] = kg.ids_of([names[x] for x in r[S.TOPIC_IDS] if x is not None])
+            if link:
+                r[S.TEXT] = r[S.TEXT].replace("[", "").replace("]", "")
+                r[S.TOPIC_IDS] = kg.find_entities(r[S.TEXT])
             r[S.ANSWER_IDS] = kg.ids_of([names[x] for x in r[S.ANSWER_IDS] if x is not None])
             r[S.ANSWERABLE] = bool(r[S.ANSWER_IDS])
             out.append(r)
@@ -112,6 +119,8 @@ def run_config(*, params, qrows: list[dict], kg, index, shard: int = 25) -> dict
         rec = [x["retrieval_recall"] for x in sub if x.get("retrieval_recall") is not None]
         first, rand = mean("hit_baseline_first"), mean("hit_baseline_random")
         return {"questions": n, "hit_at_1": mean("hit_at_1"), "hit_at_1_ci95": [low, high], "f1": mean("f1"),
+                "f1_top1": mean("f1_top1"), "answers_per_question": round(
+                    sum(len(x.get(S.PREDICTED_ANSWERS) or []) for x in sub) / max(n, 1), 2),
                 "hit_any": mean("hit_any"), "retrieval_recall": round(sum(rec) / len(rec), 4) if rec else None,
                 "baseline_first": first, "baseline_random": rand,
                 "llm_lift": round(mean("hit_at_1") - max(first, rand), 4)}
@@ -132,6 +141,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="seed of the question draw")
     ap.add_argument("--config", action="append", default=[], metavar="NAME=OVERRIDES",
                     help="a configuration: params.yaml with these ';'-separated -S overrides (repeatable)")
+    ap.add_argument("--link", action="store_true", help="questions without brackets, topics linked from the text")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default="reports/bench/generalize.json")
     args = ap.parse_args()
@@ -139,8 +149,9 @@ def main() -> None:
     base = load(args.params)
     kg = open_store(str(io.VALIDATED / "kg.duckdb"), base.retrieve.store)
     index = open_index(str(io.INDEX), base.index.model)
-    qrows = question_rows(params=base, split=args.split, per_hop=args.per_hop, seed=args.seed, kg=kg)
+    qrows = question_rows(params=base, split=args.split, per_hop=args.per_hop, seed=args.seed, kg=kg, link=args.link)
     result: dict = {"machine": machine(), "split": args.split, "per_hop": args.per_hop, "seed": args.seed,
+                    "linked": args.link,
                     "questions": len(qrows), "configs": {},
                     "note": "MetaQA 1/2/3-hop questions mixed; no module sees a hop count unless "
                             "retrieve.oracle_hops; on dev the relplan stage's training questions are left out"}

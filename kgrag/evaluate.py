@@ -161,6 +161,8 @@ def answer_scores(*, prediction: str, predicted: Sequence[str], gold: Sequence[s
         "precision": precision,
         "recall": recall,
         "f1": f1,
+        # the first answer alone as the answer set: F1 "both ways" beside f1 (a top_k: auto list, or one answer)
+        "f1_top1": (2 / (1 + len(gold_n)) if pred_n and pred_n[0] in gold_n else 0.0) if gold_n else 0.0,
         "hit_gretriever": hit_gretriever_rule(prediction, gold),
         "em_tog": em_tog_rule(prediction, gold),
     }

@@ -41,16 +41,17 @@ def _answered(rows: Sequence[dict], key: str) -> float | None:
     return summarize([x[key] for x in rows if not x[S.FAILED]])
 
 
-@METRICS.register("answers", version="1")
+@METRICS.register("answers", version="2")
 class AnswerMetrics:
     """kgrag's answer rules, on ``normalize``d text: ``hit_at_1`` (the first parsed answer equals a gold
     answer), ``hit_any`` (a gold answer occurs in the prediction as whole words), ``em`` (the parsed answer set
-    equals the gold set), ``precision`` / ``recall`` / ``f1`` (over the answer sets); ``hit_at_1_answered`` and
+    equals the gold set), ``precision`` / ``recall`` / ``f1`` (over the answer sets), ``f1_top1`` (F1 of the
+    first answer alone: 2 / (1 + gold answers) when it is gold); ``hit_at_1_answered`` and
     ``f1_answered`` over the questions whose generation did not fail. Beside them the papers' own rules, to
     compare with a paper only under its rule: ``hit_gretriever`` (G-Retriever's Hit, its WebQSP "Hit@1") and
     ``em_tog`` (Think-on-Graph's exact match, ToG / FastToG "Hits@1")."""
 
-    KEYS = ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "hit_gretriever", "em_tog")
+    KEYS = ("hit_at_1", "hit_any", "em", "precision", "recall", "f1", "f1_top1", "hit_gretriever", "em_tog")
     RANK = 2
     OUTPUTS = {
         "hit_at_1": K("Hit@1", "Hit@1 (first answer is gold)", 1),
@@ -59,6 +60,8 @@ class AnswerMetrics:
         "precision": K("precision", "Answer precision", 1),
         "recall": K("recall", "Answer recall", 1),
         "f1": K("F1", "Answer F1", 1),
+        "f1_top1": K("F1 (first answer)", "Answer F1 of the first answer alone (F1 both ways: beside F1 of the "
+                     "whole answer list)", 1),
         "hit_at_1_answered": K("Hit@1 (answered)", "Hit@1 over answered questions (failed generations left out)", 1),
         "f1_answered": K("F1 (answered)", "F1 over answered questions (failed generations left out)", 1),
         "hit_gretriever": K("Hit (G-Retriever rule)", "G-Retriever's Hit rule ('|' to lines, substring; its WebQSP "

@@ -68,6 +68,25 @@ def test_rank_reasoner_candidates_topic_excluded_and_top_k():
     assert "Al Pacino" in b2.requests[0].continuations and res2.answer == "Al Pacino"
 
 
+def test_rank_top_k_auto_outputs_every_candidate_within_the_margin():
+    """top_k auto: the candidates within `margin` of the best, best first (a many-answer question gets them
+    all); F1 both ways: the list's F1 and the first answer's (``f1_top1``)."""
+    from kgrag.evaluate import answer_scores
+
+    q = Question("q1", "who directed the movies starred by [Al Pacino]", topic_ids=())
+    table = {"Michael Mann": -0.5, "Martin Scorsese": -1.5, "Heat": -3.0, "The Irishman": -2.6}
+    res, _, _ = _run(q, RankParams(top_k="auto", margin=1.0), table)
+    assert res.answer == "Michael Mann | Martin Scorsese"
+    res, _, _ = _run(q, RankParams(top_k="auto", margin=0.5), table)
+    assert res.answer == "Michael Mann"
+    res, _, _ = _run(q, RankParams(top_k="auto", margin=10.0), table)
+    assert res.answer.split(" | ") == ["Michael Mann", "Martin Scorsese", "The Irishman", "Heat"]
+    sc = answer_scores(prediction="", predicted=["Michael Mann", "Martin Scorsese"],
+                       gold=["Michael Mann", "Martin Scorsese"])
+    assert sc["f1"] == 1.0 and sc["f1_top1"] == pytest.approx(2 / 3)  # P 1, R 1/2
+    assert answer_scores(prediction="", predicted=["Heat", "Michael Mann"], gold=["Michael Mann"])["f1_top1"] == 0.0
+
+
 def test_rank_reasoner_distance_keeps_the_answer_ring():
     """distance=2: only entities two hops from the topic in the context's graph (the directors, not the films);
     a distance nobody is at keeps every candidate."""

@@ -34,7 +34,12 @@ class RankParams(BaseModel):
         "sum", description="a candidate's score: sum of its token log-probs, or their mean (length-normalized); "
         "sum scores best with SmolLM2-135M on MetaQA (reports/bench/rank.json: 2-hop Hit@1 0.475 vs 0.365)",
     )
-    top_k: int = Field(1, ge=1, description="best candidates output, best first, joined by the separator")
+    top_k: int | Literal["auto"] = Field(
+        1, description="best candidates output, best first, joined by the separator; auto = every candidate "
+        "scoring within `margin` of the best (a many-answer question gets them all; Hit@1 reads the first)")
+    margin: float = Field(
+        2.0, ge=0.0, description="with top_k auto: candidates whose score is at least the best's minus this "
+        "(log-prob units of `normalize`) are output")
     max_candidates: int = Field(0, ge=0, description="candidates scored per question, in context order; 0 = all")
     distance: int = Field(
         0, ge=0, description="only candidates this many hops from a topic entity in the graph of the context's "
@@ -61,11 +66,11 @@ def rank_candidates(names: list[str], scores: list[tuple[float, int]], *, normal
     return sorted(out, key=lambda x: (-x[1], ids.get(x[0], 1 << 62), x[0]))
 
 
-@REASONERS.register("rank", params=RankParams, version="3")
+@REASONERS.register("rank", params=RankParams, version="4")
 def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     """Score every candidate (context entity, or the question's ``choices`` for a label task) as the answer
-    after the ``answer`` reasoner's prompt; the answer is the ``top_k`` best joined by the separator (one
-    choice for a label task). No candidate: no call, empty answer. A failed scoring call: empty answer.
+    after the ``answer`` reasoner's prompt; the answer is the ``top_k`` best joined by the separator, or with
+    ``top_k: auto`` every candidate within ``margin`` of the best (one choice for a label task). No candidate: no call, empty answer. A failed scoring call: empty answer.
     """
     s = inp.sampling
     choices = inp.question.choices
@@ -73,7 +78,6 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
                         max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices)
     names = answer_candidates(question=inp.question, context=inp.context, proposed=inp.proposed, kg=inp.kg,
                               candidates=params.candidates, distance=params.distance)
-    k = 1 if choices else params.top_k
     if params.max_candidates:
         names = names[: params.max_candidates]
     trace: dict = {"reasoner": "rank", "candidates": len(names)}
@@ -93,4 +97,10 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
             ids = {}
     ranked = rank_candidates(names, scores, normalize=params.normalize, ids=ids)
     trace["top"] = [[n, sc] for n, sc in ranked[:10]]
-    return Reasoning(answer=f" {s.separator} ".join(n for n, _ in ranked[:k]), trace=trace)
+    if choices:
+        chosen = ranked[:1]
+    elif params.top_k == "auto":
+        chosen = [(n, sc) for n, sc in ranked if sc >= ranked[0][1] - params.margin]
+    else:
+        chosen = ranked[: params.top_k]
+    return Reasoning(answer=f" {s.separator} ".join(n for n, _ in chosen), trace=trace)
