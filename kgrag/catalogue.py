@@ -75,6 +75,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     "lego_scorer": {
         "bm25": "kgrag.lego.score_bm25",
         "llm": "kgrag.lego.score_llm",
+        "loglik": "kgrag.lego.score_loglik",
         "reranker": "kgrag.lego.score_reranker",
         "st": "kgrag.lego.score_st",
     },

@@ -247,3 +247,37 @@ def test_relplan_learns_from_a_users_own_jsonl_dev_split(tmp_path, monkeypatch):
     assert best == (("directed_by", True),), whole
     with pytest.raises(ParamsError, match="evaluated questions file"):
         load(ROOT / "params.yaml", [x for x in common[2:] if x != "-S"] + [f"relplan.file={my / 'test.jsonl'}"])
+
+
+def test_zero_shot_llm_planner_scores_relation_sequences_with_the_real_model(kg, index):
+    """relpath with ``scorer: loglik`` (the zero-shot LLM planner): the embedded SmolLM2's log-likelihood of a
+    sequence as the reply to the question, through the scoring primitive. On "who directed Heat" the summed
+    log-likelihood prefers "directed by" to the longer "directed by, directed by" that the cosine picks
+    (test_question_graphs), and relpath walks it; a failed call is counted, not silent."""
+    from kgrag.lego import SCORERS
+    from kgrag.lego.types import Context
+    from kgrag.llm import LLMClient, LLMReply
+    from kgrag.retrievers.lego import LLMSettings, llm_client
+
+    q = "who directed Heat"
+    ctx = Context(question=q, query_vec=index.encode([q])[0], kg=kg, index=index, topic_names=("Heat",),
+                  llm=lambda: llm_client(LLMSettings(cache=None)))
+    entry = SCORERS.get("loglik")
+    docs = ["directed by", "directed by, directed by", "release year", "starred actors"]
+    got = entry.impl(query=q, docs=docs, params=entry.params(), ctx=ctx)
+    assert got.shape == (4,) and np.all(got < 0) and int(np.argmax(got)) == 0, dict(zip(docs, got))
+    question = Question(question_id="q", text=q, topic_ids=kg.ids_of(["Heat"]))
+    params = RetrieveParams(method="relpath", relpath={"paths": 1, "scorer": "loglik", "llm": {"cache": None}})
+    sub, _ = retrieve_one(question=question, query_vec=index.encode([q])[0], kg=kg, index=index, params=params)
+    assert sub.trace["sequences"] == ["directed by"], sub.trace
+
+    class Down:
+        model_id = "down"
+
+        def generate(self, requests):
+            return [LLMReply(error="down") for _ in requests]
+
+    failing = Context(question=q, query_vec=ctx.query_vec, kg=kg, index=index,
+                      llm=lambda: LLMClient(Down(), cache=None, retries=0))
+    assert np.all(entry.impl(query=q, docs=docs, params=entry.params(), ctx=failing) == -1e9)
+    assert failing.take_counts() == {"llm_unparsed": 4}

@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kgrag import ranking, relplan
 from kgrag.lego.registries import SCORERS
@@ -47,10 +47,33 @@ class RelPathParams(BaseModel):
     plan_k: int = Field(16, ge=1, description="nearest training questions that vote for a sequence")
     plan_weight: float = Field(1.0, ge=0.0, description="weight of the plan's vote share (0..1) added to the "
                                "cosine of question and sequence")
+    scorer: str = Field(
+        "st", description="what scores a sequence's text against the question (a registered LEGO scorer): st = "
+        "the index's sentence transformer (cosine); loglik = the LLM's log-likelihood of the sequence as the "
+        "reply to the question (a zero-shot LLM planner, RoG / GCR style; `llm` below); the plan's votes are "
+        "added to either")
+    llm: dict = Field(
+        default_factory=dict, description="the LLM of scorer loglik: retrieve.lego.llm's keys (backend, "
+        "backend_params, cache, ...); {} = the embedded llamacpp model")
     fallback: str | None = Field(
         "khop", description="retriever (its default params) for a question with no relation sequence to walk: no "
         "topic entity in the KG, or no edge from the topics to another node (e.g. ExplaGraphs, whose topics are "
         "every node of the question's graph: khop gives the graph whole); None = an empty subgraph")
+
+
+    @field_validator("scorer")
+    @classmethod
+    def _known_scorer(cls, v: str) -> str:
+        SCORERS.get(v)  # an unknown name lists the registered ones
+        return v
+
+    @field_validator("llm")
+    @classmethod
+    def _llm_settings(cls, v: dict) -> dict:
+        from kgrag.retrievers.lego import LLMSettings
+
+        LLMSettings(**v)  # the same keys and checks as retrieve.lego.llm
+        return v
 
 
 INVERSE = {"plain": "{}", "of": "{} of", "shares": "shares {} with"}
@@ -80,7 +103,7 @@ def _step(kg, frontier: np.ndarray, graph_id, exclude: np.ndarray, max_frontier:
     return out
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="4")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="5")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
@@ -119,8 +142,15 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
 
     if not len(topics):
         return fallback("no topic entity in the KG")
-    entry = SCORERS.get("st")
-    ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index)
+    entry = SCORERS.get(params.scorer)
+
+    def client():
+        from kgrag.retrievers.lego import LLMSettings, llm_client
+
+        return llm_client(LLMSettings(**params.llm))
+
+    ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
+                  topic_names=tuple(kg.names(topics)), llm=client)
     prefix: dict = {}
     whole: dict = {}
     declared = int(question.hops) if question.hops else None  # only with retrieve.oracle_hops
