@@ -92,10 +92,10 @@ def test_rank_reasoner_distance_keeps_the_answer_ring():
     a distance nobody is at keeps every candidate."""
     q = Question("q3", "who directed the movies starred by [Al Pacino]", topic_ids=())
     table = {"Heat": -0.1, "The Irishman": -0.2, "Martin Scorsese": -0.7, "Michael Mann": -0.9}
-    res, _, b = _run(q, RankParams(distance=2), table)
+    res, _, b = _run(q, RankParams(distance=2, top_k=1), table)
     assert set(b.requests[0].continuations) == {"Michael Mann", "Martin Scorsese"}
     assert res.answer == "Martin Scorsese"
-    res1, _, b1 = _run(q, RankParams(distance=1), table)
+    res1, _, b1 = _run(q, RankParams(distance=1, top_k=1), table)
     assert set(b1.requests[0].continuations) == {"Heat", "The Irishman"} and res1.answer == "Heat"
     _, _, b5 = _run(q, RankParams(distance=5), table)
     assert len(b5.requests[0].continuations) == 4
@@ -109,7 +109,7 @@ def test_rank_reasoner_never_reads_the_questions_hop_count():
     assert RankParams().distance == 0
     seen = []
     for hops in (None, 1, 2):
-        res, _, b = _run(Question(f"h{hops}", text, topic_ids=(), hops=hops), RankParams(), table)
+        res, _, b = _run(Question(f"h{hops}", text, topic_ids=(), hops=hops), RankParams(top_k=1), table)
         seen.append((tuple(b.requests[0].continuations), res.answer))
     assert len(set(seen)) == 1 and len(seen[0][0]) == 4 and seen[0][1] == "Heat"
     with pytest.raises(ValueError):
@@ -126,7 +126,7 @@ def test_rank_candidates_ends_are_the_retrievers_proposed_answers():
     q = Question("e", "who directed the movies starred by [Al Pacino]", topic_ids=())
     res, _, b = _run(q, RankParams(), table, proposed=("Michael Mann", "Nobody", "Al Pacino", "Martin Scorsese"))
     assert b.requests[0].continuations == ("Michael Mann", "Martin Scorsese")
-    assert res.answer == "Martin Scorsese"
+    assert res.answer == "Martin Scorsese | Michael Mann"  # top_k auto: both within the margin, best first
     _, _, b0 = _run(q, RankParams(), table)
     assert set(b0.requests[0].continuations) == set(table)
 
