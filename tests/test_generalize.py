@@ -281,3 +281,11 @@ def test_zero_shot_llm_planner_scores_relation_sequences_with_the_real_model(kg,
                       llm=lambda: LLMClient(Down(), cache=None, retries=0))
     assert np.all(entry.impl(query=q, docs=docs, params=entry.params(), ctx=failing) == -1e9)
     assert failing.take_counts() == {"llm_unparsed": 4}
+    mean = entry.impl(query=q, docs=docs, params=entry.params(normalize="mean"), ctx=ctx)
+    assert not np.allclose(mean, got)  # scorer_params reach the scorer
+    from kgrag.retrievers.relpath import RelPathParams
+
+    with pytest.raises(ValueError, match="scorer_params.normalise"):
+        RelPathParams(scorer="loglik", scorer_params={"normalise": "mean"})
+    with pytest.raises(ValueError, match="valid choices"):
+        RelPathParams(scorer="cosine")

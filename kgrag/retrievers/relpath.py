@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kgrag import ranking, relplan
 from kgrag.lego.registries import SCORERS
@@ -52,6 +52,8 @@ class RelPathParams(BaseModel):
         "the index's sentence transformer (cosine); loglik = the LLM's log-likelihood of the sequence as the "
         "reply to the question (a zero-shot LLM planner, RoG / GCR style; `llm` below); the plan's votes are "
         "added to either")
+    scorer_params: dict = Field(
+        default_factory=dict, description="the scorer's params (e.g. loglik: {normalize: mean}); {} = its defaults")
     llm: dict = Field(
         default_factory=dict, description="the LLM of scorer loglik: retrieve.lego.llm's keys (backend, "
         "backend_params, cache, ...); {} = the embedded llamacpp model")
@@ -66,6 +68,18 @@ class RelPathParams(BaseModel):
     def _known_scorer(cls, v: str) -> str:
         SCORERS.get(v)  # an unknown name lists the registered ones
         return v
+
+    @model_validator(mode="after")
+    def _scorer_params(self) -> "RelPathParams":
+        from pydantic import ValidationError
+
+        try:
+            SCORERS.get(self.scorer).params.model_validate(self.scorer_params)  # extra="forbid": typos named
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(f"scorer_params.{'.'.join(map(str, err['loc']))}: {err['msg']} (scorer "
+                             f"{self.scorer}: {', '.join(SCORERS.get(self.scorer).params.model_fields)})") from None
+        return self
 
     @field_validator("llm")
     @classmethod
@@ -143,6 +157,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     if not len(topics):
         return fallback("no topic entity in the KG")
     entry = SCORERS.get(params.scorer)
+    scorer_params = entry.params(**params.scorer_params)
 
     def client():
         from kgrag.retrievers.lego import LLMSettings, llm_client
@@ -179,7 +194,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             break  # sequences end here: the best shorter ones are returned
         seqs = sorted(cands)
         cos = np.asarray(entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
-                                    params=entry.params(), ctx=ctx), dtype=np.float64)
+                                    params=scorer_params, ctx=ctx), dtype=np.float64)
         scores = cos
         if prefix:
             scores = ranking.rounded(cos + params.plan_weight * np.asarray([prefix.get(named(s), 0.0) for s in seqs]))
