@@ -78,6 +78,9 @@ bench: install
 	python bench/scale.py
 	python bench/retrieval_frontier.py
 	python bench/inference.py
+	python bench/linking.py --split test --questions 500
+	dvc repro relplan index
+	python bench/generalize.py --split test --per-hop 100 --config default= --config oracle='retrieve.oracle_hops=true'
 
 # G-Retriever training is its own pipeline (gretriever/dvc.yaml), never run by `make repro`.
 DATASET ?= explagraphs
