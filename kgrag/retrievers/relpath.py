@@ -66,7 +66,12 @@ class RelPathParams(BaseModel):
     @field_validator("scorer")
     @classmethod
     def _known_scorer(cls, v: str) -> str:
-        SCORERS.get(v)  # an unknown name lists the registered ones
+        from kgrag.registry import UnknownModuleError
+
+        try:
+            SCORERS.get(v)
+        except UnknownModuleError as e:  # a ValueError for pydantic: the params error names file, line, key
+            raise ValueError(str(e)) from None  # the message lists the registered scorers
         return v
 
     @model_validator(mode="after")
