@@ -67,6 +67,14 @@ class ModuleSection(BaseModel):
         return got if got is not None else self._registry.get(name).params()
 
 
+def inside(path: str, root: str) -> bool:
+    """Whether ``path`` is the file or folder ``root`` or lies below it (links resolved)."""
+    import os
+
+    p, r = os.path.realpath(str(path)), os.path.realpath(str(root))
+    return p == r or p.startswith(r.rstrip(os.sep) + os.sep)
+
+
 class DataParams(BaseModel):
     """Which KG dump and question set to ingest: ``dataset`` picks the loader.
 
@@ -142,9 +150,7 @@ class DataParams(BaseModel):
     def _check_input(self) -> None:
         import os
 
-        root = os.path.realpath(str(self.input))
-        outside = {k: p for k, p in self.input_paths().items()
-                   if os.path.realpath(p) != root and not os.path.realpath(p).startswith(root.rstrip(os.sep) + os.sep)}
+        outside = {k: p for k, p in self.input_paths().items() if not inside(p, self.input)}
         if outside:
             paths = list(self.input_paths().values())
             hint = paths[0] if len(paths) == 1 else os.path.commonpath([os.path.abspath(p) for p in paths])
@@ -498,9 +504,7 @@ class Params(Strict):
                 raise ValueError(f"relplan.file: {self.relplan.file!r} is the evaluated questions file "
                                  f"(data.{d.dataset}.questions); the plan would learn from the questions it is "
                                  "scored on (give a dev or training split)")
-            root = None if d.input is None else os.path.realpath(d.input)
-            f = os.path.realpath(self.relplan.file)
-            if root is not None and f != root and not f.startswith(root.rstrip(os.sep) + os.sep):
+            if d.input is not None and not inside(self.relplan.file, d.input):
                 raise ValueError(f"relplan.file: {self.relplan.file!r} is not inside data.input ({d.input!r}), the "
                                  "relplan stage's DVC dependency; put it there or widen data.input")
         return self

@@ -43,6 +43,18 @@ def questions_from_table(table: pa.Table, *, declared_hops: bool = False) -> lis
     return out
 
 
+
+def questions_on(kg, tables, *, declared_hops: bool = True) -> list[Question]:
+    """The questions of a loader's tables (``kgrag.types.KGTables``) with the topic and answer ids of the store
+    ``kg``, mapped by name: a loader numbers entities itself (held-out splits read for relplan, finetune and
+    G-Retriever's datasets); a null id or a name the store lacks is dropped."""
+    from dataclasses import replace
+
+    names = dict(zip(tables.entities[S.ENTITY_ID].to_pylist(), tables.entities[S.NAME].to_pylist()))
+    return [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids if i is not None]),
+                    answer_ids=kg.ids_of([names[i] for i in q.answer_ids if i is not None]))
+            for q in questions_from_table(tables.questions, declared_hops=declared_hops)]
+
 class KGStore:
     """Read-only view of a global KG held in a DuckDB file."""
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import shutil
 import sys
-from dataclasses import replace
 
 from stages._common import params_from_argv, timed
 from kgrag import io
-from kgrag import schema as S
 from kgrag.finetune import finetune_st, training_triplets
 from kgrag.registry import LOADERS
-from kgrag.store import KGStore, questions_from_table
+from kgrag.store import KGStore, questions_on
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,11 +28,7 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(type(lp), "SPLITS_ARE_DISJOINT", False):
             tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "split": p.split, "sample": p.questions,
                                                   "seed": p.seed})
-            # ids of the loader's own numbering → the validated KG's, by name
-            names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
-            qs = [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids]),
-                          answer_ids=kg.ids_of([names[i] for i in q.answer_ids]))
-                  for q in questions_from_table(tabs.questions, declared_hops=True)]
+            qs = questions_on(kg, tabs)  # ids of the loader's own numbering → the validated KG's, by name
         else:  # nothing held out to train on: the base model is written as is, so the DAG still runs
             qs = []
             note = f"not trained: the {d.dataset} loader has no question file apart from the evaluated one"

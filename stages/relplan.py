@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import shutil
 import sys
-from dataclasses import replace
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag import schema as S
 from kgrag.embed import encode
 from kgrag.registry import LOADERS
 from kgrag.relplan import train_plan
-from kgrag.store import KGStore, questions_from_table
+from kgrag.store import KGStore, questions_on
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,10 +25,7 @@ def main(argv: list[str] | None = None) -> None:
         if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
             tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "questions": p.file, "sample": p.questions,
                                                   "seed": p.seed})
-            names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
-            qs = [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids if i is not None]),
-                          answer_ids=kg.ids_of([names[i] for i in q.answer_ids if i is not None]))
-                  for q in questions_from_table(tabs.questions, declared_hops=True)]
+            qs = questions_on(kg, tabs)  # ids of the loader's own numbering -> the validated KG's, by name
             note = f"from {p.file}"
             if tabs.quarantine.num_rows:
                 note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
@@ -38,11 +33,7 @@ def main(argv: list[str] | None = None) -> None:
             for hops in p.hops:
                 tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "hops": hops, "split": p.split,
                                                       "sample": p.questions, "seed": p.seed})
-                # ids of the loader's own numbering -> the validated KG's, by name
-                names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
-                qs += [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids if i is not None]),
-                               answer_ids=kg.ids_of([names[i] for i in q.answer_ids if i is not None]))
-                       for q in questions_from_table(tabs.questions, declared_hops=True)]
+                qs += questions_on(kg, tabs)
         else:  # nothing held out (or no hop counts) to learn from: an empty plan, relpath then votes nothing
             note = (f"not trained: the {d.dataset} loader has no held-out k-hop question files; give a labelled "
                     "questions file of yours: relplan.file (docs/retrieval.md)")

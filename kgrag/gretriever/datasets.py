@@ -104,15 +104,9 @@ def retrieved_triples(*, questions: Sequence[Any], kg: KGView, index: Any, retri
 def metaqa_questions(*, kg: KGView, path: str, hops: int, split: str, sample: int, seed: int) -> list[Any]:
     """``sample`` seeded MetaQA questions of ``split`` with topic and answer ids of the store ``kg`` (mapped
     by name: the loader numbers entities itself)."""
-    from dataclasses import replace
+    from kgrag.store import questions_on
 
-    from kgrag.store import questions_from_table
-
-    tabs = LOADERS.get("metaqa").impl(path=path, hops=hops, split=split, sample=sample, seed=seed)
-    names = dict(zip(tabs.entities[S.ENTITY_ID].to_pylist(), tabs.entities[S.NAME].to_pylist()))
-    return [replace(q, topic_ids=kg.ids_of([names[i] for i in q.topic_ids]),
-                    answer_ids=kg.ids_of([names[i] for i in q.answer_ids]))
-            for q in questions_from_table(tabs.questions, declared_hops=True)]
+    return questions_on(kg, LOADERS.get("metaqa").impl(path=path, hops=hops, split=split, sample=sample, seed=seed))
 
 
 def metaqa_examples(*, kg: KGView, index: Any, retrieve: Any, path: str, hops: int, train: int, val: int, test: int,
