@@ -31,6 +31,7 @@ from kgrag import ranking
 from kgrag.generate import clean_question
 from kgrag.llm import CallRecord, LLMRequest
 from kgrag.reasoners.baselines import cot_answer, cot_request, io_request
+from kgrag.reasoners import decide as dc
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoners.parsing import final_answer, is_unknown, letters, parse_choices
 from kgrag.kgview import KGView
@@ -224,6 +225,21 @@ class ToGParams(BaseModel):
     max_edges: int = Field(5000, ge=1, description="incident edges read per depth (past it a hub's edges are a "
                            "seeded random subsample)")
     prune_tokens: int = Field(24, ge=1, description="max tokens of a pruning reply")
+    decide: dc.Decide = Field("generate", description=dc.DECIDE_HELP + "; with prune: llm, relation and entity "
+                              "pruning and the sufficiency check (Yes / No scored) are scored")
+    answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the ends of the kept chains")
+    score_normalize: Literal["mean", "sum"] = Field("mean", description=dc.NORMALIZE_HELP)
+    margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
+                          "output too (rank's top_k auto rule; 0 = the best only)")
+
+
+# ------------------------------------------------------------------------------------------ prompts of decide: score
+
+TOG_RELATION_SCORE = ("Question: {question}\nCurrent entities: {entities}\n"
+                      "Which relation of the current entities leads to the answer? Reply with it as "
+                      "(head, relation, tail), '?' for the entity it leads to.")
+TOG_ENTITY_SCORE = ("Question: {question}\n"
+                    "Which fact (head, relation, tail) extends the reasoning path towards the answer?")
 
 
 # ------------------------------------------------------------------------------------------ the reasoner
@@ -254,7 +270,7 @@ def _hub_rng(seed: int, question_id: str, depth: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(str(question_id).encode()), depth])
 
 
-@REASONERS.register("tog", params=ToGParams, version="2")
+@REASONERS.register("tog", params=ToGParams, version="3")
 def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     """Think-on-Graph: beam search of width W and depth D over relation then entity pruning, a reasoning
     call after each depth, IO / CoT fallback.
@@ -272,8 +288,15 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
       Unknown (the search goes deeper);
     * ``prune: st`` without an embedding index: BM25 is used (``scorer`` in the trace says which).
 
-    At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback),
-    D + 1 otherwise.
+    ``decide: score`` (with ``prune: llm``; ``kgrag.reasoners.decide``): the relation and entity pruning
+    score every option as the reply and keep the W best (a failed scoring call keeps the pre-rank's first W);
+    with ``answer: rank`` as well, the sufficiency check scores "Yes" against "No". ``answer: rank``: the answer
+    is ``rank``'s selection over the ends of the kept chains, with their triples as the facts, once the check
+    says the facts suffice, at depth D, or at a dead end (no chain walked yet: the fallback answers).
+    Every score is in the trace (``scores`` of each decision, ``rank_top``).
+
+    At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback or
+    rank's answer), D + 1 otherwise.
 
     References
     ----------
@@ -296,12 +319,34 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         trace.update(stop=stop, depth_reached=depth, llm_requests=calls, fallback_reply=text_of(rec))
         return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
 
+    def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+        """With answer: rank, rank's selection over the kept chains' ends (none walked yet: the fallback)."""
+        nonlocal calls
+        walked = [(p, e) for p, e in chains if p]
+        if params.answer != "rank" or not walked:
+            return (yield from finish(stop, depth))
+        ids: dict[str, int] = {}
+        for _, e in walked:
+            ids.setdefault(str(kg.entity_names[e]), e)
+        facts: list[str] = []
+        for p, _ in walked:
+            facts.extend(t for t in (_fmt(_triple(kg, x)) for x in p) if t not in facts)
+        names = list(ids)
+        (rec,) = yield [dc.rank_request(question=q, facts=facts, names=names, s=s)]
+        calls += 1
+        ans, top = dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
+        trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top)
+        return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)
+
     if not topics:
         trace["topic"] = []
         return (yield from finish("no_topic_entity", 0))
     trace["topic"] = kg.names(np.asarray(topics))
     scorer = Scorer("bm25" if params.prune == "llm" else params.prune, inp)
     trace["scorer"] = scorer.used
+    scored = params.prune == "llm" and params.decide == "score"
+    if params.decide == "score" or params.answer == "rank":
+        trace.update(decide=params.decide, answer=params.answer)
     # a chain: the triple indices walked from a topic entity, and the entity it ends at
     chains: list[tuple[tuple[int, ...], int]] = [((), t) for t in topics]
     for d in range(1, params.depth + 1):
@@ -324,21 +369,30 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         keys = list(cands)
         if not keys:
             rec_d["relations"] = {"options": [], "chosen": []}
-            return (yield from finish("dead_end", d - 1))
+            return (yield from conclude("dead_end", d - 1))
         order = scorer.rank([rel_words(kg.relation_names[r]) for _, r, _ in keys])[: params.max_relations]
         keys = [keys[i] for i in order]
         texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
                   else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
-        rec = None
-        if params.prune == "llm":
-            prompt = TOG_RELATION_PROMPT.format(
-                question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
-                k=params.width, example=example_letters(params.width, len(texts)))
-            (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
+        rec, scores = None, None
+        if scored:
+            prompt = TOG_RELATION_SCORE.format(question=question, entities=", ".join(kg.names(np.asarray(ends))))
+            (rec,) = yield [dc.score_request(prompt, texts, s)]
             calls += 1
-        chosen, ok, reply = _choose(params.prune, params.width, rec, len(keys))
+            chosen, scores = dc.choose(rec, len(keys), params.width, params.score_normalize)
+            ok, reply = True, ""
+        else:
+            if params.prune == "llm":
+                prompt = TOG_RELATION_PROMPT.format(
+                    question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
+                    k=params.width, example=example_letters(params.width, len(texts)))
+                (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
+                calls += 1
+            chosen, ok, reply = _choose(params.prune, params.width, rec, len(keys))
         unparseable += int(not ok)
         rec_d["relations"] = {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}
+        if scored:
+            rec_d["relations"]["scores"] = dc.scored_options(texts, scores)
         # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
         ext: list[tuple[tuple[int, ...], int]] = []
         for i in chosen:
@@ -353,19 +407,27 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
                         ext.append((path + (e,), nxt))
         if not ext:
             rec_d["entities"] = {"options": [], "chosen": []}
-            return (yield from finish("dead_end", d - 1))
+            return (yield from conclude("dead_end", d - 1))
         etexts = [_fmt(_triple(kg, p[-1])) for p, _ in ext]
         order = scorer.rank(etexts)[: params.max_entities]
         ext, etexts = [ext[i] for i in order], [etexts[i] for i in order]
-        rec = None
-        if params.prune == "llm":
-            prompt = TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts), k=params.width,
-                                              example=example_letters(params.width, len(etexts)))
-            (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
+        rec, scores = None, None
+        if scored:
+            (rec,) = yield [dc.score_request(TOG_ENTITY_SCORE.format(question=question), etexts, s)]
             calls += 1
-        chosen, ok, reply = _choose(params.prune, params.width, rec, len(ext))
+            chosen, scores = dc.choose(rec, len(ext), params.width, params.score_normalize)
+            ok, reply = True, ""
+        else:
+            if params.prune == "llm":
+                prompt = TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts), k=params.width,
+                                                  example=example_letters(params.width, len(etexts)))
+                (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
+                calls += 1
+            chosen, ok, reply = _choose(params.prune, params.width, rec, len(ext))
         unparseable += int(not ok)
         rec_d["entities"] = {"options": etexts, "chosen": [etexts[i] for i in chosen], "parsed": ok, "reply": reply}
+        if scored:
+            rec_d["entities"]["scores"] = dc.scored_options(etexts, scores)
         chains = [ext[i] for i in chosen]
         paths = [[_fmt(_triple(kg, x)) for x in p] for p, _ in chains]
         rec_d["chains"] = paths
@@ -373,12 +435,23 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         lines: list[str] = []
         for p in paths:
             lines.extend(t for t in p if t not in lines)
+        if params.decide == "score" and params.answer == "rank":
+            # the sufficiency check scored (Yes / No); the answer then comes from rank
+            (rec,) = yield [dc.enough_request("\n".join(lines), question, s)]
+            calls += 1
+            yes, sc = dc.enough(rec)
+            rec_d["reasoning"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
+            if yes:
+                return (yield from conclude("answered", d))
+            continue
         (rec,) = yield [reason_request(TOG_REASON_PROMPT.format(paths="\n".join(lines), question=question), s)]
         calls += 1
         ans, ok = parse_reasoning(text_of(rec))
         unparseable += int(not ok)
         rec_d["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
         if ans is not None:
+            if params.answer == "rank":
+                return (yield from conclude("answered", d))
             trace.update(stop="answered", depth_reached=d, llm_requests=calls)
             return Reasoning(answer=ans, depth=d, trace=trace, unparseable=unparseable)
-    return (yield from finish("max_depth", params.depth))
+    return (yield from conclude("max_depth", params.depth))

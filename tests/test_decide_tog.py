@@ -1,0 +1,153 @@
+"""``decide: score`` and ``answer: rank`` of ToG (kgrag.reasoners.decide): golden steps on the five-edge KG with
+scripted scores, the call bound, a failed scoring call, and the real SmolLM2 on the same KG.
+
+Scripted scores are log-probs per option (the reply text of a scoring call, ``llm.score_reply_text``): the test
+says which option must score best, and the expected pruning and answer follow from ToG's algorithm (Sun et al.,
+ICLR 2024, section 2.1) with each choice taken as the best-scored option(s).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kgrag.llm import LLMClient, LLMReply, score_reply_text
+from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoners.decide import ENOUGH_OPTIONS
+from kgrag.types import Question
+from tests.test_golden_reasoners import QUESTION, gkg, user  # noqa: F401  (fixture)
+
+
+class ScriptedScores:
+    """Scoring requests answered by ``score(request, option) -> log-prob``; generation requests by ``text``."""
+
+    model_id = "scripted-scores"
+
+    def __init__(self, score, text=lambda req: "Answer: fallback"):
+        self.score, self.text, self.requests = score, text, []
+
+    def generate(self, requests):
+        self.requests.extend(requests)
+        out = []
+        for r in requests:
+            if r.continuations:
+                out.append(LLMReply(text=score_reply_text([(self.score(r, c), 2) for c in r.continuations]),
+                                    tokens_in=1, tokens_out=0))
+            else:
+                out.append(LLMReply(text=self.text(r), tokens_in=1, tokens_out=1))
+        return out
+
+
+def run(kg, backend, **params):
+    entry = REASONERS.get("tog")
+    q = Question("g1", QUESTION, kg.ids_of(["Actor P"]))
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=kg, sampling=Sampling()), params=entry.params(**params))
+    ((res, calls),) = run_batched(jobs=[job], client=LLMClient(backend, cache=None))
+    return res, calls
+
+
+def prefer(*needles, enough_at=("directed_by",), answer=None):
+    """Options containing a needle score -1 (earlier needles higher), others -5; the sufficiency check says Yes
+    once the facts contain one of ``enough_at``; rank's names score by ``answer`` (name -> log-prob)."""
+    def score(req, opt):
+        u = user(req)
+        if tuple(req.continuations) == ENOUGH_OPTIONS:
+            yes = any(n in u for n in enough_at)
+            return {"Yes": -1.0 if yes else -3.0, "No": -3.0 if yes else -1.0}[opt]
+        if answer is not None and "Answer:" in u:
+            return answer.get(opt, -9.0)
+        for i, n in enumerate(needles):
+            if n in opt:
+                return -1.0 - 0.1 * i
+        return -5.0
+    return score
+
+
+def test_tog_scored_pruning_and_rank_answer(gkg):
+    """W = 1, D = 2, decide score, answer rank. Depth 1: one relation option, then Film A scores above Film B
+    (one chain); the facts name no director: No. Depth 2: (Film A, directed_by, ?) is the only unused relation of
+    Film A; Dir X is reached; the check says Yes; rank scores the chain's end Dir X."""
+    b = ScriptedScores(prefer("directed_by", "Film A", answer={"Dir X": -0.5}))
+    res, calls = run(gkg, b, width=1, depth=2, decide="score", answer="rank")
+    d1, d2 = res.trace["depths"]
+    # the option's score is the mean over its tokens (score_normalize mean): -5.0 over 2 tokens
+    assert d1["relations"]["scores"] == [["(?, starred_actors, Actor P)", -2.5]]
+    assert d1["entities"]["chosen"] == ["(Film A, starred_actors, Actor P)"]
+    ents = dict(map(tuple, d1["entities"]["scores"]))
+    assert ents["(Film A, starred_actors, Actor P)"] > ents["(Film B, starred_actors, Actor P)"]
+    assert d1["reasoning"]["enough"] is False
+    assert d2["relations"]["chosen"] == ["(Film A, directed_by, ?)"]
+    assert d2["chains"] == [["(Film A, starred_actors, Actor P)", "(Film A, directed_by, Dir X)"]]
+    assert d2["reasoning"]["enough"] is True
+    assert res.answer == "Dir X" and res.depth == 2 and res.unparseable == 0
+    assert res.trace["answer_from"] == "rank" and res.trace["rank_top"] == [["Dir X", -0.5]]
+    # every decision was a scoring call: 2 per depth + 2 checks + rank = 7 <= 3 D + 1
+    assert len(calls) == 7 and all(r.continuations for r in b.requests)
+    # rank's call is the answer prompt over the chain's facts
+    assert "(Film A, directed_by, Dir X)" in user(b.requests[-1]) and b.requests[-1].continuations == ("Dir X",)
+
+
+def test_tog_scored_pruning_keeps_the_width_best(gkg):
+    """W = 2: both films kept at depth 1, then both directed_by relations; rank picks the better-scored end."""
+    b = ScriptedScores(prefer("directed_by", "Film B", "Film A", answer={"Dir X": -2.0, "Dir Y": -1.0}))
+    res, _ = run(gkg, b, width=2, depth=2, decide="score", answer="rank", margin=0.0)
+    d1, d2 = res.trace["depths"]
+    assert d1["entities"]["chosen"] == ["(Film B, starred_actors, Actor P)", "(Film A, starred_actors, Actor P)"]
+    assert sorted(d2["relations"]["chosen"]) == ["(Film A, directed_by, ?)", "(Film B, directed_by, ?)"]
+    assert res.answer == "Dir Y"
+    res2, _ = run(gkg, b, width=2, depth=2, decide="score", answer="rank", margin=1.5)
+    assert res2.answer == "Dir Y | Dir X"  # within the margin: both, best first
+
+
+def test_tog_rank_at_max_depth_and_generated_answer_with_scored_pruning(gkg):
+    """The check never says Yes: at depth D rank answers over the chains' ends (no CoT fallback). With answer
+    generate, the pruning is scored and the reasoning reply is generated and parsed as in the paper."""
+    b = ScriptedScores(prefer("directed_by", "Film A", enough_at=("nothing",), answer={"Dir X": -0.1}))
+    res, calls = run(gkg, b, width=1, depth=2, decide="score", answer="rank")
+    assert res.trace["stop"] == "max_depth" and res.answer == "Dir X" and res.fallback is None
+    assert len(calls) == 7
+
+    def text(req):
+        return "Answer: Dir X" if "directed_by" in user(req) else "Answer: Unknown"
+    g = ScriptedScores(prefer("directed_by", "Film A"), text=text)
+    res, calls = run(gkg, g, width=1, depth=2, decide="score", answer="generate")
+    assert res.answer == "Dir X" and res.trace["stop"] == "answered"
+    kinds = ["score" if r.continuations else "text" for r in g.requests]
+    assert kinds == ["score", "score", "text", "score", "score", "text"]
+
+
+def test_tog_failed_scoring_call_keeps_the_prerank_and_is_not_unparseable(gkg):
+    """A scoring call that failed (no score list) keeps the pre-rank's first W; scores are recorded as None."""
+    class Broken(ScriptedScores):
+        def generate(self, requests):
+            self.requests.extend(requests)
+            return [LLMReply(text="", error="boom") if r.continuations and "Which fact" in user(r)
+                    else super(Broken, self).generate([r])[0] for r in requests]
+    b = Broken(prefer("directed_by", "Film A"))
+    res, _ = run(gkg, b, width=1, depth=1, decide="score", answer="rank")
+    (d1,) = res.trace["depths"]
+    assert [s for _, s in d1["entities"]["scores"]] == [None, None]
+    assert len(d1["entities"]["chosen"]) == 1 and res.unparseable == 0
+
+
+def test_tog_score_with_real_smollm2(gkg):
+    """The real embedded model through every scored decision: every option gets a finite score, the answer is a
+    KG entity reached by the search, and the calls are within the bound."""
+    from kgrag.clients import client_for
+    from kgrag.params import GenerateParams
+
+    g = GenerateParams()
+    assert g.backend == "llamacpp"  # the embedded default: SmolLM2-135M through llama.cpp
+    client = client_for(g, cache=None)
+    entry = REASONERS.get("tog")
+    q = Question("g1", QUESTION, gkg.ids_of(["Actor P"]))
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, sampling=Sampling()),
+                     params=entry.params(width=2, depth=2, decide="score", answer="rank"))
+    ((res, calls),) = run_batched(jobs=[job], client=client)
+    for d in res.trace["depths"]:
+        for step in ("relations", "entities"):
+            assert all(isinstance(s, float) and s < 0 for _, s in d[step]["scores"])
+    assert res.answer and set(res.answer.split(" | ")) <= {"Dir X", "Dir Y", "Film A", "Film B", "City Q"}
+    assert len(calls) <= 3 * 2 + 1 and not any(c.failed for c in calls)
+    json.dumps(res.trace)  # the trace is JSON (generations.parquet stores it)
