@@ -111,8 +111,12 @@ def run_config(*, params, qrows: list[dict], kg, index, shard: int = 25) -> dict
     rows, metrics = evaluate_rows(questions=qrows, retrieved=retrieved, generations=gens,
                                   max_context_triples=g.max_context_triples)
 
+    cost = {g[S.QUESTION_ID]: g for g in gens}
+    per_q_s = t_gen / max(len(gens), 1)
+
     def block(sub: list[dict]) -> dict:
         n = len(sub)
+        mine = [cost[x[S.QUESTION_ID]] for x in sub if x[S.QUESTION_ID] in cost]
         hit = [x["hit_at_1"] for x in sub]
         low, high = bootstrap_ci(hit, resamples=1000, seed=0)
         mean = lambda k: round(sum(x[k] or 0 for x in sub) / max(n, 1), 4)  # noqa: E731
@@ -123,7 +127,15 @@ def run_config(*, params, qrows: list[dict], kg, index, shard: int = 25) -> dict
                     sum(len(x.get(S.PREDICTED_ANSWERS) or []) for x in sub) / max(n, 1), 2),
                 "hit_any": mean("hit_any"), "retrieval_recall": round(sum(rec) / len(rec), 4) if rec else None,
                 "baseline_first": first, "baseline_random": rand,
-                "llm_lift": round(mean("hit_at_1") - max(first, rand), 4)}
+                "llm_lift": round(mean("hit_at_1") - max(first, rand), 4),
+                # the reasoner's LLM calls and tokens per question (generations.parquet's requests, tokens_in +
+                # tokens_out); seconds: the whole generate phase over all questions, per question (cached calls
+                # cost nothing: run on a cold call cache to time it)
+                "calls_per_question": round(sum(g[S.REQUESTS] for g in mine) / max(len(mine), 1), 2),
+                "tokens_per_question": round(sum(g[S.TOKENS_IN] + g[S.TOKENS_OUT] for g in mine)
+                                             / max(len(mine), 1), 1),
+                "seconds_per_question": round(per_q_s, 2),
+                "answers_from_cache": sum(g[S.CACHED] for g in mine)}
 
     out = {"all": block(rows), "by_hops": {}}
     for k in sorted({r[S.HOPS] for r in rows}):

@@ -117,6 +117,21 @@ def test_tog_rank_at_max_depth_and_generated_answer_with_scored_pruning(gkg):
     assert kinds == ["score", "score", "text", "score", "score", "text"]
 
 
+def test_tog_stop_rank_answers_with_the_best_scored_depth(gkg):
+    """stop: rank: rank's call after every depth over the chains' ends; the depth whose best name scores highest
+    answers (here depth 1's Film A at -0.5 beats depth 2's Dir X at -1.0), 3 calls a depth, no check call."""
+    b = ScriptedScores(prefer("directed_by", "Film A", answer={"Film A": -0.5, "Dir X": -1.0}))
+    res, calls = run(gkg, b, width=1, depth=2, decide="score", answer="rank", stop="rank")
+    d1, d2 = res.trace["depths"]
+    assert d1["reasoning"] == {"rank_top": [["Film A", -0.5]]}
+    assert d2["reasoning"] == {"rank_top": [["Dir X", -1.0]]}
+    assert res.answer == "Film A" and res.depth == 1 and res.trace["answer_depth"] == 1
+    assert len(calls) == 6 and not any(tuple(r.continuations) == ENOUGH_OPTIONS for r in b.requests)
+    b = ScriptedScores(prefer("directed_by", "Film A", answer={"Film A": -3.0, "Dir X": -1.0}))
+    res, _ = run(gkg, b, width=1, depth=2, decide="score", answer="rank", stop="rank")
+    assert res.answer == "Dir X" and res.depth == 2
+
+
 def test_tog_failed_scoring_call_keeps_the_prerank_and_is_not_unparseable(gkg):
     """A scoring call that failed (no score list) keeps the pre-rank's first W; scores are recorded as None."""
     class Broken(ScriptedScores):

@@ -231,6 +231,11 @@ class ToGParams(BaseModel):
     score_normalize: Literal["mean", "sum"] = Field("mean", description=dc.NORMALIZE_HELP)
     margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
                           "output too (rank's top_k auto rule; 0 = the best only)")
+    stop: Literal["check", "rank"] = Field(
+        "check", description="with decide: score and answer: rank, when the search stops: check = when the scored "
+        "sufficiency check prefers Yes to No (else at depth D); rank = rank's call at every depth over the kept "
+        "chains' ends, the search runs D depths (or to a dead end) and answers with the depth whose best name "
+        "scores highest")
 
 
 # ------------------------------------------------------------------------------------------ prompts of decide: score
@@ -319,12 +324,12 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         trace.update(stop=stop, depth_reached=depth, llm_requests=calls, fallback_reply=text_of(rec))
         return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
 
-    def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
-        """With answer: rank, rank's selection over the kept chains' ends (none walked yet: the fallback)."""
+    best: list = []  # stop: rank: (best score, answer, depth, top names) of the best depth so far
+
+    def ranked_ends() -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
+        """rank's call over the walked chains' ends, their triples as the facts: (answer, top names)."""
         nonlocal calls
         walked = [(p, e) for p, e in chains if p]
-        if params.answer != "rank" or not walked:
-            return (yield from finish(stop, depth))
         ids: dict[str, int] = {}
         for _, e in walked:
             ids.setdefault(str(kg.entity_names[e]), e)
@@ -334,7 +339,19 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         names = list(ids)
         (rec,) = yield [dc.rank_request(question=q, facts=facts, names=names, s=s)]
         calls += 1
-        ans, top = dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
+        return dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
+
+    def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+        """With answer: rank, rank's selection over the kept chains' ends (stop: rank: the best depth's); no
+        chain walked yet: the fallback."""
+        if best:
+            _, ans, d_best, top = best
+            trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top,
+                         answer_depth=d_best)
+            return Reasoning(answer=ans, depth=d_best, trace=trace, unparseable=unparseable)
+        if params.answer != "rank" or not any(p for p, _ in chains):
+            return (yield from finish(stop, depth))
+        ans, top = yield from ranked_ends()
         trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top)
         return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)
 
@@ -435,6 +452,12 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         lines: list[str] = []
         for p in paths:
             lines.extend(t for t in p if t not in lines)
+        if params.decide == "score" and params.answer == "rank" and params.stop == "rank":
+            ans, top = yield from ranked_ends()
+            rec_d["reasoning"] = {"rank_top": top}
+            if top and (not best or top[0][1] > best[0]):
+                best[:] = [top[0][1], ans, d, top]
+            continue
         if params.decide == "score" and params.answer == "rank":
             # the sufficiency check scored (Yes / No); the answer then comes from rank
             (rec,) = yield [dc.enough_request("\n".join(lines), question, s)]
