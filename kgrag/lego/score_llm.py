@@ -3,6 +3,9 @@
 Two prompts (``prompt``): ``items`` (kgrag's default: a numbered list in, ``number: score`` lines out) and
 ``paper`` (LEGO-GraphRAG's Appendix A.2 ``score_prompt``, with its worked Freebase example: the docs separated by
 semicolons, one ``Score: a, b, c`` line out, scores summing to 1).
+
+``decide: score`` (kgrag's adaptation for small models) asks for no rating at all: each doc is scored as the
+LLM's reply to the question by its log-likelihood (``kgrag.lego.score_loglik``'s scoring call), nothing parsed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.lego.registries import SCORERS
+from kgrag.lego.score_loglik import LogLikParams, score_loglik
 from kgrag.lego.types import Context
 from kgrag.llm import LLMRequest
 
@@ -57,6 +61,13 @@ class LLMScoreParams(BaseModel):
     prompt: Literal["items", "paper"] = Field(
         "items", description="items: numbered list, `number: score` lines; paper: LEGO-GraphRAG's Appendix A.2 "
                              "score_prompt (semicolon-separated, one `Score: a, b, ...` line)")
+    decide: Literal["generate", "score"] = Field(
+        "generate", description="generate: the LLM writes the ratings (prompt, batch, max_tokens, temperature); "
+        "score: each doc scored as the reply to the question by the LLM's log-likelihood (the loglik scorer's "
+        "call: one per doc list, nothing parsed; kgrag's adaptation for small models)")
+    score_normalize: Literal["mean", "sum"] = Field(
+        "mean", description="decide: score: a doc's score is the mean of its token log-probs (docs of different "
+        "lengths compete fairly) or their sum")
 
 
 def parse_scores(text: str, n: int, lo: float = 0.0, hi: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +98,7 @@ def parse_paper_scores(text: str, n: int, lo: float = 0.0, hi: float = 1.0) -> t
     return out, rated
 
 
-@SCORERS.register("llm", params=LLMScoreParams, version="2")
+@SCORERS.register("llm", params=LLMScoreParams, version="3")
 def score_llm(*, query: str, docs: Sequence[str], params: LLMScoreParams, ctx: Context) -> np.ndarray:
     """Relevance of each doc as rated by the LLM, clipped to the prompt's 0-1 scale.
 
@@ -100,12 +111,19 @@ def score_llm(*, query: str, docs: Sequence[str], params: LLMScoreParams, ctx: C
     scores summing to 1, its worked Freebase example). The paper's relation-path (subgraph extraction) and
     path-filtering prompts belong to LLM extractor / filter modules kgrag does not have (docs/papers.md).
 
+    ``decide: score`` (kgrag's adaptation for small models, not the paper's setting): no rating is generated;
+    each doc's score is its log-likelihood as the LLM's reply to the question (mean or sum over its tokens,
+    ``score_normalize``), the ``loglik`` scorer's one scoring call (``kgrag.lego.score_loglik``); a failed call
+    scores every doc -1e9 and counts them in ``llm_unparsed``.
+
     References
     ----------
     Cao et al., LEGO-GraphRAG (2024), section 4.1 "Vanilla LLMs" and Appendix A.2 (score_prompt).
     """
     if not docs:
         return np.zeros(0)
+    if params.decide == "score":
+        return score_loglik(query=query, docs=docs, params=LogLikParams(normalize=params.score_normalize), ctx=ctx)
     chunks = [list(docs[i: i + params.batch]) for i in range(0, len(docs), params.batch)]
     paper = params.prompt == "paper"
     reqs = [

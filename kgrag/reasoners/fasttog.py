@@ -42,11 +42,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from kgrag.community import coarse_prune, detect
 from kgrag.generate import clean_question
 from kgrag.llm import CallRecord, LLMRequest
+from kgrag.reasoners import decide as dc
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoners.parsing import letters, parse_choices
 from kgrag.reasoners.tog import (
-    MAX_OPTIONS, REASON_SYSTEM, example_letters, fallback_answer, fallback_step, incident_edges, option_lines,
-    parse_reasoning, prune_request, rel_words, valid_topics,
+    MAX_OPTIONS, REASON_SYSTEM, _fmt, _triple, example_letters, fallback_answer, fallback_step, incident_edges,
+    option_lines, parse_reasoning, prune_request, rel_words, valid_topics,
 )
 from kgrag.kgview import KGView
 
@@ -101,6 +102,21 @@ G2T_SYSTEM = "You rewrite knowledge graph facts as plain English. Use only the f
 G2T_PROMPT = (
     "Facts (head relation tail): {triples}\n"
     "Rewrite these facts as one or two short English sentences."
+)
+
+# decide: score (kgrag's adaptation for small models): the same questions without option letters, each
+# candidate community's Triple2Text (and, for a chain, "None of the above") scored as the reply
+SCORE_MULTI = (
+    "Question: {question}\n"
+    "Premise: {premise}\n"
+    "Which community of facts next to the premise helps answer the question? Reply with its facts."
+)
+
+SCORE_SINGLE = (
+    "Question: {question}\n"
+    "Premise: {premise}\n"
+    "Which community of facts extends the premise towards the answer? Reply with its facts, or "
+    "\"" + NONE_OPTION + "\" if no community helps."
 )
 
 SEQ2SEQ_PREFIX = "translate Graph to Text: "  # WebNLG-style linearization for T5 graph-to-text models
@@ -261,6 +277,14 @@ class FastToGParams(BaseModel):
     max_community_triples: int = Field(8, ge=1, description="triples shown per community (links to the current "
                                        "community first)")
     prune_tokens: int = Field(24, ge=1, description="max tokens of a pruning reply")
+    decide: dc.Decide = Field("generate", description=dc.DECIDE_HELP + "; the initial multiple-choice and each "
+                              "chain's single-choice community pruning (\"None of the above\" scored too) are "
+                              "scored, and with answer: rank the reasoning check (Yes / No scored)")
+    answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the entities of the chains' last "
+                                   "communities, the chains' triples as the facts")
+    score_normalize: Literal["mean", "sum"] = Field("mean", description=dc.NORMALIZE_HELP)
+    margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
+                          "output too (rank's top_k auto rule; 0 = the best only)")
 
     @field_validator("detector")
     @classmethod
@@ -441,7 +465,7 @@ class Chain:
         return set(start).union(*self.communities)
 
 
-@REASONERS.register("fasttog", params=FastToGParams, version="2")
+@REASONERS.register("fasttog", params=FastToGParams, version="3")
 def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     """FastToG: W community chains grown by Local Community Search (modularity coarse pruning, LLM fine
     pruning), Community2Text, a reasoning call per round, IO / CoT fallback after D_max rounds.
@@ -467,9 +491,28 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     * an empty graph2text output: counted in ``unparseable``, replaced by Triple2Text;
     * no answer after D_max rounds: the fallback answers (``stop: max_depth``).
 
+    ``decide: score`` is kgrag's adaptation for small models, not the paper's setting
+    (``kgrag.reasoners.decide``): a pruning call asks the same question without option letters and scores each
+    candidate community's Triple2Text as the reply by the LLM's log-likelihood (``score_normalize``); nothing
+    is parsed. The initial multiple-choice pruning keeps the W best communities; a chain's single-choice
+    pruning scores "None of the above" too and keeps the best candidate, or stops the chain when "None of the
+    above" scores best. A failed scoring call keeps the pre-rank (the top W, or the top 1, by modularity) and is
+    not counted in ``unparseable``. With ``answer: rank`` as well, each reasoning call is the sufficiency check
+    scored ("Yes" against "No" over the chains' triples); with ``answer: generate`` the reasoning reply is
+    generated and parsed as in the paper.
+
+    ``answer: rank`` (kgrag's adaptation): the answer is ``rank``'s selection over the entities of the chains'
+    last communities (the entities reached), with the chains' triples as the facts, once the reasoning call
+    answers (or the scored check says Yes), after D_max rounds, or when the chains are exhausted, in place of
+    the generated answer or the IO / CoT fallback (before any chain exists the fallback still answers).
+    Scored calls replace generated ones one for one and rank's call replaces the fallback, so the call bound
+    holds unchanged. Every score is in the trace (``scores`` of each pruning and check, ``rank_top``).
+
     References
     ----------
-    Liang et al., FastToG (2024), Algorithms 1 and 2, equations 4-6, Appendix C.
+    Liang et al., Fast Think-on-Graph: Wider, Deeper and Faster Reasoning of Large Language Model on Knowledge
+    Graph (2024), Algorithms 1 and 2, equations 4-6, Appendix C. ``answer: rank``: Luo et al., Graph-constrained
+    Reasoning (GCR, 2024), answers constrained to KG entities ranked by the LLM's likelihood.
     """
     s, kg, q = inp.sampling, inp.kg, inp.question
     question = clean_question(q.text)
@@ -479,8 +522,13 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     trace: dict[str, Any] = {"reasoner": "fasttog", "width": W, "d_max": D, "detector": params.detector,
                              "text": params.text if params.text == "triple2text" else f"graph2text-{params.graph2text}",
                              "depths": [], "llm_requests": calls}
+    scored = params.decide == "score"
+    scored_check = scored and params.answer == "rank"
+    if scored or params.answer == "rank":
+        trace.update(decide=params.decide, answer=params.answer)
     unparseable = 0
     qkey = zlib.crc32(q.question_id.encode())
+    chains: list[Chain] = []
 
     def rng(phase: int, chain: int) -> np.random.Generator:
         return np.random.default_rng([params.seed, qkey, phase, chain])
@@ -499,6 +547,37 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
         trace.update(stop=stop, depth_reached=depth, fallback_reply=text_of(rec))
         check()
         return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
+
+    def chain_facts() -> list[str]:
+        """The chains' triples as ``(head, relation, tail)``, chain by chain, each once."""
+        facts: list[str] = []
+        for ch in chains:
+            for e in ch.edges:
+                facts.extend(t for t in (_fmt(_triple(kg, x)) for x in e) if t not in facts)
+        return facts
+
+    def conclude(stop: str, depth: int, ans: str | None = None
+                 ) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+        """The search's answer: with answer: rank, rank's selection over the entities of the chains' last
+        communities; otherwise the generated ``ans``, or the fallback when there is none."""
+        if params.answer == "rank" and chains:
+            ids: dict[str, int] = {}
+            for ch in chains:
+                last = sorted(ch.communities[-1])
+                for n, e in zip(kg.names(np.asarray(last)), last):
+                    ids.setdefault(str(n), int(e))
+            reached = list(ids)
+            (rec,) = yield [dc.rank_request(question=q, facts=chain_facts(), names=reached, s=s)]
+            calls.append("rank")
+            got, top = dc.rank_answer(rec, q.choices or reached, s, margin=params.margin, ids=ids)
+            trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
+            check()
+            return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable)
+        if ans is not None:
+            trace.update(stop=stop, depth_reached=depth)
+            check()
+            return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)
+        return (yield from finish(stop, depth))
 
     topics = valid_topics(inp)
     if not topics:
@@ -520,28 +599,37 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     trace["initial"] = init
     if not cands:
         return (yield from finish("no_candidates", 0))
-    prompt = PRUNE_PROMPT.format(
-        question=question, premise=start_text, options=option_lines(opts + [NONE_OPTION]),
-        instruction=PRUNE_MULTI.format(k=W, example=example_letters(W, len(opts)), none=letters(len(opts) + 1)[-1]))
-    (rec,) = yield [prune_request(prompt, s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)]
-    calls.append("prune_multi")
-    chosen, ok = parse_fine(text_of(rec), len(cands), W)
-    if not ok:
-        unparseable += 1
-        chosen = list(range(min(W, len(cands))))
-    init.update(reply=text_of(rec), parsed=ok, chosen=chosen)
+    if scored:
+        (rec,) = yield [dc.score_request(SCORE_MULTI.format(question=question, premise=start_text), opts, s)]
+        calls.append("prune_multi")
+        chosen, scores = dc.choose(rec, len(cands), W, params.score_normalize)
+        init.update(reply="", parsed=True, chosen=chosen, scores=dc.scored_options(opts, scores))
+    else:
+        prompt = PRUNE_PROMPT.format(
+            question=question, premise=start_text, options=option_lines(opts + [NONE_OPTION]),
+            instruction=PRUNE_MULTI.format(k=W, example=example_letters(W, len(opts)),
+                                           none=letters(len(opts) + 1)[-1]))
+        (rec,) = yield [prune_request(prompt, s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)]
+        calls.append("prune_multi")
+        got, ok = parse_fine(text_of(rec), len(cands), W)
+        if not ok:
+            unparseable += 1
+            got = list(range(min(W, len(cands))))
+        chosen = got or []
+        init.update(reply=text_of(rec), parsed=ok, chosen=chosen)
     if not chosen:
         return (yield from finish("pruned_all", 0))
-    chains = []
     for i in chosen:
         chains.append(Chain([cands[i].nodes], [cands[i].edges]))
         history.add(cands[i].nodes)
 
     last_context: str | None = None
 
-    def text_and_reason(rd: dict[str, Any]) -> Generator[list[LLMRequest], list[CallRecord], tuple[str | None, bool]]:
+    def text_and_reason(rd: dict[str, Any]
+                        ) -> Generator[list[LLMRequest], list[CallRecord], tuple[bool, str | None, bool]]:
         """Community2Text of every community not yet in text (one segment per chain), then one reasoning call
-        over all chains; (answer or None, stale) — stale: the context is the last one reasoned over (no call)."""
+        over all chains; (answered, the generated answer or None, stale) — stale: the context is the last one
+        reasoned over (no call). With the scored check, answered: "Yes" scored above "No"."""
         nonlocal unparseable, last_context
         todo = [ci for ci, ch in enumerate(chains) if ch.converted < len(ch.communities)]
         segs = [[t for e in chains[ci].edges[chains[ci].converted:] for t in _triples(kg, e)] for ci in todo]
@@ -559,8 +647,14 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
         context = "\n".join(f"Chain {i + 1}: " + " -> ".join(ch.texts) for i, ch in enumerate(chains))
         rd["context"] = context
         if context == last_context:
-            return None, True
+            return False, None, True
         last_context = context
+        if scored_check:
+            (rec,) = yield [dc.enough_request("\n".join(chain_facts()), question, s)]
+            calls.append("reason")
+            yes, sc = dc.enough(rec)
+            rd["reasoning"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
+            return yes, None, False
         demo = (("user", REASON_DEMO[0]), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
         user = REASON_PROMPT.format(start=start_text, chains=context, question=question)
         (rec,) = yield [LLMRequest(messages=(("system", REASON_SYSTEM), *demo, ("user", user)),
@@ -570,16 +664,14 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
         ans, ok = parse_reasoning(text_of(rec))
         unparseable += int(not ok)
         rd["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
-        return ans, False
+        return ans is not None, ans, False
 
     # ---- initial phase, reasoning over the head communities (the paper's "1 round of ... reasoning in the
     # initial phase"): an answer here is depth 0
     init["chains"] = [[names(c) for c in ch.communities] for ch in chains]
-    ans, _ = yield from text_and_reason(init)
-    if ans is not None:
-        trace.update(stop="answered", depth_reached=0)
-        check()
-        return Reasoning(answer=ans, depth=0, trace=trace, unparseable=unparseable)
+    answered, ans, _ = yield from text_and_reason(init)
+    if answered:
+        return (yield from conclude("answered", 0, ans))
     for it in range(D):
         rd: dict[str, Any] = {"depth": it + 1, "pruning": []}
         trace["depths"].append(rd)
@@ -603,6 +695,10 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             for ci, cs in asks:
                 premise = "; ".join([start_text] + [triple2text(_triples(kg, e)) for e in chains[ci].edges])
                 opts = [triple2text(_triples(kg, c.edges)) for c in cs]
+                if scored:
+                    reqs.append(dc.score_request(SCORE_SINGLE.format(question=question, premise=premise),
+                                                 opts + [NONE_OPTION], s))
+                    continue
                 reqs.append(prune_request(PRUNE_PROMPT.format(
                     question=question, premise=premise, options=option_lines(opts + [NONE_OPTION]),
                     instruction=PRUNE_SINGLE.format(none=letters(len(opts) + 1)[-1])), s, params.prune_tokens,
@@ -611,11 +707,18 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             calls.extend(["prune"] * len(reqs))
             by_chain = {e["chain"]: e for e in rd["pruning"]}
             for (ci, cs), r in zip(asks, recs):
-                got, ok = parse_fine(text_of(r), len(cs), 1)
-                if not ok:
-                    unparseable += 1
-                    got = [0]
-                by_chain[ci].update(reply=text_of(r), parsed=ok, chosen=got)
+                if scored:
+                    # "None of the above" is the last option: chosen when it scores best
+                    best, sc = dc.choose(r, len(cs) + 1, 1, params.score_normalize)
+                    got = [] if best == [len(cs)] else best
+                    by_chain[ci].update(reply="", parsed=True, chosen=got,
+                                        scores=dc.scored_options(by_chain[ci]["options"] + [NONE_OPTION], sc))
+                else:
+                    got, ok = parse_fine(text_of(r), len(cs), 1)
+                    if not ok:
+                        unparseable += 1
+                        got = [0]
+                    by_chain[ci].update(reply=text_of(r), parsed=ok, chosen=got)
                 if not got:
                     chains[ci].active = False
                     by_chain[ci]["stopped"] = "llm_none"
@@ -625,11 +728,9 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 chains[ci].edges.append(c.edges)
                 history.add(c.nodes)
         rd["chains"] = [[names(c) for c in ch.communities] for ch in chains]
-        ans, stale = yield from text_and_reason(rd)
+        answered, ans, stale = yield from text_and_reason(rd)
         if stale:  # nothing new since the last reasoning call
-            return (yield from finish("exhausted", it))
-        if ans is not None:
-            trace.update(stop="answered", depth_reached=it + 1)
-            check()
-            return Reasoning(answer=ans, depth=it + 1, trace=trace, unparseable=unparseable)
-    return (yield from finish("max_depth", D))
+            return (yield from conclude("exhausted", it))
+        if answered:
+            return (yield from conclude("answered", it + 1, ans))
+    return (yield from conclude("max_depth", D))
