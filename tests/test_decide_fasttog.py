@@ -1,6 +1,6 @@
 """``decide: score`` and ``answer: rank`` of FastToG and the LEGO ``llm`` scorer's ``decide: score``
-(kgrag.reasoners.decide): golden steps on the five-edge KG with scripted scores, the call bound, a failed scoring
-call, and the real SmolLM2 on the same KG.
+(kgrag.reasoners.decide): golden steps on the five-edge KG with scripted scores, ``stop: rank`` (the best-scored
+depth answers), the call bound, a failed scoring call, and the real SmolLM2 on the same KG.
 
 Scripted scores are log-probs per option (``tests.test_decide_tog.ScriptedScores``: 2 tokens an option, so with
 ``score_normalize: mean`` a recorded score is half the scripted one). The expected pruning and answer follow from
@@ -214,6 +214,97 @@ def test_fasttog_scored_call_bound_holds(dense, width, d_max, text):
         assert len(calls) == bound
     else:
         assert len(calls) == width * d_max + d_max + 3 <= call_bound(width, d_max) == bound
+
+
+# ---------------------------------------------------------------------------------------------- stop: rank
+
+@pytest.mark.parametrize("answer,expected,depth", [
+    ({"Film A": -3.0, "Dir X": -0.5, "City Q": -2.0}, "Dir X", 1),
+    ({"Film A": -0.4, "Dir X": -0.5, "City Q": -2.0}, "Film A", 0),
+    ({"Film A": -3.0, "Dir X": -2.0, "City Q": -1.0}, "City Q", 2),
+    ({"Film A": -1.0, "Dir X": -1.0, "City Q": -1.0}, "Film A", 0),  # a tie: the earlier depth
+])
+def test_fasttog_stop_rank_answers_with_the_best_scored_depth(gkg, answer, expected, depth):
+    """stop: rank, W = 1, D_max = 3: rank's call over the chain's last community replaces the check in the initial
+    phase (Film A, depth 0) and each round (Dir X, then City Q); round 3 has no candidate and nothing new to rank
+    (exhausted at depth 2). The depth whose best name scores highest answers, with no further call: 6 calls, no
+    check call."""
+    b = ScriptedScores(prefer("directed", "born", "Film A", answer=answer))
+    res, calls = run(gkg, b, width=1, d_max=3, decide="score", answer="rank", stop="rank")
+    init = res.trace["initial"]
+    d1, d2, d3 = res.trace["depths"]
+    assert init["chains"] == [[["Film A"]]] and d2["chains"] == [[["Film A"], ["Dir X"], ["City Q"]]]
+    assert init["reasoning"] == {"rank_top": [["Film A", answer["Film A"]]]}
+    assert d1["reasoning"] == {"rank_top": [["Dir X", answer["Dir X"]]]}
+    assert d2["reasoning"] == {"rank_top": [["City Q", answer["City Q"]]]}
+    assert [p["stopped"] for p in d3["pruning"]] == ["no_candidates"] and "reasoning" not in d3
+    assert res.answer == expected and res.depth == depth and res.trace["answer_depth"] == depth
+    assert res.trace["rank_top"] == [[expected, answer[expected]]] and res.trace["answer_from"] == "rank"
+    assert res.trace["stop"] == "exhausted" and res.trace["depth_reached"] == 2 and res.fallback is None
+    assert res.trace["llm_requests"] == ["prune_multi", "rank", "prune", "rank", "prune", "rank"] and len(calls) == 6
+    assert not any(tuple(r.continuations) == ENOUGH_OPTIONS for r in b.requests)
+    assert [r.continuations for r in b.requests if "Answer:" in user(r)] == [("Film A",), ("Dir X",), ("City Q",)]
+    assert res.trace["call_bound"] == {"calls": 6, "bound": call_bound(1, 3), "holds": True}
+
+
+@pytest.mark.parametrize("answer,expected,depth", [
+    ({"Film A": -0.5, "Film B": -2.0, "Dir X": -1.0, "Dir Y": -3.0}, "Film A", 0),
+    ({"Film A": -2.0, "Film B": -2.5, "Dir X": -3.0, "Dir Y": -1.0}, "Dir Y", 1),
+])
+def test_fasttog_stop_rank_at_max_depth_makes_one_call_less_than_the_check(gkg, answer, expected, depth):
+    """W = 2, D_max = 1, the check never says Yes. stop: check: the check at depth 0 and 1, then rank's call
+    answers over Dir X, Dir Y (6 calls). stop: rank: rank's call in place of each check, the best depth answers
+    (5 calls: the final rank call is not needed)."""
+    score = prefer("directed", "Film A", enough_at=("nothing",), answer=answer)
+    res, calls = run(gkg, ScriptedScores(score), width=2, d_max=1, decide="score", answer="rank")
+    assert res.trace["stop"] == "max_depth" and res.depth == 1 and len(calls) == 6
+    b = ScriptedScores(score)
+    res, calls = run(gkg, b, width=2, d_max=1, decide="score", answer="rank", stop="rank")
+    (d1,) = res.trace["depths"]
+    assert d1["chains"] == [[["Film A"], ["Dir X"]], [["Film B"], ["Dir Y"]]]
+    by_score = lambda names: sorted(([n, answer[n]] for n in names), key=lambda x: -x[1])  # noqa: E731
+    assert res.trace["initial"]["reasoning"] == {"rank_top": by_score(["Film A", "Film B"])}
+    assert d1["reasoning"] == {"rank_top": by_score(["Dir X", "Dir Y"])}
+    assert res.answer == expected and res.depth == depth and res.trace["answer_depth"] == depth
+    assert res.trace["stop"] == "max_depth" and res.trace["depth_reached"] == 1 and res.fallback is None
+    assert res.trace["llm_requests"] == ["prune_multi", "rank", "prune", "prune", "rank"] and len(calls) == 5
+    assert kinds(b) == ["score"] * 5 and not any(tuple(r.continuations) == ENOUGH_OPTIONS for r in b.requests)
+
+
+def test_fasttog_stop_rank_only_with_scored_decisions_and_the_rank_answer(gkg):
+    """stop: rank changes nothing without decide: score and answer: rank: with decide: generate the paper's
+    reasoning reply still ends the search (the same calls and answer as stop: check)."""
+    got = []
+    for stop in ("check", "rank"):
+        b = ScriptedScores(prefer(answer={"Dir X": -2.0, "Dir Y": -1.0}), text=fast_reply)
+        res, _ = run(gkg, b, width=2, d_max=3, decide="generate", answer="rank", stop=stop)
+        got.append((res.answer, res.depth, res.trace["stop"], res.trace["llm_requests"]))
+        assert "answer_depth" not in res.trace
+    assert got[0] == got[1] == ("Dir Y", 1, "answered", ["prune_multi", "reason", "prune", "prune", "reason",
+                                                          "rank"])
+
+
+@pytest.mark.parametrize("width,d_max,text", [(1, 1, "graph2text"), (2, 2, "graph2text"), (3, 3, "graph2text"),
+                                              (2, 2, "triple2text")])
+def test_fasttog_stop_rank_call_bound_holds(dense, width, d_max, text):
+    """Adversarial scores for stop: rank ("None of the above" worst, every chain grows each round): rank's call
+    replaces each check one for one and the best depth answers with no final call, one call under the scored
+    check's worst case."""
+    def score(req, opt):
+        if "Answer:" in user(req):
+            return -1.0 if opt == "n0" else -5.0
+        return -9.0 if opt == NONE_OPTION else -5.0
+    q = Question("q", "what is related to [n0]", dense.ids_of(["n0"]))
+    res, calls = run(dense, ScriptedScores(score), question=q, width=width, d_max=d_max, text=text,
+                     graph2text="llm", decide="score", answer="rank", stop="rank", max_size=4)
+    llm_text = text == "graph2text"
+    bound = implementation_bound(width, d_max, llm_text)
+    assert res.trace["call_bound"] == {"calls": len(calls), "bound": bound, "holds": True}
+    req = res.trace["llm_requests"]
+    assert req.count("prune_multi") == 1 and req.count("prune") == width * d_max and req.count("rank") == d_max + 1
+    assert "reason" not in req and "fallback" not in req and res.trace["stop"] == "max_depth"
+    assert res.trace["depth_reached"] == d_max and res.depth == res.trace["answer_depth"] <= d_max
+    assert len(calls) == (bound - 1 if llm_text else width * d_max + d_max + 2)
 
 
 # ---------------------------------------------------------------------------------------------- LEGO llm scorer

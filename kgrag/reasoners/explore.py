@@ -29,6 +29,29 @@ matched per thought, the last ``render_facts`` (15) facts of a state shown to th
 Documented fallbacks (each counted in ``Reasoning.unparseable``): a pruning reply without a valid letter keeps
 the embedding ranking's best (the listed order without an index); an extraction reply with no matched entity
 adds none. Algorithm 1's ``End?`` check is the thought's ``Answer:`` line (no separate call).
+
+``decide: score`` (``kgrag.reasoners.decide``; kgrag's adaptation for small models, not the paper's setting): with
+``prune: llm`` each relation and neighbour pruning call becomes one scoring call: every option (the relation's
+name; the candidate triple) is scored as the reply to "which relation / fact of the entity is most useful"
+(``RELATION_SCORE``, ``FACT_SCORE``; the thought in the prompt) and the ``max_relations`` / ``max_neighbours``
+best are kept (ties: the embedding pre-rank's order). A failed scoring call keeps the pre-rank's first ones and
+is not counted unparseable; the scores are in the trace (``relation_scores``, ``triple_scores`` of each
+explored entity). The entity extraction is not an LLM call then: GraphExplore goes on from the state's own
+entities (the question's, then the ends of the triples kept, unvisited ones first in the order seen), so a
+step is a generated thought plus scored pruning. The thought stays generated; with ``answer: generate`` so does
+its ``Answer:`` line (the ``End?`` check, which gives the answer). With ``answer: rank`` as well, the ``End?``
+check is scored, as ToG's sufficiency check: the thought prompt asks for the next thought only (an ``Answer:``
+line in it is not read), and after the step's exploration each open state with facts gets one scoring call,
+"Yes" against "No" (``decide.enough_request`` over its triples; ``enough`` in the step's trace): Yes ends the
+chain, a failed call says No. ToT / GoT evaluators: see ``strategies``.
+
+``answer: rank``: the final answer (after the ``End?`` check or ``max_steps``) is ``rank``'s selection over the
+entities the chain reached (the ends of its triples and the entities matched, the question's own entities left
+out), with its triples as the facts (one scoring call; ``margin`` as rank's). With none reached, the thought's
+answer, else the chain-of-thought call answers.
+
+LLM calls with ``decide: score``, ``cot``: at most ``max_steps`` · (2 + 2 · ``depth`` · ``max_entities``) + 1
+(one thought, at most two pruning calls per visited entity, the check with ``answer: rank``; the final answer).
 """
 
 from __future__ import annotations
@@ -41,6 +64,7 @@ from pydantic import Field
 
 from kgrag.generate import clean_question, parse_answers
 from kgrag.llm import LLMRequest
+from kgrag.reasoners import decide as dc
 from kgrag.reasoners.baselines import cot_answer, cot_request
 from kgrag.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, text_of
 from kgrag.reasoners.kgtools import edges_of, other_end, rel_name, relations_of, resolve_entity, triple_text
@@ -76,6 +100,12 @@ class ExploreParams(StrategyParams):
 SYSTEM = "You answer a question over a knowledge graph, one short thought at a time."
 PRUNE_SYSTEM = "You pick the knowledge graph items most useful for answering a question."
 EXTRACT_SYSTEM = "You list the entity names mentioned in a text."
+# decide: score: the options scored as the reply
+RELATION_SCORE = ("Question: {question}\nThought: {thought}\n\n"
+                  "Which relation of {entity} is most useful for answering the question? Reply with the relation.")
+FACT_SCORE = ("Question: {question}\nThought: {thought}\n\n"
+              "Which fact (head, relation, tail) about {entity} is most useful for answering the question? "
+              "Reply with the fact.")
 
 
 @dataclass(eq=False)
@@ -87,6 +117,7 @@ class ExploreState:
     seen: tuple[int, ...] = ()
     visited: frozenset[int] = frozenset()
     answer: str | None = None
+    end: str | None = None  # "enough": the scored End? check said Yes (decide: score, answer: rank)
 
 
 class ExploreDomain:
@@ -98,6 +129,8 @@ class ExploreDomain:
         self.unparseable = 0
         self.log: list[dict] = []
         self.step_no = 0
+        # decide: score with answer: rank: the End? check is a scoring call, the thought's Answer: line not read
+        self.checked = params.decide == "score" and params.answer == "rank"
 
     # ---- prompts --------------------------------------------------------------------------------------
     def facts(self, state: ExploreState) -> str:
@@ -110,8 +143,9 @@ class ExploreDomain:
             user += f"\n\nKnowledge graph facts (head, relation, tail):\n{self.facts(state)}"
         if state.thoughts:
             user += "\n\nThoughts so far:\n" + "\n".join(f"{i + 1}. {t}" for i, t in enumerate(state.thoughts))
-        user += ("\n\nWrite the next thought: one sentence naming what to look up next. If the facts already answer "
-                 "the question, write 'Answer: name | name' instead.")
+        user += "\n\nWrite the next thought: one sentence naming what to look up next."
+        if not self.checked:
+            user += " If the facts already answer the question, write 'Answer: name | name' instead."
         return LLMRequest(messages=(("system", SYSTEM), ("user", user)), temperature=temperature, top_p=s.top_p,
                           max_tokens=self.p.thought_max_tokens, seed=seed)
 
@@ -128,6 +162,22 @@ class ExploreDomain:
                 "braces, e.g. {A} {C}.")
         return LLMRequest(messages=(("system", PRUNE_SYSTEM), ("user", user)), temperature=self.p.prune_temperature,
                           max_tokens=self.p.prune_max_tokens, seed=self.inp.sampling.seed)
+
+    def prune_request(self, what: str, entity: str, thought: str, options: list[str], keep: int) -> LLMRequest:
+        """A pruning call over ``options``: letters picked (``decide: generate``) or the options scored."""
+        if self.p.decide == "score":
+            tpl = RELATION_SCORE if what == "relations" else FACT_SCORE
+            prompt = tpl.format(question=clean_question(self.inp.question.text), thought=thought, entity=entity)
+            return dc.score_request(prompt, options, self.inp.sampling, system=PRUNE_SYSTEM)
+        head = f"Relations of {entity}" if what == "relations" else f"Facts about {entity}"
+        return self.pick_request(head, thought, options, keep)
+
+    def pruned(self, rec, ranked: list, texts: list[str], keep: int) -> tuple[list, list[list] | None]:
+        """(kept options, scored options for the trace or None) of a pruning call."""
+        if self.p.decide == "score":
+            chosen, scores = dc.choose(rec, len(ranked), keep, self.p.score_normalize)
+            return [ranked[i] for i in chosen], dc.scored_options(texts, scores)
+        return self._pick(rec, ranked, keep)[0], None
 
     # ---- graph helpers ----------------------------------------------------------------------------------
     def qvec(self, thought: str) -> np.ndarray | None:
@@ -166,15 +216,21 @@ class ExploreDomain:
         for i, (s, rs) in enumerate(zip(states, recs)):
             for j, r in enumerate(rs):
                 thought = text_of(r).strip()
-                ans = final_answer(thought)
+                ans = None if self.checked else final_answer(thought)
                 log = {"step": self.step_no, "parent": i, "branch": j, "thought": thought}
                 child = ExploreState(thoughts=s.thoughts + (thought,), edges=s.edges, seen=s.seen, visited=s.visited,
                                      answer=ans)
                 kids.append((i, j, child, log))
         open_ = [c for c in kids if c[2].answer is None]
-        # entity extraction: one request per open child, all in one batch
-        ext = yield from gather([[self.extract_request(c[2].thoughts[-1])] for c in open_])
-        for (_, _, child, log), (rec,) in zip(open_, ext):
+        # entity extraction: one request per open child, all in one batch (decide: score: none, the search goes
+        # on from the state's own entities)
+        scored = p.decide == "score"
+        ext = yield from gather([[] if scored else [self.extract_request(c[2].thoughts[-1])] for c in open_])
+        for (_, _, child, log), recs_ in zip(open_, ext):
+            if scored:
+                log.update(extraction=None, entities=[], explored=[])
+                continue
+            (rec,) = recs_
             names = parse_answers(text_of(rec), "|")
             matched = []
             for n in names[: p.names_per_thought]:
@@ -198,19 +254,24 @@ class ExploreDomain:
             if not visits:
                 break
             # relation pruning
-            reqs, kept_rels = [], []
+            reqs, kept_rels, rel_scores = [], [], []
             for child, _, ent, rels in visits:
                 opts = rels[:26]
                 if p.prune == "llm" and len(rels) > p.max_relations:
-                    reqs.append([self.pick_request(f"Relations of {self.kg.names([ent])[0]}", child.thoughts[-1],
-                                                   [rel_name(self.kg, r) for r in opts], p.max_relations)])
+                    reqs.append([self.prune_request("relations", self.kg.names([ent])[0], child.thoughts[-1],
+                                                    [rel_name(self.kg, r) for r in opts], p.max_relations)])
                 else:
                     reqs.append([])
                 kept_rels.append(opts)
             rrecs = yield from gather(reqs)
             for n, rr in enumerate(rrecs):
-                kept_rels[n] = self._pick(rr[0], kept_rels[n], p.max_relations)[0] if rr else \
-                    kept_rels[n][: p.max_relations]
+                sc = None
+                if rr:
+                    kept_rels[n], sc = self.pruned(rr[0], kept_rels[n], [rel_name(self.kg, r) for r in kept_rels[n]],
+                                                   p.max_relations)
+                else:
+                    kept_rels[n] = kept_rels[n][: p.max_relations]
+                rel_scores.append(sc)
             # neighbour pruning
             reqs, cands = [], []
             for (child, _, ent, _), rels in zip(visits, kept_rels):
@@ -218,23 +279,40 @@ class ExploreDomain:
                 es = [int(e) for r in rels for e in edges_of(self.kg, ent, r, graph_id=self.gid).tolist() if int(e) not in have]
                 es = self.rank_edges(es, ent, qs[id(child)])[:26]
                 if p.prune == "llm" and len(es) > p.max_neighbours:
-                    reqs.append([self.pick_request(f"Facts about {self.kg.names([ent])[0]}", child.thoughts[-1],
-                                                   triple_text(self.kg, es), p.max_neighbours)])
+                    reqs.append([self.prune_request("facts", self.kg.names([ent])[0], child.thoughts[-1],
+                                                    triple_text(self.kg, es), p.max_neighbours)])
                 else:
                     reqs.append([])
                 cands.append(es)
             nrecs = yield from gather(reqs)
-            for (child, log, ent, _), rels, es, nr in zip(visits, kept_rels, cands, nrecs):
-                kept = self._pick(nr[0], es, p.max_neighbours)[0] if nr else es[: p.max_neighbours]
+            for (child, log, ent, _), rels, es, nr, rsc in zip(visits, kept_rels, cands, nrecs, rel_scores):
+                tsc = None
+                if nr:
+                    kept, tsc = self.pruned(nr[0], es, triple_text(self.kg, es), p.max_neighbours)
+                else:
+                    kept = es[: p.max_neighbours]
                 kept = [e for e in kept if e not in child.edges]
                 child.edges = child.edges + tuple(kept)
                 for e in kept:
                     o = other_end(self.kg, e, ent)
                     if o not in child.seen:
                         child.seen = child.seen + (o,)
-                log["explored"].append({"level": level + 1, "entity": self.kg.names([ent])[0],
-                                        "relations": [rel_name(self.kg, r) for r in rels],
-                                        "triples": triple_text(self.kg, kept)})
+                entry = {"level": level + 1, "entity": self.kg.names([ent])[0],
+                         "relations": [rel_name(self.kg, r) for r in rels], "triples": triple_text(self.kg, kept)}
+                if rsc is not None:
+                    entry["relation_scores"] = rsc
+                if tsc is not None:
+                    entry["triple_scores"] = tsc
+                log["explored"].append(entry)
+        if self.checked:  # the End? check scored: Yes / No over each open state's facts
+            chk = [c for c in open_ if c[2].edges]
+            recs = yield from gather([[dc.enough_request(self.facts(c[2]), clean_question(self.inp.question.text),
+                                                         self.inp.sampling)] for c in chk])
+            for (_, _, child, log), (rec,) in zip(chk, recs):
+                yes, sc = dc.enough(rec)
+                log["enough"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
+                if yes:
+                    child.end = "enough"
         for *_, log in kids:
             self.log.append(log)
         out: list[list[ExploreState]] = [[] for _ in states]
@@ -244,7 +322,7 @@ class ExploreDomain:
 
     # ---- the rest of the Domain protocol ---------------------------------------------------------------------
     def done(self, state: ExploreState) -> bool:
-        return state.answer is not None
+        return state.answer is not None or state.end is not None
 
     def render(self, state: ExploreState) -> str:
         out = [f"Thought: {t}" for t in state.thoughts]
@@ -269,9 +347,11 @@ def _init(inp: ReasonInput) -> ExploreState:
     return ExploreState(seen=tuple(int(s) for s in seeds))
 
 
-@REASONERS.register("explore", params=ExploreParams, version="2")
+@REASONERS.register("explore", params=ExploreParams, version="3")
 def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
-    """Automatic graph exploration: thought → entities → relation and neighbour pruning → triples, repeated.
+    """Automatic graph exploration: thought → entities → relation and neighbour pruning → triples, repeated
+    (``decide: score``: the pruning scored, no extraction call; ``answer: rank``: rank's answer over the entities
+    reached; see the module doc).
 
     References
     ----------
@@ -282,15 +362,29 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     init = _init(inp)
     res = yield from search(dom, question=inp.question.text, init=init, params=params, max_steps=params.max_steps,
                             sampling=inp.sampling)
-    finished = [s for s in res.states if s.answer is not None]
+    finished = [s for s in res.states if s.answer is not None or s.end is not None]
     best = finished[0] if finished else res.states[0]
     kg = inp.kg
     trace = {"reasoner": "explore", "strategy": params.strategy, "prune": params.prune,
              "seed_entities": kg.names(list(init.seen)) if kg is not None else [],
              "thoughts": list(best.thoughts), "triples": triple_text(kg, best.edges) if kg is not None else [],
              "steps": dom.log, "search": res.trace}
+    if params.decide == "score" or params.answer == "rank":
+        trace.update(decide=params.decide, answer=params.answer)
     unparseable = dom.unparseable + res.unparseable
-    if finished:
+    q, s = inp.question, inp.sampling
+    ids: dict[str, int] = {}
+    if params.answer == "rank" and kg is not None:
+        reached = [e for e in best.seen if e not in init.seen]
+        ids = {str(n): e for n, e in zip(kg.names(reached), reached)}
+    if params.answer == "rank" and (ids or q.choices):
+        names = list(ids)
+        facts = triple_text(kg, best.edges[: params.max_context_triples]) if kg is not None else []
+        (rec,) = yield [dc.rank_request(question=q, facts=facts, names=names, s=s)]
+        ans, top = dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
+        trace.update(answer_from="rank", rank_top=top)
+        return Reasoning(answer=ans, depth=res.steps, trace=trace, unparseable=unparseable)
+    if best.answer is not None:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
     facts = dom.facts(best) if kg is not None else ""
     (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts,

@@ -285,6 +285,11 @@ class FastToGParams(BaseModel):
     score_normalize: Literal["mean", "sum"] = Field("mean", description=dc.NORMALIZE_HELP)
     margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
                           "output too (rank's top_k auto rule; 0 = the best only)")
+    stop: Literal["check", "rank"] = Field(
+        "check", description="with decide: score and answer: rank, when the search stops: check = when the scored "
+        "sufficiency check prefers Yes to No (else after D_max rounds); rank = rank's call in the initial phase and "
+        "every round over the entities of the chains' last communities, the search runs D_max rounds (or until the "
+        "chains are exhausted) and answers with the depth whose best name scores highest")
 
     @field_validator("detector")
     @classmethod
@@ -508,6 +513,15 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     Scored calls replace generated ones one for one and rank's call replaces the fallback, so the call bound
     holds unchanged. Every score is in the trace (``scores`` of each pruning and check, ``rank_top``).
 
+    ``stop: rank`` (with ``decide: score`` and ``answer: rank`` only; kgrag's adaptation: with SmolLM2-135M the
+    scored check preferred "No" on every dev question, so the search always ran D_max rounds): in the initial phase
+    and every round rank's call over the entities of the chains' last communities replaces the check call one
+    for one (each depth's ``reasoning: {"rank_top": ...}``); the search runs D_max rounds or until the chains
+    are exhausted, and the depth whose best name scores highest answers (the earlier one on a tie;
+    ``answer_depth`` in the trace and ``depth`` of the result), with no further call. When no depth's rank
+    call gave scores (failed calls), rank's call at the end answers as with ``stop: check``. The call bound
+    holds unchanged.
+
     References
     ----------
     Liang et al., Fast Think-on-Graph: Wider, Deeper and Faster Reasoning of Large Language Model on Knowledge
@@ -524,6 +538,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                              "depths": [], "llm_requests": calls}
     scored = params.decide == "score"
     scored_check = scored and params.answer == "rank"
+    rank_stop = scored_check and params.stop == "rank"  # rank at every depth in place of the check
     if scored or params.answer == "rank":
         trace.update(decide=params.decide, answer=params.answer)
     unparseable = 0
@@ -556,20 +571,33 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 facts.extend(t for t in (_fmt(_triple(kg, x)) for x in e) if t not in facts)
         return facts
 
+    best_depth: list = []  # stop: rank: (best score, answer, depth, top names) of the best depth so far
+
+    def ranked_last() -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
+        """rank's call over the entities of the chains' last communities (the entities reached), the chains'
+        triples as the facts: (answer, top names)."""
+        ids: dict[str, int] = {}
+        for ch in chains:
+            last = sorted(ch.communities[-1])
+            for n, e in zip(kg.names(np.asarray(last)), last):
+                ids.setdefault(str(n), int(e))
+        reached = list(ids)
+        (rec,) = yield [dc.rank_request(question=q, facts=chain_facts(), names=reached, s=s)]
+        calls.append("rank")
+        return dc.rank_answer(rec, q.choices or reached, s, margin=params.margin, ids=ids)
+
     def conclude(stop: str, depth: int, ans: str | None = None
                  ) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
         """The search's answer: with answer: rank, rank's selection over the entities of the chains' last
-        communities; otherwise the generated ``ans``, or the fallback when there is none."""
+        communities (stop: rank: the best-scored depth's, no further call); otherwise the generated ``ans``, or
+        the fallback when there is none."""
+        if best_depth:
+            _, got, d_best, top = best_depth
+            trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top, answer_depth=d_best)
+            check()
+            return Reasoning(answer=got, depth=d_best, trace=trace, unparseable=unparseable)
         if params.answer == "rank" and chains:
-            ids: dict[str, int] = {}
-            for ch in chains:
-                last = sorted(ch.communities[-1])
-                for n, e in zip(kg.names(np.asarray(last)), last):
-                    ids.setdefault(str(n), int(e))
-            reached = list(ids)
-            (rec,) = yield [dc.rank_request(question=q, facts=chain_facts(), names=reached, s=s)]
-            calls.append("rank")
-            got, top = dc.rank_answer(rec, q.choices or reached, s, margin=params.margin, ids=ids)
+            got, top = yield from ranked_last()
             trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
             check()
             return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable)
@@ -625,11 +653,13 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
 
     last_context: str | None = None
 
-    def text_and_reason(rd: dict[str, Any]
+    def text_and_reason(rd: dict[str, Any], depth: int
                         ) -> Generator[list[LLMRequest], list[CallRecord], tuple[bool, str | None, bool]]:
         """Community2Text of every community not yet in text (one segment per chain), then one reasoning call
         over all chains; (answered, the generated answer or None, stale) — stale: the context is the last one
-        reasoned over (no call). With the scored check, answered: "Yes" scored above "No"."""
+        reasoned over (no call). With the scored check, answered: "Yes" scored above "No". With stop: rank,
+        rank's call over the chains' last communities instead (never answered; the best-scored depth is
+        kept in ``best_depth``)."""
         nonlocal unparseable, last_context
         todo = [ci for ci, ch in enumerate(chains) if ch.converted < len(ch.communities)]
         segs = [[t for e in chains[ci].edges[chains[ci].converted:] for t in _triples(kg, e)] for ci in todo]
@@ -649,6 +679,12 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
         if context == last_context:
             return False, None, True
         last_context = context
+        if rank_stop:
+            got, top = yield from ranked_last()
+            rd["reasoning"] = {"rank_top": top}
+            if top and (not best_depth or top[0][1] > best_depth[0]):
+                best_depth[:] = [top[0][1], got, depth, top]
+            return False, None, False
         if scored_check:
             (rec,) = yield [dc.enough_request("\n".join(chain_facts()), question, s)]
             calls.append("reason")
@@ -669,7 +705,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     # ---- initial phase, reasoning over the head communities (the paper's "1 round of ... reasoning in the
     # initial phase"): an answer here is depth 0
     init["chains"] = [[names(c) for c in ch.communities] for ch in chains]
-    answered, ans, _ = yield from text_and_reason(init)
+    answered, ans, _ = yield from text_and_reason(init, 0)
     if answered:
         return (yield from conclude("answered", 0, ans))
     for it in range(D):
@@ -728,7 +764,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 chains[ci].edges.append(c.edges)
                 history.add(c.nodes)
         rd["chains"] = [[names(c) for c in ch.communities] for ch in chains]
-        answered, ans, stale = yield from text_and_reason(rd)
+        answered, ans, stale = yield from text_and_reason(rd, it + 1)
         if stale:  # nothing new since the last reasoning call
             return (yield from conclude("exhausted", it))
         if answered:

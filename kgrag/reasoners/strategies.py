@@ -18,6 +18,16 @@ gets and which survive:
   the best ``breadth`` are always kept, ahead of it; the merge is skipped when they fill all ``breadth`` places
   (with ``breadth`` 1 a found answer is never replaced by a merge).
 
+``decide: score`` (``kgrag.reasoners.decide``; kgrag's adaptation for small models, not the paper's setting): both
+evaluators become one scoring call per evaluation: every candidate's rendering (its last ``clip_chars``
+characters) is scored as the reply to "which reasoning state most likely leads to the answer"
+(``EVAL_SCORE_PROMPT``; ``score_normalize`` mean or sum of its token log-probs) and the candidates are ranked
+by that score (ties keep generation order); the ``breadth`` best are kept. Nothing is parsed: a failed scoring
+call keeps generation order and is not counted unparseable; the scores (None on a failed call) are in the
+trace. The GoT merge stays a generated thought (it is text, not a decision). ``decide`` and ``answer`` are
+read by the reasoners too (the agent's action, explore's pruning, the final answer: see ``agent`` and
+``explore``).
+
 Documented fallbacks (each counted as unparseable): a ``select`` reply without a valid letter keeps the
 first ``breadth`` candidates in generation order (letters found but fewer than ``breadth``: the rest are
 filled in generation order); a ``score`` reply without a number scores 0; an empty merge reply keeps the
@@ -42,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.generate import clean_question
 from kgrag.llm import CallRecord, LLMRequest
+from kgrag.reasoners import decide as dc
 from kgrag.reasoners.core import Sampling, text_of
 from kgrag.reasoners.parsing import letters, parse_choices, parse_rating
 
@@ -70,6 +81,13 @@ class StrategyParams(BaseModel):
     merge_temperature: float = Field(0.0, ge=0.0, description="got: sampling temperature of the merge call")
     clip_chars: int = Field(700, ge=50, description="characters of a state shown to the evaluator and merge "
                                                    "prompts (its last ones)")
+    decide: dc.Decide = Field("generate", description=dc.DECIDE_HELP + "; the tot/got evaluator (both kinds: one "
+                              "call scoring every candidate state), the agent's action, explore's pruning")
+    answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the entities the chain observed "
+                                   "(agent) or reached (explore), the question's own entities left out")
+    score_normalize: Literal["mean", "sum"] = Field("mean", description=dc.NORMALIZE_HELP)
+    margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
+                          "output too (rank's top_k auto rule; 0 = the best only)")
 
 
 class Domain(Protocol[S]):
@@ -131,6 +149,16 @@ def score_request(question: str, rendered: str, max_tokens: int, seed: int, temp
             "How likely is this reasoning to lead to the correct answer? Reply with a number from 0 to 10.")
     return LLMRequest(messages=(("system", EVAL_SYSTEM), ("user", user)), temperature=temperature,
                       max_tokens=max_tokens, seed=seed)
+
+
+EVAL_SCORE_PROMPT = ("Question: {question}\n\n"
+                     "Which reasoning state most likely leads to the correct answer? Reply with it.")
+
+
+def eval_score_request(question: str, rendered: Sequence[str], seed: int, clip: int = 700) -> LLMRequest:
+    """The evaluator with ``decide: score``: every candidate's rendering scored as the reply (one call)."""
+    return dc.score_request(EVAL_SCORE_PROMPT.format(question=clean_question(question)),
+                            [_clip(r, clip) for r in rendered], Sampling(seed=seed), system=EVAL_SYSTEM)
 
 
 def merge_request(question: str, a: str, b: str, max_tokens: int, seed: int, temperature: float = 0.0,
@@ -208,6 +236,11 @@ def _evaluate(domain: Domain[S], question: str, cands: list[S], params: Strategy
     """Rank the candidates with the evaluator: (order best first, trace info, unparseable replies)."""
     rendered = [domain.render(c) for c in cands]
     n = len(cands)
+    if params.decide == "score":  # both evaluators: one scoring call over the candidates' renderings
+        (rec,) = yield [eval_score_request(question, rendered, seed, params.clip_chars)]
+        order, scores = dc.choose(rec, n, n, params.score_normalize)
+        return order, {"evaluator": params.evaluator, "decide": "score", "scores": scores,
+                       "chosen": order[: params.breadth]}, 0
     if params.evaluator == "select":
         (rec,) = yield [select_request(question, rendered[:26], params.breadth, params.eval_max_tokens, seed,
                                        params.eval_temperature, params.clip_chars)]
