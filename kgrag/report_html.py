@@ -599,6 +599,48 @@ def _trace_generic(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionDat
     return _kv({k: v for k, v in trace.items() if k != "reasoner"})
 
 
+def scored_decisions(trace: Any, path: str = "") -> list[tuple[str, list]]:
+    """Every scored decision of a trace (``decide: score`` / ``answer: rank``, kgrag.reasoners.decide): each
+    ``scores`` or ``rank_top`` list of ``[option, score]`` pairs with where it is in the trace
+    (``depths[1].relations``), in trace order."""
+    out: list[tuple[str, list]] = []
+    if isinstance(trace, dict):
+        for k, v in trace.items():
+            here = f"{path}.{k}" if path else str(k)
+            if k in ("scores", "rank_top") and isinstance(v, list) and v and all(
+                    isinstance(x, (list, tuple)) and len(x) == 2 for x in v):
+                out.append((here if k == "rank_top" else (path or k), v))
+            else:
+                out.extend(scored_decisions(v, here))
+    elif isinstance(trace, list):
+        for i, v in enumerate(trace):
+            out.extend(scored_decisions(v, f"{path}[{i}]"))
+    return out
+
+
+def _scores_html(trace: dict) -> str:
+    """The scored decisions drawn for any reasoner: per decision each option with its log-likelihood score and a
+    bar (the best bold; a failed call's scores are shown as –)."""
+    found = scored_decisions(trace)
+    if not found:
+        return ""
+    blocks = []
+    for where, pairs in found:
+        vals = [float(sc) for _, sc in pairs if isinstance(sc, (int, float))]
+        top, low = (max(vals), min(vals)) if vals else (0.0, 0.0)
+        rows = []
+        for opt, sc in pairs:
+            ok = isinstance(sc, (int, float))
+            width = 100 if not ok or top == low else round(100 * (float(sc) - low) / (top - low))
+            best = ok and float(sc) == top
+            rows.append(f'<tr{" class=best" if best else ""}><td>{esc(opt)}</td><td>{esc(sc) if ok else "–"}</td>'
+                        f'<td><span class="bar" style="width:{width if ok else 0}%"></span></td></tr>')
+        blocks.append(f'<details class="step"><summary>{esc(where)}: {len(pairs)} options scored</summary>'
+                      f'<table class="scores">{"".join(rows)}</table></details>')
+    return (f'<div class="decisions"><p>scored decisions (log-likelihood of each option as the reply; '
+            f'{len(found)} decisions):</p>{"".join(blocks)}</div>')
+
+
 TRACE_VIEWS: dict[str, Callable[[dict, _GraphIndex, Marks, QuestionData, str], str]] = {
     "tog": _trace_tog, "fasttog": _trace_fasttog, "agent": _trace_agent, "explore": _trace_explore,
 }
@@ -660,6 +702,7 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
     gi = _GraphIndex(data.subgraph)
     marks = Marks()
     trace_html = TRACE_VIEWS.get(reasoner, _trace_generic)(trace, gi, marks, data, str(index)) if trace else ""
+    trace_html += _scores_html(trace) if trace else ""
     st = status(row) if "hit_at_1" in row or row.get(S.FAILED) else ""
     miss = missing_gold(data)
     scores = "".join(f"<tr><th>{esc(label)}</th><td>{_num(row[k])}</td></tr>" for k, label in _SCORES
@@ -723,7 +766,7 @@ font-size:12px;align-items:center}.legend span{display:inline-flex;align-items:c
 .lg-gold{fill:var(--gold)}.lg-plain{fill:var(--plain)}.lg-pred{fill:none;stroke:var(--pred);stroke-width:2.5}
 .ftchain{margin:4px 0}.comm{display:inline-block;border:2px solid #a5aab3;border-radius:10px;padding:1px 8px;
 margin:2px 0;font-size:12px}.comm.start{background:#e0e7ff;border-color:var(--topic)}.sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:middle}ol.steps li{margin-bottom:8px}
-ol.steps li.invalid{color:#b42318}details.step{margin:4px 0}details.step summary{cursor:pointer}
+ol.steps li.invalid{color:#b42318}details.step{margin:4px 0}details.step summary{cursor:pointer}table.scores td{padding:0 6px}table.scores tr.best{font-weight:bold}span.bar{display:inline-block;height:8px;background:#7a9cc6;min-width:1px}
 table.calls td:nth-child(6){max-width:600px}table.calls tr.err{background:#fef3f2}svg.tree{width:100%;height:auto;
 max-height:60vh}svg.tree rect{fill:#fff;stroke:#a5aab3}svg.tree .kept rect{stroke:#1f2937;stroke-width:2}
 svg.tree text{font-size:11px}svg.tree text.sub{fill:#6b7280;font-size:10px}svg.tree .branch{fill:none;stroke:#a5aab3}

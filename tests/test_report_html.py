@@ -16,6 +16,7 @@ from kgrag import schema as S
 from kgrag.duckdb_io import write_duckdb
 from kgrag.store import KGStore
 from tests.conftest import tiny_tables
+from tests.test_golden_reasoners import gkg  # noqa: F401  (fixture)
 
 
 class Elements(HTMLParser):
@@ -312,3 +313,30 @@ def test_explore_got_view_marks_named_entities_and_draws_the_merge(kg, index):
     merge = next(n for n in tree if n["entry"].get("parent") == "merge")
     assert sorted(merge["parents"]) == [0, 1] and merge["kept"]
     assert els.find("svg", "tree")[0]["data-thoughts"] == "3" and len(els.find("path", "branch")) == 2
+
+
+def test_scored_decisions_are_drawn_for_every_reasoner(gkg):
+    """decide: score / answer: rank: the report view lists every scored decision of the trace, each option with
+    its score, the best one bold, for ToG (its own view) and for a reasoner without a view of its own."""
+    from tests.test_decide_tog import ScriptedScores, prefer, run
+
+    res, calls = run(gkg, ScriptedScores(prefer("directed_by", "Film A", answer={"Dir X": -0.5})),
+                     width=1, depth=2, decide="score", answer="rank")
+    found = R.scored_decisions(res.trace)
+    assert [w for w, _ in found] == ["depths[0].relations", "depths[0].entities", "depths[0].reasoning",
+                                     "depths[1].relations", "depths[1].entities", "depths[1].reasoning", "rank_top"]
+    for reasoner in ("tog", "someone_elses"):
+        row = _gen_row(res, calls, reasoner)
+        trace = json.loads(row[S.TRACE])
+        trace["reasoner"] = reasoner
+        row[S.TRACE] = json.dumps(trace)
+        view = R.question_view(R.QuestionData(row=row, subgraph=_all_edges(gkg)))
+        part = view.split('<div class="decisions">')[1]
+        tables = part.split('<table class="scores">')[1:]
+        assert len(tables) == 7
+        ent = Elements(tables[1])
+        cells = [c for c in ent.text if c.strip()]
+        assert "(Film A, starred_actors, Actor P)" in cells and "(Film B, starred_actors, Actor P)" in cells
+        best = tables[1].split("<tr class=best>")[1].split("</tr>")[0]
+        assert "Film A" in best and "Film B" not in best
+        assert "Dir X" in tables[-1] and "-0.5" in tables[-1]
