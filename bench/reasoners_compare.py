@@ -1,7 +1,7 @@
 """Every reasoning module on the same MetaQA questions with the embedded LLM: Hit@1, Hit, F1, average depth,
 reasoner LLM calls and tokens per question, seconds per question; FastToG at several maximum community sizes M
 (the paper's Figure 3 on our data). Reads the default pipeline's outputs (data/validated, data/index,
-data/retrieve: run `dvc repro retrieve` first), writes ``reports/bench/reasoners_compare.json`` after each
+data/retrieve: run `dvc repro retrieve` first), writes ``reports/bench/reasoners_compare_sample.json`` after each
 configuration, so an interrupted run keeps what it finished (and the LLM call cache keeps its calls).
 """
 
@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--backend-param", action="append", default=[], metavar="KEY=VALUE",
                     help="override a param of the selected backend, e.g. n_threads=1 on a machine other jobs load "
                          "(llama.cpp's threads spin-wait: under oversubscription 2 threads run far slower than 1)")
-    ap.add_argument("--out", default="reports/bench/reasoners_compare.json")
+    ap.add_argument("--out", default="reports/bench/reasoners_compare_sample.json")
     args = ap.parse_args()
     params = load("params.yaml", [])
     g = params.generate
