@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from kgrag.llm import CallRecord, LLMRequest, scores_of
 from kgrag.reasoners.core import Sampling
 
@@ -44,6 +46,18 @@ ANSWER_HELP = ("the final answer: generate = the paper's generated answer (and i
                "context (kgrag's adaptation)")
 NORMALIZE_HELP = ("with decide: score, an option's score: mean of its token log-probs (options of different "
                   "lengths compete fairly) or their sum")
+
+
+
+class ScoreFields(BaseModel):
+    """The fields of ``decide: score`` / ``answer: rank`` that every graph reasoner's params share (each reasoner
+    adds its own ``decide`` and ``answer``, whose descriptions say what they change there)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    score_normalize: Literal["mean", "sum"] = Field("mean", description=NORMALIZE_HELP)
+    margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
+                          "output too (rank's top_k auto rule; 0 = the best only)")
+
 
 DECIDE_SYSTEM = "You explore a knowledge graph to answer a question."
 

@@ -240,7 +240,7 @@ class Seq2SeqGraph2Text:
 
 # ------------------------------------------------------------------------------------------ params
 
-class FastToGParams(BaseModel):
+class FastToGParams(dc.ScoreFields):
     """Params of ``fasttog`` (defaults: the paper's W = 3, M = 4, Louvain; D_max 3 instead of 5 for cost)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -282,9 +282,6 @@ class FastToGParams(BaseModel):
                               "scored, and with answer: rank the reasoning check (Yes / No scored)")
     answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the entities of the chains' last "
                                    "communities, the chains' triples as the facts")
-    score_normalize: Literal["mean", "sum"] = Field("mean", description=dc.NORMALIZE_HELP)
-    margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
-                          "output too (rank's top_k auto rule; 0 = the best only)")
     stop: Literal["check", "rank"] = Field(
         "check", description="with decide: score and answer: rank, when the search stops: check = when the scored "
         "sufficiency check prefers Yes to No (else after D_max rounds); rank = rank's call in the initial phase and "

@@ -48,7 +48,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from kgrag.generate import clean_question
 from kgrag.llm import CallRecord, LLMRequest
@@ -60,7 +60,7 @@ S = TypeVar("S")
 Gen = Generator[list[LLMRequest], list[CallRecord], Any]
 
 
-class StrategyParams(BaseModel):
+class StrategyParams(dc.ScoreFields):
     """The strategy fields shared by ``agent`` and ``explore`` (their params models extend this one)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -85,9 +85,6 @@ class StrategyParams(BaseModel):
                               "call scoring every candidate state), the agent's action, explore's pruning")
     answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the entities the chain observed "
                                    "(agent) or reached (explore), the question's own entities left out")
-    score_normalize: Literal["mean", "sum"] = Field("mean", description=dc.NORMALIZE_HELP)
-    margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
-                          "output too (rank's top_k auto rule; 0 = the best only)")
 
 
 class Domain(Protocol[S]):

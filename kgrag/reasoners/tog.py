@@ -25,7 +25,7 @@ from collections.abc import Generator, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from kgrag import ranking
 from kgrag.generate import clean_question
@@ -208,7 +208,7 @@ def rel_words(name: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ params
 
-class ToGParams(BaseModel):
+class ToGParams(dc.ScoreFields):
     """Params of ``tog``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -228,9 +228,6 @@ class ToGParams(BaseModel):
     decide: dc.Decide = Field("generate", description=dc.DECIDE_HELP + "; with prune: llm, relation and entity "
                               "pruning and the sufficiency check (Yes / No scored) are scored")
     answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the ends of the kept chains")
-    score_normalize: Literal["mean", "sum"] = Field("mean", description=dc.NORMALIZE_HELP)
-    margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
-                          "output too (rank's top_k auto rule; 0 = the best only)")
     stop: Literal["check", "rank"] = Field(
         "check", description="with decide: score and answer: rank, when the search stops: check = when the scored "
         "sufficiency check prefers Yes to No (else at depth D); rank = rank's call at every depth over the kept "
