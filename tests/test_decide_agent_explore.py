@@ -22,7 +22,7 @@ from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
 from kgrag.reasoners.decide import ENOUGH_OPTIONS
 from kgrag.reasoners.strategies import EVAL_SYSTEM
 from kgrag.types import Question
-from tests.test_decide_tog import ScriptedScores, prefer
+from tests.test_decide_tog import ScriptedScores, prefer, smollm2_client
 from tests.test_golden_reasoners import OBS_FILMS, QUESTION, gkg, user  # noqa: F401  (fixture)
 
 ENTITIES = {"Film A", "Film B", "Dir X", "Dir Y", "City Q", "Actor P"}
@@ -278,15 +278,6 @@ def test_explore_failed_scoring_calls_keep_the_prerank(gkg):
 
 # ---------------------------------------------------------------------------------------------- real SmolLM2
 
-def _smollm2_client():
-    from kgrag.clients import client_for
-    from kgrag.params import GenerateParams
-
-    g = GenerateParams()
-    assert g.backend == "llamacpp"  # the embedded default: SmolLM2-135M through llama.cpp
-    return client_for(g, cache=None)
-
-
 def _finite(scores) -> bool:
     return bool(scores) and all(isinstance(s, float) and math.isfinite(s) and s <= 0 for _, s in scores)
 
@@ -299,7 +290,7 @@ def test_agent_score_with_real_smollm2(gkg):
     q = Question("g1", QUESTION, gkg.ids_of(["Actor P"]))
     job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, sampling=Sampling()),
                      params=entry.params(decide="score", answer="rank", max_steps=3))
-    ((res, calls),) = run_batched(jobs=[job], client=_smollm2_client())
+    ((res, calls),) = run_batched(jobs=[job], client=smollm2_client())
     steps = res.trace["steps"]
     assert steps and all(_finite(s["scores"]) for s in steps), steps
     assert steps[0]["action"] == "RetrieveNode[Actor P]"
@@ -319,7 +310,7 @@ def test_explore_score_with_real_smollm2(gkg):
     params = entry.params(decide="score", answer="rank", depth=2, max_relations=1, max_neighbours=1, max_entities=2,
                           max_steps=2, thought_max_tokens=24)
     job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, sampling=Sampling()), params=params)
-    ((res, calls),) = run_batched(jobs=[job], client=_smollm2_client())
+    ((res, calls),) = run_batched(jobs=[job], client=smollm2_client())
     explored = [e for s in res.trace["steps"] for e in s.get("explored", [])]
     scored = [e[k] for e in explored for k in ("relation_scores", "triple_scores") if k in e]
     checks = [s["enough"]["scores"] for s in res.trace["steps"] if "enough" in s]

@@ -352,12 +352,9 @@ def test_lego_llm_scorer_decide_score(gkg):
 def test_fasttog_score_with_real_smollm2(gkg):
     """The real embedded model through every scored decision: every option gets a finite score, the answer is
     an entity of the chains' last communities, and the calls are within the bound."""
-    from kgrag.clients import client_for
-    from kgrag.params import GenerateParams
+    from tests.test_decide_tog import smollm2_client
 
-    g = GenerateParams()
-    assert g.backend == "llamacpp"  # the embedded default: SmolLM2-135M through llama.cpp
-    client = client_for(g, cache=None)
+    client = smollm2_client()
     entry = REASONERS.get("fasttog")
     q = Question("g1", QUESTION, gkg.ids_of(["Actor P"]))
     job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, sampling=Sampling()),

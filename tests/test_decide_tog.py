@@ -146,15 +146,20 @@ def test_tog_failed_scoring_call_keeps_the_prerank_and_is_not_unparseable(gkg):
     assert len(d1["entities"]["chosen"]) == 1 and res.unparseable == 0
 
 
-def test_tog_score_with_real_smollm2(gkg):
-    """The real embedded model through every scored decision: every option gets a finite score, the answer is a
-    KG entity reached by the search, and the calls are within the bound."""
+def smollm2_client():
+    """A client of the embedded default LLM (SmolLM2-135M through llama.cpp), without a call cache."""
     from kgrag.clients import client_for
     from kgrag.params import GenerateParams
 
     g = GenerateParams()
     assert g.backend == "llamacpp"  # the embedded default: SmolLM2-135M through llama.cpp
-    client = client_for(g, cache=None)
+    return client_for(g, cache=None)
+
+
+def test_tog_score_with_real_smollm2(gkg):
+    """The real embedded model through every scored decision: every option gets a finite score, the answer is a
+    KG entity reached by the search, and the calls are within the bound."""
+    client = smollm2_client()
     entry = REASONERS.get("tog")
     q = Question("g1", QUESTION, gkg.ids_of(["Actor P"]))
     job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, sampling=Sampling()),
