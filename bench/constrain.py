@@ -13,6 +13,7 @@ Needs the ``retrieve`` stage outputs (``dvc repro retrieve``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -29,12 +30,13 @@ from kgrag.duckdb_io import read_tables  # noqa: E402
 from kgrag.evaluate import answer_scores, normalize, rouge_l  # noqa: E402
 from kgrag.generate import parse_answers  # noqa: E402
 from kgrag.clients import backend_params, client_for  # noqa: E402
+from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.params import load  # noqa: E402
-from kgrag.reasoners import ReasonInput, Sampling, run_batched  # noqa: E402
+from kgrag.reasoners import ReasonInput, run_batched  # noqa: E402
 from kgrag.reasoners.answer import answer  # noqa: E402
 from kgrag.registry import NoParams  # noqa: E402
-from kgrag.answering import contexts_for  # noqa: E402
-from kgrag.store import KGStore, questions_from_table  # noqa: E402
+from kgrag.answering import contexts_for, sampling_of  # noqa: E402
+from kgrag.store import questions_from_table  # noqa: E402
 
 
 def main() -> None:
@@ -48,8 +50,9 @@ def main() -> None:
     args = ap.parse_args()
     params = load("params.yaml")
     g = params.generate
-    kg = KGStore(io.VALIDATED / "kg.duckdb")
-    qs = {q.question_id: q for q in questions_from_table(read_tables(io.VALIDATED / "kg.duckdb", ("questions",))["questions"])}
+    exp = Experiment(params, dataclasses.replace(Files.of(), cache=None))  # no LLM call cache: every call is made
+    kg = exp.kg
+    qs = {q.question_id: q for q in questions_from_table(read_tables(exp.files.db, ("questions",))["questions"])}
     retrieved = [r for r in io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist() if r[S.QUESTION_ID] in qs]
     rng = np.random.default_rng(args.seed)
     pick = sorted(rng.choice(len(retrieved), size=min(args.questions, len(retrieved)), replace=False).tolist())
@@ -59,10 +62,11 @@ def main() -> None:
     section = g.model_copy(update={"backend": "llamacpp"})
     overrides = {"n_threads": args.threads} if args.threads else None
     lp = backend_params(section, overrides)
+    # not exp.client: that one is shared per process (kgrag.clients.client_for's default) and of the params'
+    # backend; this bench times the llamacpp backend on a fresh, unshared client (shared=False), no call cache
     client = client_for(section, cache=None, shared=False, overrides=overrides)
     backend = client.backend
-    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
-                        few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+    sampling = sampling_of(params)
     _ = backend.llm  # load the model before timing
     names = [context_entities(c, kg) for c in contexts]
     in_context = [any(normalize(a) in {normalize(n) for n in ns} for a in q.answers) for q, ns in zip(questions, names)]

@@ -4,8 +4,9 @@ mixed, no hop count given to any module, the no-LLM baselines beside every numbe
 It reads the KG and index a pipeline run built (``data/validated/kg.duckdb``, ``data/index``, the relation-path
 plan ``data/relplan``), draws ``--per-hop`` questions of each hop count's ``--split`` file (seeded), and runs
 the experiment of ``params.yaml`` (with ``-S key=value`` overrides, as ``dvc exp run -S``) on them through the
-same functions as the retrieve and generate flows (``kgrag.runner.retrieve_rows``,
-``kgrag.answering.reason_rows``) and scores them with every registered metric (``kgrag.evaluate.evaluate_rows``).
+same parts and functions as the retrieve and generate flows (one ``kgrag.experiment.Experiment`` per
+configuration; ``kgrag.runner.retrieve_with``, ``kgrag.answering.reason_rows``) and scores them with every
+registered metric (``kgrag.evaluate.evaluate_rows``).
 Questions are loaded with ``declared_hops`` off unless ``retrieve.oracle_hops`` is set, so no module can read
 their hop count.
 
@@ -40,18 +41,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_result  # noqa: E402
 
-from kgrag import io  # noqa: E402
 from kgrag import schema as S  # noqa: E402
-from kgrag.answering import contexts_for, proposals_for, reason_rows  # noqa: E402
-from kgrag.clients import client_for  # noqa: E402
-from kgrag.embed import open_index  # noqa: E402
+from kgrag.answering import contexts_for, proposals_for, reason_rows, sampling_of  # noqa: E402
 from kgrag.evaluate import evaluate_rows  # noqa: E402
+from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.metrics import bootstrap_ci  # noqa: E402
 from kgrag.params import load  # noqa: E402
-from kgrag.reasoners import Sampling  # noqa: E402
 from kgrag.registry import LOADERS  # noqa: E402
-from kgrag.runner import retrieve_rows  # noqa: E402
-from kgrag.store import open_store, questions_from_table  # noqa: E402
+from kgrag.runner import retrieve_with  # noqa: E402
+from kgrag.store import questions_from_table  # noqa: E402
 
 
 def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2, 3), link: bool = False
@@ -84,20 +82,20 @@ def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2
     return out
 
 
-def run_config(*, params, qrows: list[dict], kg, index, shard: int = 25) -> dict:
-    """The experiment of ``params`` on ``qrows``: metrics overall and per hop count."""
+def run_config(*, exp: Experiment, qrows: list[dict], shard: int = 25) -> dict:
+    """The experiment ``exp`` (its params, KG store, index and LLM client) on ``qrows``: metrics overall and per
+    hop count."""
+    params, kg, index = exp.params, exp.kg, exp.index
     table = pa.Table.from_pylist([{k: r.get(k) for k in S.QUESTIONS.names} for r in qrows], schema=S.QUESTIONS)
     qs = questions_from_table(table, declared_hops=params.retrieve.oracle_hops)
     t0 = time.perf_counter()
     retrieved = []
     for s in range(0, len(qs), params.retrieve.shard_size):
-        retrieved += retrieve_rows(questions=qs[s: s + params.retrieve.shard_size], kg=kg, index=index,
-                                   params=params.retrieve)
+        retrieved += retrieve_with(exp, qs[s: s + params.retrieve.shard_size])
     t_ret = time.perf_counter() - t0
     g = params.generate
-    client = client_for(g, cache=io.CACHE / "llm_calls.sqlite")
-    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
-                        few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+    client = exp.client  # built before the generate phase is timed (the call cache .kgrag_cache/llm_calls.sqlite)
+    sampling = sampling_of(params)
     gen_q = questions_from_table(table)  # the generate flow never hands a hop count on
     contexts = contexts_for(retrieved, kg=kg, params=g)
     proposed = proposals_for(retrieved, kg=kg)
@@ -159,8 +157,8 @@ def main() -> None:
     args = ap.parse_args()
     configs = [c.split("=", 1) for c in (args.config or ["default="])]
     base = load(args.params)
-    kg = open_store(str(io.VALIDATED / "kg.duckdb"), base.retrieve.store)
-    index = open_index(str(io.INDEX), base.index.model)
+    files = Files.of()  # the pipeline run's KG, index and LLM call cache in the working directory
+    kg = Experiment(base, files).kg
     qrows = question_rows(params=base, split=args.split, per_hop=args.per_hop, seed=args.seed, kg=kg, link=args.link)
     result: dict = {"machine": machine(), "split": args.split, "per_hop": args.per_hop, "seed": args.seed,
                     "linked": args.link,
@@ -171,7 +169,9 @@ def main() -> None:
         ov = [o for o in overrides.split(";") if o.strip()]
         params = load(args.params, ov)
         print(f"[generalize] {name}: {ov}", file=sys.stderr)
-        res = run_config(params=params, qrows=qrows, kg=kg, index=index)
+        # the configuration's own experiment: its store and index are the process-wide ones of open_store /
+        # open_index (opened once for all configurations that share them), its client that of its generate section
+        res = run_config(exp=Experiment(params, files), qrows=qrows)
         result["configs"][name] = {"overrides": ov, **res}
         a = res["all"]
         print(f"[generalize] {name}: Hit@1 {a['hit_at_1']} {a['hit_at_1_ci95']} lift {a['llm_lift']} "

@@ -24,6 +24,7 @@ after includes this bench's own llama.cpp threads).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -37,12 +38,13 @@ from kgrag import io  # noqa: E402
 from kgrag import schema as S  # noqa: E402
 from kgrag.duckdb_io import read_tables  # noqa: E402
 from kgrag.evaluate import answer_scores  # noqa: E402
+from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.llm import LLMClient  # noqa: E402
 from kgrag.params import ReasonParams, load  # noqa: E402
-from kgrag.reasoners import Sampling  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.answering import contexts_for, reason_rows  # noqa: E402
-from kgrag.store import open_store, questions_from_table  # noqa: E402
+from kgrag.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.runner import retrieve_with  # noqa: E402
+from kgrag.store import questions_from_table  # noqa: E402
 
 
 def perf(ctx) -> dict:
@@ -76,22 +78,21 @@ def main() -> None:
     g = params.generate
     if g.backend != "llamacpp":
         raise SystemExit("bench/inference.py measures the embedded llamacpp backend (generate.backend: llamacpp)")
-    db = (io.VALIDATED / "kg.duckdb").resolve()
-    questions = questions_from_table(read_tables(db, ("questions",))["questions"])
+    # the default experiment's KG and index; no LLM call cache: the clients below are the bench's own
+    # (LLMClient on backends built with other llamacpp params, cache None), every call is made and timed
+    exp = Experiment(params, dataclasses.replace(Files.of(), cache=None))
+    questions = questions_from_table(read_tables(exp.files.db, ("questions",))["questions"])
     retrieved = {r[S.QUESTION_ID]: r for r in io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()}
     questions = [q for q in questions if q.question_id in retrieved][: args.questions]
-    kg = open_store(str(db))
+    kg = exp.kg
     contexts = contexts_for([retrieved[q.question_id] for q in questions], kg=kg, params=g)
     # the previous default experiment's retrieval (PCST), same questions, computed here
-    from kgrag.embed import EmbeddingIndex
-    from kgrag.runner import retrieve_rows
-
+    if exp.index is None:
+        raise SystemExit(f"no embedding index in {exp.files.index}: run `dvc repro index` first")
     prev_params = params.retrieve.model_copy(update={"method": args.previous_retriever})
-    prev_rows = retrieve_rows(questions=questions, kg=kg, index=EmbeddingIndex.load(io.INDEX, params.index.model),
-                              params=prev_params)
+    prev_rows = retrieve_with(exp.with_retrieve(prev_params), questions)
     prev_contexts = contexts_for(prev_rows, kg=kg, params=g)
-    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
-                        few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+    sampling = sampling_of(params)
     new_params = g.module_params()
     # today's path: the packaged GGUF as is, tokens generated on n_threads (before decode_threads existed)
     today_params = new_params.model_copy(update={"weights": "as-is", "decode_threads": new_params.n_threads})

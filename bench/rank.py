@@ -34,12 +34,12 @@ from kgrag import io  # noqa: E402
 from kgrag import schema as S  # noqa: E402
 from kgrag.duckdb_io import read_tables  # noqa: E402
 from kgrag.evaluate import answer_scores  # noqa: E402
+from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.llm import CallCache, LLMClient  # noqa: E402
 from kgrag.params import ReasonParams, load  # noqa: E402
-from kgrag.reasoners import Sampling  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.answering import contexts_for, reason_rows  # noqa: E402
-from kgrag.store import open_store, questions_from_table  # noqa: E402
+from kgrag.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.store import questions_from_table  # noqa: E402
 
 
 class CacheOnlyGeneration:
@@ -69,11 +69,11 @@ def run_hops(*, data_dir: Path, client: LLMClient, params, limit: int, rank_json
     questions = questions_from_table(qtable)
     retrieved = {r[S.QUESTION_ID]: r for r in io.read_parquet(data_dir / "retrieve" / "retrieved.parquet").to_pylist()}
     questions = [q for q in questions if q.question_id in retrieved][: limit or None]
-    kg = open_store(str(db))
+    # this hop count's KG; the LLM client is the bench's own (``client``: its --cache, --answer-cached-only)
+    kg = Experiment(params, Files(db=str(db))).kg
     g = params.generate
     contexts = contexts_for([retrieved[q.question_id] for q in questions], kg=kg, params=g)
-    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
-                        few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+    sampling = sampling_of(params)
     out: dict = {"questions": len(questions), "missing_retrieval": len(questions_from_table(qtable)) - len(retrieved)}
     rec = data_dir / "timings" / "retrieve" / "timing.json"  # the retrieve stage's run record (kgrag.timings)
     info = json.loads(rec.read_text()) if rec.exists() else {}
@@ -135,6 +135,8 @@ def main() -> None:
         Path(args.cache).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(args.seed_cache, args.cache)
     g = params.generate
+    # the client is built here, not as an Experiment's: the backend may be wrapped (CacheOnlyGeneration, which
+    # kgrag.clients.client_for cannot do), and its call cache is --cache, not the pipeline's
     backend = BACKENDS.get(g.backend).impl(g.module_params(), timeout_s=g.timeout_s)
     if args.answer_cached_only:
         backend = CacheOnlyGeneration(backend)

@@ -8,7 +8,6 @@ configuration, so an interrupted run keeps what it finished (and the LLM call ca
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -19,13 +18,12 @@ from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import io, schema as S  # noqa: E402
 from kgrag.duckdb_io import read_tables  # noqa: E402
-from kgrag.embed import open_index  # noqa: E402
 from kgrag.evaluate import answer_scores, summarize  # noqa: E402
-from kgrag.clients import backend_params, client_for  # noqa: E402
+from kgrag.clients import backend_params  # noqa: E402
+from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.params import load  # noqa: E402
-from kgrag.reasoners import Sampling  # noqa: E402
-from kgrag.answering import contexts_for, reason_rows  # noqa: E402
-from kgrag.store import open_store, questions_from_table  # noqa: E402
+from kgrag.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.store import questions_from_table  # noqa: E402
 
 CONFIGS = [
     ("answer", {}), ("io", {}), ("cot", {}), ("cot-sc", {"samples": 3}),
@@ -50,25 +48,24 @@ def main() -> None:
     args = ap.parse_args()
     params = load("params.yaml", [])
     g = params.generate
-    db = io.VALIDATED / "kg.duckdb"
-    kg = open_store(str(db))
-    index = open_index(str(io.INDEX), params.index.model)
-    qrows = read_tables(db, ("questions",))["questions"].to_pylist()[: args.questions]
+    base = g.module_params()
+    overrides = {k: type(getattr(base, k))(v) for k, v in (x.split("=", 1) for x in args.backend_param)}
+    # the default pipeline's KG, index and LLM call cache; the client with the --backend-param overrides
+    exp = Experiment(params, Files.of(), client_overrides=overrides or None)
+    kg, index = exp.kg, exp.index
+    qrows = read_tables(exp.files.db, ("questions",))["questions"].to_pylist()[: args.questions]
     questions = questions_from_table(pa.Table.from_pylist(qrows, schema=S.QUESTIONS))
     by_id = {r[S.QUESTION_ID]: r for r in io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()}
     contexts = contexts_for([by_id[q.question_id] for q in questions], kg=kg, params=g)
-    base = g.module_params()
-    overrides = {k: type(getattr(base, k))(v) for k, v in (x.split("=", 1) for x in args.backend_param)}
-    client = client_for(g, cache=io.CACHE / "llm_calls.sqlite", overrides=overrides or None)
+    client = exp.client
     used_params = backend_params(g, overrides or None)
-    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
-                        few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+    sampling = sampling_of(params)
     result = {"machine": machine(), "questions": len(questions), "backend": client.model_id,
               "backend_params": used_params.model_dump(),
               "retrieval": params.retrieve.method, "rows": []}
     limits = {k: int(v) for k, v in (x.split("=", 1) for x in args.questions_for)}
     for name, over in CONFIGS:
-        reason = params.reason.model_validate({"method": name, name: over})
+        reason = params.reason.model_validate({"method": name, name: over})  # to reason_rows, not exp's reason
         qs = questions[: limits.get(name, len(questions))]
         t0 = time.perf_counter()
         rows = reason_rows(questions=qs, contexts=contexts[: len(qs)], client=client, reason=reason,

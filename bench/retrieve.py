@@ -23,15 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_result  # noqa: E402
 
-from kgrag import io, schema as S  # noqa: E402
-from kgrag.embed import EmbeddingIndex  # noqa: E402
 from kgrag.evaluate import retrieval_recall  # noqa: E402
+from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.loaders.metaqa import load_metaqa  # noqa: E402
 from kgrag.params import RetrieveParams, load  # noqa: E402
 from kgrag.retrievers.pcst import edge_prizes, node_prizes  # noqa: E402
 from kgrag.retrievers.pcst_reference import pcst_select_reference  # noqa: E402
 from kgrag.runner import retrieve_one  # noqa: E402
-from kgrag.store import KGStore, questions_from_table  # noqa: E402
+from kgrag.store import questions_from_table  # noqa: E402
 
 
 def reference_retrieve(q, qvec, kg, index, params, hops, max_edges) -> tuple[set[int], float]:
@@ -60,8 +59,10 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="params override, e.g. retrieve.pcst.topk=5")
     args = ap.parse_args()
     params = load("params.yaml", args.set)
-    kg = KGStore(io.VALIDATED / "kg.duckdb")
-    index = EmbeddingIndex.load(io.INDEX, params.index.model)
+    exp = Experiment(params, Files.of())  # the index stage's KG and index (no LLM here)
+    kg, index = exp.kg, exp.index
+    if index is None:
+        raise SystemExit(f"no embedding index in {exp.files.index}: run `dvc repro index` first")
     pcst = params.retrieve.module_params("pcst")
     result: dict = {"machine": machine(), "params": pcst.model_dump(), "method": "pcst",
                     "note": "median/p90 over per-question wall time of kgrag's pcst retriever; reference_* "

@@ -31,13 +31,11 @@ from flows.cache import (closure_version, partial_file, progress_bar, ranges, sh
                          shard_key_parts)
 
 from kgrag import io, schema as S  # noqa: E402
-from kgrag.embed import open_index  # noqa: E402
-from kgrag.clients import client_for  # noqa: E402
-from kgrag.params import GenerateParams, ReasonParams, section_hash  # noqa: E402
-from kgrag.reasoners import Sampling  # noqa: E402
+from kgrag.answering import answer_rows, proposed_ends  # noqa: E402
+from kgrag.experiment import Experiment, Files  # noqa: E402
+from kgrag.params import Params, section_hash  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.answering import contexts_for, proposals_for, proposed_ends, reason_rows  # noqa: E402
-from kgrag.store import open_store, questions_from_table  # noqa: E402
+from kgrag.store import questions_from_table  # noqa: E402
 
 
 TRIPLE_COLUMNS = (S.TRIPLE_HEADS, S.TRIPLE_RELATIONS, S.TRIPLE_TAILS)
@@ -46,27 +44,18 @@ NO_TRIPLES = {c: [] for c in TRIPLE_COLUMNS}
 
 @task(name="generate_shard", cache_policy=NO_CACHE, persist_result=False)
 def generate_shard(*, out: str, questions: str, start: int, stop: int, retrieved: str | None,
-                   retrieved_rows: list[int], params_json: str, reason_json: str, separator: str, cache_path: str,
-                   db_path: str, index_dir: str | None, index_model: str, store: str = "memory") -> dict:
+                   retrieved_rows: list[int], params_json: str, cache_path: str, db_path: str,
+                   index_dir: str | None) -> dict:
     """Answer questions ``[start, stop)`` of the questions file, whose retrieved rows are ``retrieved_rows`` of
     the retrieved file (-1: none); writes the shard file ``out``, or its partial file when a question failed.
-    Returns ``{"path", "failed"}``."""
-    params = GenerateParams.model_validate_json(params_json)
-    reason = ReasonParams.model_validate_json(reason_json)
-    kg = open_store(db_path, store)  # retrieve.store: the one KG store every stage reads through
+    The experiment (KG store of ``retrieve.store``, index, reasoner, LLM client, sampling) is assembled from the
+    params by ``kgrag.experiment``. Returns ``{"path", "failed"}``."""
+    exp = Experiment.from_json(params_json, Files(db=db_path, index=index_dir, cache=cache_path))
     qs = questions_from_table(io.read_rows(questions, start, stop))
     found = [i for i in retrieved_rows if i >= 0]
     got = io.take_rows(retrieved, found, (*TRIPLE_COLUMNS, S.TRACE)).to_pylist() if retrieved and found else []
     by_row = dict(zip(found, got))
-    rows_in = [by_row.get(i, NO_TRIPLES) for i in retrieved_rows]
-    contexts = contexts_for(rows_in, kg=kg, params=params)
-    proposed = proposals_for(rows_in, kg=kg)
-    client = client_for(params, cache=cache_path)
-    index = open_index(index_dir, index_model) if index_dir and Path(index_dir, "entities.parquet").exists() else None
-    sampling = Sampling(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
-                        seed=params.seed, few_shot=params.few_shot, separator=separator)
-    rows = reason_rows(questions=qs, contexts=contexts, client=client, reason=reason, sampling=sampling, kg=kg,
-                       index=index, proposed=proposed)
+    rows = answer_rows(exp, qs, [by_row.get(i, NO_TRIPLES) for i in retrieved_rows])
     failed = sum(bool(r[S.FAILED]) for r in rows)
     path = partial_file(out) if failed else Path(out)
     io.write_arrow(path, pa.Table.from_pylist(rows, schema=S.GENERATE_SHARD))
@@ -90,27 +79,29 @@ def _retrieved_digests(retrieved: str | None) -> dict[str, tuple[int, str]]:
 
 
 @flow(name="generate", log_prints=False, persist_result=False, task_runner=default_task_runner())
-def generate_flow(*, questions: str, retrieved: str | None, db_path: str, params: GenerateParams, separator: str,
-                  cache_path: str, shard_dir: str, reason: ReasonParams | None = None, index_dir: str | None = None,
-                  index_model: str = "all-MiniLM-L6-v2", inputs_hash: str = "", store: str = "memory") -> dict:
-    """Answer every question of the questions file, shard by shard. Failed LLM calls never stop the run: they
-    are recorded per question, and their shard is not taken as finished, so the next run retries them.
+def generate_flow(*, questions: str, retrieved: str | None, db_path: str, params: Params, cache_path: str,
+                  shard_dir: str, index_dir: str | None = None, inputs_hash: str = "") -> dict:
+    """Answer every question of the questions file, shard by shard, with the experiment of ``params`` (the whole
+    params file: ``generate``, ``reason``, ``evaluate.answer_separator``, ``retrieve.store``, ``index.model``).
+    Failed LLM calls never stop the run: they are recorded per question, and their shard is not taken as
+    finished, so the next run retries them.
 
-    ``store`` is ``retrieve.store`` (``memory`` or ``duckdb``): the same answers either way (not in the shard key),
-    but a KG too big for memory stays on disk here too.
+    ``retrieve.store`` (``memory`` or ``duckdb``) gives the same answers either way (not in the shard key), but a
+    KG too big for memory stays on disk here too.
 
     Returns ``{"shards": [shard file, ...] in question order, "failed": questions that failed}``.
     """
-    reason = reason or ReasonParams()
-    entry = BACKENDS.get(params.backend)
+    g, separator = params.generate, params.evaluate.answer_separator
+    entry = BACKENDS.get(g.backend)
+    params_json = params.model_dump_json(by_alias=True)
     core = closure_version("flows.generate")
     by_id = _retrieved_digests(retrieved)
-    params_hash = section_hash(params) + section_hash(reason)
+    params_hash = section_hash(g) + section_hash(params.reason)
     shards: list[tuple[Path, int, object]] = []  # (shard file, questions, future or None when finished)
     texts = (t for b in io.iter_batches(questions, [S.QUESTION_ID, S.TEXT])
              for t in zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
     n = io.num_rows(questions)
-    for start, stop in ranges(n, params.shard_size):
+    for start, stop in ranges(n, g.shard_size):
         shard = [next(texts) for _ in range(stop - start)]
         ids = [qid for qid, _ in shard]
         rows = [by_id.get(qid, (-1, ""))[0] for qid in ids]
@@ -121,8 +112,7 @@ def generate_flow(*, questions: str, retrieved: str | None, db_path: str, params
         out = shard_file(shard_dir, key)
         future = None if out.is_file() else generate_shard.submit(  # a finished shard is not submitted again
             out=str(out), questions=questions, start=start, stop=stop, retrieved=retrieved, retrieved_rows=rows,
-            params_json=params.model_dump_json(), reason_json=reason.model_dump_json(), separator=separator,
-            cache_path=cache_path, db_path=db_path, index_dir=index_dir, index_model=index_model, store=store)
+            params_json=params_json, cache_path=cache_path, db_path=db_path, index_dir=index_dir)
         shards.append((out, stop - start, future))
     paths, failed = [], 0
     bar = progress_bar("generate", n)

@@ -22,41 +22,43 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from flows.runners import default_task_runner  # noqa: E402
 from flows.cache import closure_version, progress_bar, ranges, shard_file, shard_key_parts  # noqa: E402
 from kgrag import io, schema as S  # noqa: E402
-from kgrag.embed import open_index  # noqa: E402
-from kgrag.params import RetrieveParams, section_hash  # noqa: E402
+from kgrag.experiment import Experiment, Files  # noqa: E402
+from kgrag.params import Params, section_hash  # noqa: E402
 from kgrag.registry import RETRIEVERS  # noqa: E402
-from kgrag.runner import retrieve_rows  # noqa: E402
-from kgrag.store import open_store, questions_from_table  # noqa: E402
+from kgrag.runner import retrieve_with  # noqa: E402
+from kgrag.store import questions_from_table  # noqa: E402
 
 
 @task(name="retrieve_shard", cache_policy=NO_CACHE, persist_result=False)
 def retrieve_shard(*, out: str, questions: str, start: int, stop: int, db_path: str, index_dir: str,
-                   index_model: str, params_json: str) -> str:
-    """Retrieve questions ``[start, stop)`` of the questions file; writes the shard file ``out``."""
-    params = RetrieveParams.model_validate_json(params_json)
-    qs = questions_from_table(io.read_rows(questions, start, stop), declared_hops=params.oracle_hops)
-    kg = open_store(db_path, params.store)  # retrieve.store: memory (KGStore) or duckdb (DuckKGStore)
-    rows = retrieve_rows(questions=qs, kg=kg, index=open_index(index_dir, index_model), params=params)
+                   params_json: str) -> str:
+    """Retrieve questions ``[start, stop)`` of the questions file; writes the shard file ``out``. The experiment
+    (KG store of ``retrieve.store``, index, retriever) is assembled from the params by ``kgrag.experiment``."""
+    exp = Experiment.from_json(params_json, Files(db=db_path, index=index_dir))
+    qs = questions_from_table(io.read_rows(questions, start, stop), declared_hops=exp.params.retrieve.oracle_hops)
+    rows = retrieve_with(exp, qs)
     return str(io.write_arrow(out, pa.Table.from_pylist(rows, schema=S.RETRIEVE_SHARD)))
 
 
 @flow(name="retrieve", log_prints=False, persist_result=False, task_runner=default_task_runner())
 def retrieve_flow(*, questions: str, db_path: str, db_hash: str, index_dir: str, index_hash: str,
-                  index_model: str, params: RetrieveParams, shard_dir: str) -> list[str]:
-    """Retrieve a subgraph for every question of the questions file, shard by shard; returns the shard files
-    in question order (``kgrag.io.stream_shards`` joins them)."""
-    entry = RETRIEVERS.get(params.method)
+                  params: Params, shard_dir: str) -> list[str]:
+    """Retrieve a subgraph for every question of the questions file, shard by shard, with the experiment of
+    ``params`` (the whole params file: its ``retrieve`` section, ``index.model``); returns the shard files in
+    question order (``kgrag.io.stream_shards`` joins them)."""
+    entry = RETRIEVERS.get(params.retrieve.method)
+    params_json, rp = params.model_dump_json(by_alias=True), params.retrieve
     core = closure_version("flows.retrieve")
     ids = io.read_column(questions, S.QUESTION_ID)
     shards: list[tuple[Path, int, object]] = []  # (shard file, questions, future or None when finished)
-    for start, stop in ranges(len(ids), params.shard_size):
+    for start, stop in ranges(len(ids), rp.shard_size):
         key = shard_key_parts(task="retrieve", module_version=f"{entry.name}-{entry.version}", core=core,
-                              params_hash=section_hash(params), inputs=f"{db_hash}-{index_hash}",
+                              params_hash=section_hash(rp) + params.index.model, inputs=f"{db_hash}-{index_hash}",
                               ids=ids[start:stop])
         out = shard_file(shard_dir, key)
         future = None if out.is_file() else retrieve_shard.submit(  # a finished shard is not submitted again
             out=str(out), questions=questions, start=start, stop=stop, db_path=db_path, index_dir=index_dir,
-            index_model=index_model, params_json=params.model_dump_json())
+            params_json=params_json)
         shards.append((out, stop - start, future))
     bar = progress_bar("retrieve", len(ids))
     for _, n, future in shards:  # shard order, whatever order they finish in

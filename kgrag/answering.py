@@ -90,3 +90,31 @@ def reason_rows(
         row[S.BASELINE_FIRST], row[S.BASELINE_RANDOM] = baselines(question=q, context=c, proposed=p, kg=kg,
                                                                   reason=reason, seed=sampling.seed)
     return rows
+
+
+def sampling_of(params) -> Sampling:
+    """The reasoners' sampling settings of a ``Params``: the ``generate`` section's, with
+    ``evaluate.answer_separator``."""
+    g = params.generate
+    return Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
+                    few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+
+
+def answer_rows(exp, questions: Sequence[Question], retrieved: Sequence[dict]) -> list[dict]:
+    """Generations rows of a shard with the parts of an experiment (``kgrag.experiment.Experiment``): each
+    question's prompt context and proposals from its retrieved row (triple columns and trace of
+    ``schema.RETRIEVED``), then :func:`reason_rows` with its LLM client, ``reason`` section, KG and index."""
+    return reason_rows(questions=questions, contexts=contexts_for(retrieved, kg=exp.kg, params=exp.params.generate),
+                       client=exp.client, reason=exp.params.reason, sampling=sampling_of(exp.params), kg=exp.kg,
+                       index=exp.index, proposed=proposals_for(retrieved, kg=exp.kg))
+
+
+def reason_job(exp, question: Question, context: str, proposed: Sequence[str] = ()):
+    """The experiment's reasoner (``reason.method``) on one question: its generator, to drive with
+    ``kgrag.reasoners.run_one`` and the experiment's client."""
+    from kgrag.reasoners import REASONERS, ReasonInput
+
+    r = exp.params.reason
+    inp = ReasonInput(question=question, context=context, kg=exp.kg, index=exp.index, sampling=sampling_of(exp.params),
+                      constrain_answer=r.constrain_answer, proposed=tuple(proposed))
+    return REASONERS.get(r.method).impl(inp=inp, params=r.module_params())

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from kgrag import schema as S
+
 
 class NotIngested(RuntimeError):
     """No ingested KG and index in the working directory."""
@@ -39,34 +41,34 @@ class Answer:
 
 
 class Asker:
-    """The KG, index, retriever params, reasoner and LLM client of ``params`` (a ``kgrag.params.Params``),
-    loaded once from the working directory's ``data/validated`` and ``data/index``."""
+    """One question at a time through the experiment of ``params`` (a ``kgrag.params.Params``), assembled by
+    :class:`kgrag.experiment.Experiment` as the stages assemble it: the KG store ``retrieve.store`` chooses,
+    the index, retriever, reasoner and LLM client of the working directory's ``data/validated`` and
+    ``data/index``, loaded once."""
 
     def __init__(self, params) -> None:
         from kgrag import io
         from kgrag.duckdb_io import ensure_duckdb
-        from kgrag.embed import EmbeddingIndex
-        from kgrag.clients import client_for
-        from kgrag.store import open_store
+        from kgrag.experiment import Experiment, Files
 
-        db = ensure_duckdb(io.VALIDATED / "kg.duckdb")  # built from data/validated/*.parquet when missing or stale
-        if not db.exists() or not (io.INDEX / "entities.parquet").exists():
+        ensure_duckdb(io.VALIDATED / "kg.duckdb")  # built from data/validated/*.parquet when missing or stale
+        files = Files.of()
+        if not Path(files.db).exists() or not files.has_index():
             raise NotIngested("no ingested KG and index; run `make repro` (or `dvc repro index`) first")
         self.params = params
-        self.kg = open_store(str(db), params.retrieve.store)  # retrieve.store, as the stages
-        self.index = EmbeddingIndex.load(io.INDEX, params.index.model)
-        g = params.generate
-        self.client = client_for(g, cache=io.CACHE / "llm_calls.sqlite")
+        self.experiment = Experiment(params, files)
+        self.kg, self.index, self.client = self.experiment.kg, self.experiment.index, self.experiment.client
 
     def ask(self, text: str, question_id: str = "ask") -> Answer:
         """Answer ``text``: topic entities named in it (else the nearest entity name by embedding), the
         subgraph of ``retrieve.method``, the reasoner ``reason.method`` on its textualized context."""
-        from kgrag.generate import context_text, parse_answers
-        from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_one
-        from kgrag.runner import retrieve_one
+        from kgrag.answering import contexts_for, proposals_for, reason_job
+        from kgrag.generate import parse_answers
+        from kgrag.reasoners import run_one
+        from kgrag.runner import retrieve_question
         from kgrag.types import Question
 
-        p, kg = self.params, self.kg
+        exp, p, kg = self.experiment, self.params, self.kg
         qvec = self.index.encode([text])[0]
         topics = kg.find_entities(text)
         how = "named in the question"
@@ -74,18 +76,13 @@ class Asker:
             ids, _ = self.index.search_entities(qvec, 1)
             topics, how = [int(i) for i in ids], "nearest entity name (embedding)"
         q = Question(question_id=question_id, text=text, topic_ids=tuple(topics))
-        sub, ms = retrieve_one(question=q, query_vec=qvec, kg=kg, index=self.index, params=p.retrieve)
+        sub, ms = retrieve_question(exp, q, qvec)
         named = kg.named_triples(sub.heads, sub.relations, sub.tails)
-        g = p.generate
-        ctx = context_text(named, form=g.context, max_triples=g.max_context_triples)
-        entry = REASONERS.get(p.reason.method)  # the same reasoner as the generate stage, one question
-        sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
-                            few_shot=g.few_shot, separator=p.evaluate.answer_separator)
-        ends = sub.trace.get("ends") or []  # the retriever's proposed answers, as the generate stage passes them
-        proposed = tuple(kg.names(np.asarray(ends, dtype=np.int64))) if ends else ()
-        inp = ReasonInput(question=q, context=ctx, kg=kg, index=self.index, sampling=sampling,
-                          constrain_answer=p.reason.constrain_answer, proposed=proposed)
-        res, recs = run_one(entry.impl(inp=inp, params=p.reason.module_params()), self.client)
+        # the generate stage's context and proposals, from the same retrieved columns
+        row = {S.TRIPLE_HEADS: sub.heads.tolist(), S.TRIPLE_RELATIONS: sub.relations.tolist(),
+               S.TRIPLE_TAILS: sub.tails.tolist(), S.TRACE: sub.trace}
+        (ctx,), (proposed,) = contexts_for([row], kg=kg, params=p.generate), proposals_for([row], kg=kg)
+        res, recs = run_one(reason_job(exp, q, ctx, proposed), self.client)
         return Answer(question=q, how=how, subgraph=sub, named=named, retrieve_ms=ms, result=res, records=recs,
                       parsed=parse_answers(res.answer, p.evaluate.answer_separator), reasoner=p.reason.method)
 

@@ -127,14 +127,15 @@ def _serve(args: argparse.Namespace) -> int:
 def _lego_table(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
-    from kgrag import io, runner
+    from kgrag import io
     from kgrag import schema as S
     from kgrag.duckdb_io import ensure_duckdb, file_hash, kg_hash, read_tables
-    from kgrag.embed import EmbeddingIndex
+    from kgrag.experiment import Experiment, Files
     from kgrag.lego.presets import PRESETS
+    from kgrag.runner import retrieve_with
     from kgrag.lego.table import instance_row, render, row_key, uses_llm
     from kgrag.params import RetrieveParams
-    from kgrag.store import KGStore, questions_from_table
+    from kgrag.store import questions_from_table
     from kgrag.versioning import closure_version, folder_hash, machine
 
     p = _params(args)
@@ -151,8 +152,7 @@ def _lego_table(args: argparse.Namespace) -> int:
               "the st-ft presets) first",
               file=sys.stderr)
         return 1
-    kg = KGStore(db)
-    index = EmbeddingIndex.load(io.INDEX, p.index.model)
+    exp = Experiment(p, Files.of())  # the experiment's KG store (retrieve.store) and index, as the stages'
     qrows = read_tables(db, ("questions",))["questions"].to_pylist()
     code = "-".join([closure_version("kgrag.lego.table"), closure_version("kgrag.runner"), kg_hash(db),
                      file_hash(io.INDEX / "entities.parquet"), folder_hash(io.ST_MODEL)])
@@ -177,8 +177,7 @@ def _lego_table(args: argparse.Namespace) -> int:
             print(f"[lego-table] {name}: unchanged, kept", file=sys.stderr)
             continue
         row = instance_row(preset=name, questions=qs, question_rows=sample, params=params,
-                           retrieve=lambda questions, params: runner.retrieve_rows(
-                               questions=questions, kg=kg, index=index, params=params))
+                           retrieve=lambda questions, params: retrieve_with(exp.with_retrieve(params), questions))
         row["key"] = key
         rows.append(row)
         print(f"[lego-table] {name}: recall {row['recall']}, median {row['ms_median']:.0f} ms/question "

@@ -68,3 +68,17 @@ def retrieve_rows(
             }
         )
     return rows
+
+
+def retrieve_with(exp, questions: Sequence[Question]) -> list[dict]:
+    """:func:`retrieve_rows` with the parts of an experiment (``kgrag.experiment.Experiment``: its KG store,
+    index and ``retrieve`` section)."""
+    return retrieve_rows(questions=questions, kg=exp.kg, index=exp.index, params=exp.params.retrieve)
+
+
+def retrieve_question(exp, question: Question, query_vec: np.ndarray | None = None) -> tuple[Subgraph, float]:
+    """:func:`retrieve_one` with the parts of an experiment; the question is embedded when no vector is given."""
+    if query_vec is None:
+        query_vec = exp.index.encode([question.text])[0]
+    return retrieve_one(question=question, query_vec=query_vec, kg=exp.kg, index=exp.index,
+                        params=exp.params.retrieve)

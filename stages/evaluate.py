@@ -14,7 +14,14 @@ from kgrag import io, schema as S, timings
 from kgrag.evaluate import evaluate_rows, stage_metrics
 from kgrag.duckdb_io import read_tables
 
-STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate")
+
+
+def upstream_stages() -> list[str]:
+    """The stages before evaluate, in dvc.yaml's order (the one place the stage order is written)."""
+    from kgrag.experiment import stage_order
+
+    order = stage_order()
+    return order[: order.index("evaluate")] if "evaluate" in order else order
 
 
 def judge_client(jb):
@@ -59,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
             questions=questions, retrieved=retrieved,
             stage_ms={q: r.get(S.STAGE_MS) for q, r in retrieve_runs.items()}))
         run = timings.summary(question_ids=[q[S.QUESTION_ID] for q in questions],
-                              stage_seconds=timings.stage_seconds(STAGES), retrieve=retrieve_runs,
+                              stage_seconds=timings.stage_seconds(upstream_stages()), retrieve=retrieve_runs,
                               generate=timings.read_questions("generate"), retrieval_modules_ms=modules_ms)
         if modules:
             metrics["retrieval_modules"] = modules

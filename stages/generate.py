@@ -24,12 +24,10 @@ def main(argv: list[str] | None = None) -> None:
         index_hash = "-".join(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")
                               if (io.INDEX / f).exists())
         res = run_flow(generate_flow, params.cluster, questions=str(questions_file(db, io.CACHE)),
-                       retrieved=str((io.RETRIEVE / "retrieved.parquet").resolve()), db_path=str(db), params=p,
-                       separator=params.evaluate.answer_separator, reason=params.reason,
-                       cache_path=str((io.CACHE / "llm_calls.sqlite").resolve()),
+                       retrieved=str((io.RETRIEVE / "retrieved.parquet").resolve()), db_path=str(db),
+                       params=params, cache_path=str((io.CACHE / "llm_calls.sqlite").resolve()),
                        shard_dir=str(io.SHARDS.resolve()), index_dir=str(io.INDEX.resolve()),
-                       index_model=params.index.model, inputs_hash=f"{kg_hash(db)}-{index_hash}",
-                       store=params.retrieve.store)
+                       inputs_hash=f"{kg_hash(db)}-{index_hash}")
         # the DVC output holds the answers only; wall times and call-cache use go to the run records
         record = timings.questions_path("generate")
         n = io.stream_shards(res["shards"], {out: S.GENERATIONS, record: S.GENERATE_TIMINGS})

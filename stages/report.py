@@ -13,7 +13,7 @@ from kgrag import io, timings
 from kgrag.duckdb_io import read_tables
 from kgrag.report import figure_recall_vs_context, render
 from kgrag.report_html import run_report
-from kgrag.store import open_store
+from kgrag.experiment import Experiment
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"[report] wrote {io.REPORTS / 'report.md'}")
 
     t0 = time.perf_counter()
-    kg = open_store(str(io.VALIDATED / "kg.duckdb"), params.retrieve.store)  # names only: either store serves them
+    kg = Experiment(params).kg  # the experiment's store (retrieve.store); names only: either store serves them
     page = run_report(
         rows=rows, retrieved=io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist(),
         questions=read_tables(io.VALIDATED / "kg.duckdb", ("questions",))["questions"].to_pylist(),

@@ -25,8 +25,7 @@ def main(argv: list[str] | None = None) -> None:
                                folder_hash(io.ST_MODEL), folder_hash(io.RELPLAN)])
         shards = run_flow(retrieve_flow, params.cluster, questions=str(questions_file(db, io.CACHE)),
                           db_path=str(db), db_hash=kg_hash(db), index_dir=str(io.INDEX.resolve()),
-                          index_hash=index_hash, index_model=params.index.model, params=p,
-                          shard_dir=str(io.SHARDS.resolve()))
+                          index_hash=index_hash, params=params, shard_dir=str(io.SHARDS.resolve()))
         # the DVC output holds the results only; the wall times go to the run records (kgrag.timings)
         record = timings.questions_path("retrieve")
         n = io.stream_shards(shards, {out: S.RETRIEVED, record: S.RETRIEVE_TIMINGS})

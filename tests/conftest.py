@@ -283,6 +283,26 @@ def flow_inputs(folder: Path, questions: list[dict], retrieved: list[dict] | Non
     return out
 
 
+def experiment_params(*, retrieve=None, generate=None, reason=None, index_model: str | None = None,
+                      separator: str = "|", store: str | None = None):
+    """The whole ``Params`` the flows take (``kgrag.experiment`` assembles an experiment from it), built from the
+    sections a test sets; every other section keeps its default."""
+    from kgrag.params import Params, RetrieveParams
+
+    sections: dict = {"evaluate": {"answer_separator": separator}}
+    if retrieve is not None:
+        sections["retrieve"] = retrieve
+    if store is not None:
+        sections["retrieve"] = (retrieve or RetrieveParams()).model_copy(update={"store": store})
+    for name, sec in (("generate", generate), ("reason", reason)):
+        if sec is not None:
+            sections[name] = sec
+    if index_model is not None:
+        sections["index"] = {"model": index_model}
+    return Params.model_validate({k: v.model_dump(mode="json", by_alias=True) if hasattr(v, "model_dump") else v
+                                  for k, v in sections.items()})
+
+
 def write_index(folder: Path, kg, model: str = "all-MiniLM-L6-v2") -> str:
     """A real embedding index of ``kg``'s entity and relation names (``model``) under ``folder``; returns it."""
     from kgrag.embed import encode, write_vectors

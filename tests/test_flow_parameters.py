@@ -20,6 +20,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from kgrag import io, schema as S
 from kgrag.params import GenerateParams, RetrieveParams
+from tests.conftest import experiment_params
 
 N = 20_000
 TRIPLES = 100
@@ -104,7 +105,7 @@ def test_every_prefect_parameter_stays_small_at_20000_questions(tmp_path, monkey
 
     state = flows.generate.generate_flow.with_options(task_runner=runner)(
         questions=files["questions"], retrieved=files["retrieved"], db_path=str(movies_db),
-        params=GenerateParams(shard_size=500), separator="|", cache_path=str(tmp_path / "calls.sqlite"),
+        params=experiment_params(generate=GenerateParams(shard_size=500)), cache_path=str(tmp_path / "calls.sqlite"),
         shard_dir=shard_dir, inputs_hash=uuid.uuid4().hex, return_state=True)
     result = state.result()
     flow_sizes = [_flow_run_parameters(state)]
@@ -115,7 +116,8 @@ def test_every_prefect_parameter_stays_small_at_20000_questions(tmp_path, monkey
 
     state = flows.retrieve.retrieve_flow.with_options(task_runner=runner)(
         questions=files["questions"], db_path=str(movies_db), db_hash=uuid.uuid4().hex, index_dir=str(tmp_path),
-        index_hash="i", index_model="m", params=RetrieveParams(shard_size=500), shard_dir=shard_dir,
+        index_hash="i", params=experiment_params(retrieve=RetrieveParams(shard_size=500), index_model="m"),
+        shard_dir=shard_dir,
         return_state=True)
     assert len(state.result()) == N // 500
     flow_sizes.append(_flow_run_parameters(state))

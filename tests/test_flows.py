@@ -14,7 +14,7 @@ from kgrag import schema as S
 from kgrag.params import RetrieveParams
 from kgrag.registry import RETRIEVERS
 from kgrag.store import KGStore
-from tests.conftest import MOVIES, flow_inputs, shard_rows, tiny_tables, write_index
+from tests.conftest import MOVIES, experiment_params, flow_inputs, shard_rows, tiny_tables, write_index
 
 MODEL = "all-MiniLM-L6-v2"
 
@@ -46,7 +46,8 @@ def test_retrieve_flow_caches_shards(tiny_project, monkeypatch):
     params = RetrieveParams(method="pcst", shard_size=2)
     run_id = uuid.uuid4().hex  # a fresh input hash: no cache from earlier test sessions
     kw = dict(**flow_inputs(tiny_project["tmp"] / "a", tiny_project["rows"]), db_path=tiny_project["db"],
-              db_hash=run_id, index_dir=tiny_project["index"], index_hash="i", index_model=MODEL, params=params)
+              db_hash=run_id, index_dir=tiny_project["index"], index_hash="i",
+              params=experiment_params(retrieve=params, index_model=MODEL))
     first = shard_rows(retrieve_flow(**kw))
     assert len(calls) == 5 and [r[S.QUESTION_ID] for r in first] == [f"q{i}" for i in range(5)]
     second = shard_rows(retrieve_flow(**kw))
@@ -58,7 +59,8 @@ def test_retrieve_flow_caches_shards(tiny_project, monkeypatch):
     retrieve_flow(**{**kw, "questions": more["questions"]})
     assert calls[5:] == ["q4", "q5"]
     # a changed param is a new key: everything runs again
-    retrieve_flow(**{**kw, "params": RetrieveParams(method="pcst", shard_size=2, pcst={"topk": 4})})
+    retrieve_flow(**{**kw, "params": experiment_params(
+        retrieve=RetrieveParams(method="pcst", shard_size=2, pcst={"topk": 4}), index_model=MODEL)})
     assert len(calls) == 12
 
 
@@ -91,8 +93,8 @@ def test_shards_are_gathered_in_shard_order_whatever_finishes_first(tiny_project
     monkeypatch.setitem(RETRIEVERS._entries, "pcst", dataclasses.replace(entry, impl=slow_first))
     rows = shard_rows(retrieve_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
         **flow_inputs(tiny_project["tmp"], tiny_project["rows"]), db_path=tiny_project["db"],
-        db_hash=uuid.uuid4().hex, index_dir=tiny_project["index"], index_hash="i", index_model=MODEL,
-        params=RetrieveParams(method="pcst", shard_size=1)))
+        db_hash=uuid.uuid4().hex, index_dir=tiny_project["index"], index_hash="i",
+        params=experiment_params(retrieve=RetrieveParams(method="pcst", shard_size=1), index_model=MODEL)))
     assert waited == [True] and finished[-1] == "q0", (waited, finished)  # q0 did finish last
     assert [r[S.QUESTION_ID] for r in rows] == [f"q{i}" for i in range(5)]
 
@@ -110,8 +112,9 @@ def test_generate_reads_the_kg_through_the_store_retrieve_store_names(tiny_proje
     tmp = tiny_project["tmp"]
     files = flow_inputs(tmp / "in", tiny_project["rows"])
     shards = retrieve_flow(questions=files["questions"], db_path=tiny_project["db"], db_hash=uuid.uuid4().hex,
-                           index_dir=tiny_project["index"], index_hash="i", index_model=MODEL,
-                           params=RetrieveParams(method="khop", shard_size=2), shard_dir=files["shard_dir"])
+                           index_dir=tiny_project["index"], index_hash="i",
+                           params=experiment_params(retrieve=RetrieveParams(method="khop", shard_size=2),
+                                                    index_model=MODEL), shard_dir=files["shard_dir"])
     retrieved = tmp / "retrieved.parquet"
     io.stream_shards(shards, {retrieved: S.RETRIEVED})
     opened: list[str] = []
@@ -127,10 +130,11 @@ def test_generate_reads_the_kg_through_the_store_retrieve_store_names(tiny_proje
         got = {}
         for store in ("duckdb", "memory"):
             res = generate_flow(questions=files["questions"], retrieved=str(retrieved), db_path=tiny_project["db"],
-                                params=GenerateParams(backend="openai", openai={"base_url": srv.url}, shard_size=2),
-                                reason=ReasonParams(method="answer"), separator="|",
-                                cache_path=str(tmp / f"calls-{store}.sqlite"), shard_dir=str(tmp / f"gen-{store}"),
-                                store=store)
+                                params=experiment_params(
+                                    generate=GenerateParams(backend="openai", openai={"base_url": srv.url},
+                                                            shard_size=2),
+                                    reason=ReasonParams(method="answer"), store=store),
+                                cache_path=str(tmp / f"calls-{store}.sqlite"), shard_dir=str(tmp / f"gen-{store}"))
             got[store] = [r[S.PREDICTION] for r in shard_rows(res["shards"])]
             if store == "duckdb":
                 assert opened and set(opened) == {tiny_project["db"]}, opened

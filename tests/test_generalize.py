@@ -17,7 +17,7 @@ from kgrag.registry import RETRIEVERS
 from kgrag.relplan import PlanModel, relation_sequence, train_plan
 from kgrag.runner import retrieve_one
 from kgrag.types import Question
-from tests.conftest import METAQA, flow_inputs, need, shard_rows, write_index
+from tests.conftest import METAQA, experiment_params, flow_inputs, need, shard_rows, write_index
 
 # one wording per hop count; the topic of each test question is another film than its training question's
 WORDING = {1: "who directed [{}]", 2: "which films share a director with [{}]",
@@ -113,8 +113,10 @@ def test_flows_hand_no_module_the_declared_hop_count_unless_oracle_hops(flow_pro
     def retrieve(rows, sub, oracle):
         files = flow_inputs(p["tmp"] / sub, rows)
         shards = retrieve_flow(questions=files["questions"], db_path=p["db"], db_hash=uuid.uuid4().hex,
-                               index_dir=p["index"], index_hash="i", index_model=p["model"],
-                               params=RetrieveParams(method="relpath", shard_size=2, oracle_hops=oracle),
+                               index_dir=p["index"], index_hash="i",
+                               params=experiment_params(retrieve=RetrieveParams(method="relpath", shard_size=2,
+                                                                                oracle_hops=oracle),
+                                                        index_model=p["model"]),
                                shard_dir=files["shard_dir"])
         return files, shards
 
@@ -132,8 +134,9 @@ def test_flows_hand_no_module_the_declared_hop_count_unless_oracle_hops(flow_pro
     srv = FaultServer()
     try:
         res = generate_flow(questions=declared_files["questions"], retrieved=str(retrieved), db_path=p["db"],
-                            params=GenerateParams(backend="openai", openai={"base_url": srv.url}, shard_size=2),
-                            reason=ReasonParams(method="answer"), separator="|",
+                            params=experiment_params(
+                                generate=GenerateParams(backend="openai", openai={"base_url": srv.url}, shard_size=2),
+                                reason=ReasonParams(method="answer")),
                             cache_path=str(p["tmp"] / "calls.sqlite"), shard_dir=str(p["tmp"] / "gen"))
     finally:
         srv.stop()

@@ -35,7 +35,7 @@ for _layer, _names in enumerate([
     # 7 reporting
     ["report", "report_html", "compare"],
     # 8 apps and experiment runners
-    ["ask", "serve", "cli", "lego.table", "gretriever.datasets", "gretriever.report", "gretriever.run",
+    ["experiment", "ask", "serve", "cli", "lego.table", "gretriever.datasets", "gretriever.report", "gretriever.run",
      "gretriever"],
 ]):
     for _n in _names:

@@ -17,7 +17,7 @@ from kgrag.reasoners.core import Reasoning
 from kgrag.registry import METRICS, REASONERS
 from kgrag.store import KGStore
 from kgrag.types import MetricKey
-from tests.conftest import flow_inputs, shard_rows, write_index
+from tests.conftest import experiment_params, flow_inputs, shard_rows, write_index
 
 TRIPLE = re.compile(r"\(([^,()]+), ([^,()]+), ([^()]+)\)")
 
@@ -76,14 +76,16 @@ def test_a_reasoner_and_a_metric_from_outside_reach_modules_a_run_the_report_and
                   S.QTYPE: "", S.TOPIC_IDS: topic, S.ANSWER_IDS: [], S.ANSWERS: ["Michael Mann"]} for i in range(3)]
     files = flow_inputs(tmp_path / "in", questions)
     shards = retrieve_flow(questions=files["questions"], db_path=str(movies_db), db_hash=uuid.uuid4().hex,
-                           index_dir=str(tmp_path / "index"), index_hash="i", index_model=model,
-                           params=RetrieveParams(method="khop", hops=1, shard_size=2), shard_dir=files["shard_dir"])
+                           index_dir=str(tmp_path / "index"), index_hash="i",
+                           params=experiment_params(retrieve=RetrieveParams(method="khop", hops=1, shard_size=2),
+                                                    index_model=model), shard_dir=files["shard_dir"])
     retrieved = tmp_path / "retrieved.parquet"
     io.stream_shards(shards, {retrieved: S.RETRIEVED})
     res = generate_flow(questions=files["questions"], retrieved=str(retrieved), db_path=str(movies_db),
-                        params=GenerateParams(backend="openai", openai={"base_url": "http://127.0.0.1:9/v1"},
-                                              shard_size=2),
-                        reason=ReasonParams(method="toy-first"), separator="|",
+                        params=experiment_params(
+                            generate=GenerateParams(backend="openai", openai={"base_url": "http://127.0.0.1:9/v1"},
+                                                    shard_size=2),
+                            reason=ReasonParams(method="toy-first")),
                         cache_path=str(tmp_path / "calls.sqlite"), shard_dir=str(tmp_path / "gen"))
     gens = shard_rows(res["shards"])
     assert [g[S.REASONER] for g in gens] == ["toy-first"] * 3 and not any(g[S.FAILED] for g in gens)

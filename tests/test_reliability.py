@@ -22,7 +22,7 @@ import pytest
 from kgrag import schema as S
 from kgrag.backends.llamacpp_server import free_port
 from kgrag.params import GenerateParams, ReasonParams
-from tests.conftest import E2E_SAMPLE, ROOT, flow_inputs, run, shard_rows
+from tests.conftest import E2E_SAMPLE, ROOT, experiment_params, flow_inputs, run, shard_rows
 
 N_QUESTIONS = 12
 
@@ -76,8 +76,9 @@ def test_generate_flow_survives_every_fault_and_retries_failures_next_run(faulty
     params = GenerateParams(backend="openai", openai={"base_url": faulty.url, "concurrency": 1}, timeout_s=5.0,
                             retries=2, backoff_s=0.05, shard_size=5, max_tokens=8)
     qs, retrieved = _rows(N_QUESTIONS)
-    kw = dict(**flow_inputs(tmp_path, qs, retrieved), db_path=str(movies_db), params=params, separator="|",
-              reason=ReasonParams(method="answer"),  # one generated reply: the fault server returns no log-probs
+    kw = dict(**flow_inputs(tmp_path, qs, retrieved), db_path=str(movies_db),
+              # one generated reply (`answer`): the fault server returns no log-probs
+              params=experiment_params(generate=params, reason=ReasonParams(method="answer")),
               cache_path=str(tmp_path / "calls.sqlite"))
     rows = shard_rows(generate_flow(**kw)["shards"])
     reqs = faulty.requests()

@@ -1,0 +1,126 @@
+"""One experiment, assembled once from params: the one place that turns a ``Params`` into the parts that run.
+
+Every runner of an experiment builds an :class:`Experiment` and asks it for its parts, so they cannot differ:
+
+- the stages' Prefect flows (``flows/retrieve.py``, ``flows/generate.py``), in each shard task;
+- ``kgrag ask`` / ``kgrag serve`` (:class:`kgrag.ask.Asker`);
+- ``kgrag lego-table`` (one experiment per LEGO instance, :meth:`Experiment.with_retrieve`);
+- the benches (``bench/*.py``).
+
+The parts (each built on first use, and shared per process: stores, indexes and LLM clients are cached by
+``kgrag.store.open_store``, ``kgrag.embed.open_index`` and ``kgrag.clients.client_for``):
+
+- ``kg``: the KG store ``retrieve.store`` chooses (``memory``: ``KGStore``; ``duckdb``: ``DuckKGStore``), honoured
+  by every stage that reads the KG through the experiment;
+- ``index``: the embedding index (``index.model``), or None where none was built;
+- ``client``: the LLM client of the ``generate`` section (backend, call cache, retries).
+
+The two sides run on it: ``kgrag.runner.retrieve_with`` (the retriever ``retrieve.method`` names) and
+``kgrag.answering.answer_rows`` / ``reason_job`` (the reasoner ``reason.method`` names, with
+``answering.sampling_of``). They live beside their code and not here, so that a stage's import closure (its DVC
+code deps, ``kgrag.depgraph``) holds its own side only: editing a reasoner does not re-run retrieve.
+
+Where the files are is :class:`Files` (absolute paths, since shard tasks may run in other processes). The stage
+order is dvc.yaml's (:func:`stage_order`); nothing here re-states it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kgrag import io
+from kgrag.params import Params, RetrieveParams
+
+
+@dataclass(frozen=True)
+class Files:
+    """Where an experiment's inputs and caches are: the validated KG (DuckDB), the embedding index folder, the
+    LLM call cache (None: no cache) and the flows' shard folder."""
+
+    db: str
+    index: str | None = None
+    cache: str | None = None
+    shards: str | None = None
+
+    @classmethod
+    def of(cls, root: str | Path = ".") -> "Files":
+        """The default DAG's files under the working directory ``root`` (``kgrag.io``'s folders), absolute."""
+        r = Path(root).resolve()
+        return cls(db=str(r / io.VALIDATED / "kg.duckdb"), index=str(r / io.INDEX),
+                   cache=str(r / io.CACHE / "llm_calls.sqlite"), shards=str(r / io.SHARDS))
+
+    def has_index(self) -> bool:
+        """An index was built (its entity table exists)."""
+        return bool(self.index) and Path(self.index, "entities.parquet").exists()
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The parts of one experiment, built from ``params`` (a ``kgrag.params.Params``) and ``files``.
+
+    Parameters
+    ----------
+    params
+        The whole params file, validated.
+    files
+        Where the KG, index, call cache and shards are (default: :meth:`Files.of` the working directory).
+    client_overrides
+        Backend params replacing the ``generate`` section's (benches: ``{"n_threads": 1}``).
+    """
+
+    params: Params
+    files: Files = field(default_factory=Files.of)
+    client_overrides: dict[str, Any] | None = None
+
+    # ---- building ---------------------------------------------------------------------------------------
+    @classmethod
+    def from_json(cls, params_json: str, files: Files) -> "Experiment":
+        """The experiment of a shard task: params as JSON (what a flow hands its tasks), files by reference."""
+        return cls(Params.model_validate_json(params_json), files)
+
+    def with_retrieve(self, retrieve: RetrieveParams) -> "Experiment":
+        """The same experiment with another ``retrieve`` section (``kgrag lego-table``: one per instance)."""
+        return Experiment(self.params.model_copy(update={"retrieve": retrieve}), self.files, self.client_overrides)
+
+    def with_params(self, **sections: Any) -> "Experiment":
+        """The same experiment with whole sections replaced (``reason=ReasonParams(...)``), validated."""
+        data = self.params.model_dump(mode="json", by_alias=True)
+        for name, sec in sections.items():
+            data["validate" if name == "validate_" else name] = (
+                sec.model_dump(mode="json", by_alias=True) if hasattr(sec, "model_dump") else sec)
+        return Experiment(Params.model_validate(data), self.files, self.client_overrides)
+
+    # ---- parts --------------------------------------------------------------------------------------------
+    @functools.cached_property
+    def kg(self):
+        """The KG store ``retrieve.store`` chooses, opened once per process (``kgrag.store.open_store``)."""
+        from kgrag.store import open_store
+
+        return open_store(str(self.files.db), self.params.retrieve.store)
+
+    @functools.cached_property
+    def index(self):
+        """The embedding index (``index.model``), or None where ``files.index`` holds none."""
+        from kgrag.embed import open_index
+
+        return open_index(str(self.files.index), self.params.index.model) if self.files.has_index() else None
+
+    @functools.cached_property
+    def client(self):
+        """The LLM client of the ``generate`` section behind the call cache ``files.cache``."""
+        from kgrag.clients import client_for
+
+        return client_for(self.params.generate, cache=self.files.cache, overrides=self.client_overrides)
+
+
+def stage_order(dvc_yaml: str | Path = "dvc.yaml") -> list[str]:
+    """The stages of the default DAG in dvc.yaml's order (the one place that order is written)."""
+    import yaml
+
+    path = Path(dvc_yaml)
+    if not path.exists():
+        return []
+    return list((yaml.safe_load(path.read_text()) or {}).get("stages", {}))
