@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from kgrag.versioning import machine
+from kgrag.code.versioning import machine
 
 LOAD_LIMIT = 1.0
 OTHERS_LIMIT = 0.5

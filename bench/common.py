@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench import _machine
-from kgrag.versioning import machine  # noqa: F401 (re-exported for the bench scripts)
+from kgrag.code.versioning import machine  # noqa: F401 (re-exported for the bench scripts)
 
 _machine.start()  # the load average before the bench: importing this module is the bench's first step
 

@@ -25,18 +25,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import io, schema as S  # noqa: E402
-from kgrag.constrain import context_entities  # noqa: E402
-from kgrag.duckdb_io import read_tables  # noqa: E402
-from kgrag.evaluate import answer_scores, normalize, rouge_l  # noqa: E402
-from kgrag.generate import parse_answers  # noqa: E402
-from kgrag.clients import backend_params, client_for  # noqa: E402
+from kgrag.llm.constrain import context_entities  # noqa: E402
+from kgrag.kg.duckdb_io import read_tables  # noqa: E402
+from kgrag.evaluation.evaluate import answer_scores, normalize, rouge_l  # noqa: E402
+from kgrag.llm.prompts import parse_answers  # noqa: E402
+from kgrag.llm.clients import backend_params, client_for  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.params import load  # noqa: E402
-from kgrag.reasoners import ReasonInput, run_batched  # noqa: E402
-from kgrag.reasoners.answer import answer  # noqa: E402
+from kgrag.reasoning.reasoners import ReasonInput, run_batched  # noqa: E402
+from kgrag.reasoning.reasoners.answer import answer  # noqa: E402
 from kgrag.registry import NoParams  # noqa: E402
-from kgrag.answering import contexts_for, sampling_of  # noqa: E402
-from kgrag.store import questions_from_table  # noqa: E402
+from kgrag.reasoning.answering import contexts_for, sampling_of  # noqa: E402
+from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
 def main() -> None:
@@ -62,7 +62,7 @@ def main() -> None:
     section = g.model_copy(update={"backend": "llamacpp"})
     overrides = {"n_threads": args.threads} if args.threads else None
     lp = backend_params(section, overrides)
-    # not exp.client: that one is shared per process (kgrag.clients.client_for's default) and of the params'
+    # not exp.client: that one is shared per process (kgrag.llm.clients.client_for's default) and of the params'
     # backend; this bench times the llamacpp backend on a fresh, unshared client (shared=False), no call cache
     client = client_for(section, cache=None, shared=False, overrides=overrides)
     backend = client.backend
@@ -77,7 +77,7 @@ def main() -> None:
                      "n_threads": lp.n_threads, "cache": None},
         "context_entities_mean": float(np.mean([len(n) for n in names])),
         "answer_in_context": float(np.mean(in_context)),
-        "note": "Hit@1 = kgrag.evaluate.answer_scores on parse_answers(prediction); constrained = the answer "
+        "note": "Hit@1 = kgrag.evaluation.evaluate.answer_scores on parse_answers(prediction); constrained = the answer "
                 "reasoner with ReasonInput.constrain_answer (grammar: context entity names joined by ' | '); "
                 "answer_in_context = share of questions with a gold answer among the context's entity names "
                 "(the ceiling of the constrained run's Hit@1)",

@@ -147,7 +147,6 @@ def kill_resume(work: Path, hops: int, n: int, extra: list[str] = ()) -> dict:
     import pyarrow.ipc as ipc
 
     from kgrag import schema as S
-
     for f in new:
         with open(shard_dir / f, "rb") as fh:
             attempts += sum(ipc.open_file(fh).read_all().column(S.LLM_CALLS).to_pylist())

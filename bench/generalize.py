@@ -5,8 +5,8 @@ It reads the KG and index a pipeline run built (``data/validated/kg.duckdb``, ``
 plan ``data/relplan``), draws ``--per-hop`` questions of each hop count's ``--split`` file (seeded), and runs
 the experiment of ``params.yaml`` (with ``-S key=value`` overrides, as ``dvc exp run -S``) on them through the
 same parts and functions as the retrieve and generate flows (one ``kgrag.experiment.Experiment`` per
-configuration; ``kgrag.runner.retrieve_with``, ``kgrag.answering.reason_rows``) and scores them with every
-registered metric (``kgrag.evaluate.evaluate_rows``).
+configuration; ``kgrag.retrieval.run.retrieve_with``, ``kgrag.reasoning.answering.reason_rows``) and scores them with every
+registered metric (``kgrag.evaluation.evaluate.evaluate_rows``).
 Questions are loaded with ``declared_hops`` off unless ``retrieve.oracle_hops`` is set, so no module can read
 their hop count.
 
@@ -18,7 +18,7 @@ Writes ``--out`` (default ``reports/bench/generalize.json``): per configuration 
 repeatable; overrides ``;``-separated), per hop count and overall: questions, Hit@1 with its bootstrap 95%
 interval, F1 of the answer list and of the first answer (``f1_top1``), answers per question, retrieval recall,
 ``baseline_first``, ``baseline_random``, ``llm_lift``, seconds. ``--link``: the questions without brackets,
-their topic entities linked from the text (``kgrag.linking``).
+their topic entities linked from the text (``kgrag.kg.linking``).
 
 Example (the default, then the oracle, on 100 dev questions per hop count)::
 
@@ -42,21 +42,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import schema as S  # noqa: E402
-from kgrag.answering import contexts_for, proposals_for, reason_rows, sampling_of  # noqa: E402
-from kgrag.evaluate import evaluate_rows  # noqa: E402
+from kgrag.reasoning.answering import contexts_for, proposals_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.evaluation.evaluate import evaluate_rows  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.metrics import bootstrap_ci  # noqa: E402
+from kgrag.evaluation.metrics import bootstrap_ci  # noqa: E402
 from kgrag.params import load  # noqa: E402
 from kgrag.registry import LOADERS  # noqa: E402
-from kgrag.runner import retrieve_with  # noqa: E402
-from kgrag.store import questions_from_table  # noqa: E402
+from kgrag.retrieval.run import retrieve_with  # noqa: E402
+from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
 def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2, 3), link: bool = False
                   ) -> list[dict]:
     """``per_hop`` questions of each MetaQA ``split`` file (seeded), ids mapped to the validated KG by name;
     on the relplan stage's split, the questions it trained on are left out first. ``link``: the brackets
-    removed and the topic entities linked from the text (``kgrag.linking``, as ``data.link_entities``)."""
+    removed and the topic entities linked from the text (``kgrag.kg.linking``, as ``data.link_entities``)."""
     d, rp = params.data, params.relplan
     lp = d.loader_params()
     load_qa = LOADERS.get("metaqa").impl

@@ -36,15 +36,15 @@ from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import io  # noqa: E402
 from kgrag import schema as S  # noqa: E402
-from kgrag.duckdb_io import read_tables  # noqa: E402
-from kgrag.evaluate import answer_scores  # noqa: E402
+from kgrag.kg.duckdb_io import read_tables  # noqa: E402
+from kgrag.evaluation.evaluate import answer_scores  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.llm import LLMClient  # noqa: E402
+from kgrag.llm.calls import LLMClient  # noqa: E402
 from kgrag.params import ReasonParams, load  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
-from kgrag.runner import retrieve_with  # noqa: E402
-from kgrag.store import questions_from_table  # noqa: E402
+from kgrag.reasoning.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.retrieval.run import retrieve_with  # noqa: E402
+from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
 def perf(ctx) -> dict:

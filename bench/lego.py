@@ -24,12 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_result  # noqa: E402
 
-from kgrag.evaluate import retrieval_recall  # noqa: E402
-from kgrag.lego import EXTRACTORS  # noqa: E402
-from kgrag.lego.extract_ppr import top_nodes  # noqa: E402
-from kgrag.lego.types import Context, LocalGraph  # noqa: E402
-from kgrag.loaders.metaqa import load_metaqa  # noqa: E402
-from kgrag.store import KGStore, questions_from_table  # noqa: E402
+from kgrag.evaluation.evaluate import retrieval_recall  # noqa: E402
+from kgrag.retrieval.lego import EXTRACTORS  # noqa: E402
+from kgrag.retrieval.lego.extract_ppr import top_nodes  # noqa: E402
+from kgrag.retrieval.lego.types import Context, LocalGraph  # noqa: E402
+from kgrag.kg.loaders.metaqa import load_metaqa  # noqa: E402
+from kgrag.kg.store import KGStore, questions_from_table  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Benchmark: entity linking on MetaQA questions with their ``[brackets]`` removed.
 
 Draws ``--questions`` questions of the ``--split`` files of every hop count (seeded, an equal share per hop
-count), removes the brackets MetaQA puts around the topic entity, links each with ``kgrag.linking`` (the rule
+count), removes the brackets MetaQA puts around the topic entity, links each with ``kgrag.kg.linking`` (the rule
 ``data.link_entities`` and ``kgrag ask`` use) over the whole MetaQA KG (loaded by the ``metaqa`` loader, as
 ingest does), and counts a question as found when the linked entity is the bracketed one. Beside it, the
 same without the relation fit (longest match, then exact case: the rule before issue 24) as a reference.
@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_result  # noqa: E402
 
-from kgrag import linking  # noqa: E402
+from kgrag.kg import linking  # noqa: E402
 from kgrag import schema as S  # noqa: E402
-from kgrag.metrics import bootstrap_ci  # noqa: E402
+from kgrag.evaluation.metrics import bootstrap_ci  # noqa: E402
 from kgrag.registry import LOADERS  # noqa: E402
 
 

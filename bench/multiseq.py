@@ -1,6 +1,6 @@
 """Probe: does a llama.cpp sequence's output depend on the other sequences in the same context?
 
-The ``rank`` scorer (``kgrag.backends.llamacpp_engine.ScoreEngine``) puts a prompt in sequence 0 and the
+The ``rank`` scorer (``kgrag.llm.backends.llamacpp_engine.ScoreEngine``) puts a prompt in sequence 0 and the
 candidates in sequences 1..m of one unified KV cache; batched greedy decoding (issue 14 item 4, not adopted)
 would put one request per sequence. Both assume that a sequence's logits do not depend on its neighbours. This
 probe measures that on the packaged SmolLM2 (the backend's default weights), and writes
@@ -59,9 +59,9 @@ def main() -> None:
     import llama_cpp as lc
     import numpy as np
 
-    from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams
-    from kgrag.backends.llamacpp_engine import ScoreEngine, chat_tokens, continuation_tokens
-    from kgrag.generate import build_request
+    from kgrag.llm.backends.llamacpp import LlamaCppBackend, LlamaCppParams
+    from kgrag.llm.backends.llamacpp_engine import ScoreEngine, chat_tokens, continuation_tokens
+    from kgrag.llm.prompts import build_request
 
     backend = LlamaCppBackend(LlamaCppParams(n_ctx=2048))
     llm = backend.llm

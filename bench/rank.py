@@ -32,14 +32,14 @@ from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import io  # noqa: E402
 from kgrag import schema as S  # noqa: E402
-from kgrag.duckdb_io import read_tables  # noqa: E402
-from kgrag.evaluate import answer_scores  # noqa: E402
+from kgrag.kg.duckdb_io import read_tables  # noqa: E402
+from kgrag.evaluation.evaluate import answer_scores  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.llm import CallCache, LLMClient  # noqa: E402
+from kgrag.llm.calls import CallCache, LLMClient  # noqa: E402
 from kgrag.params import ReasonParams, load  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
-from kgrag.store import questions_from_table  # noqa: E402
+from kgrag.reasoning.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
 class CacheOnlyGeneration:
@@ -50,7 +50,7 @@ class CacheOnlyGeneration:
         self.backend, self.model_id = backend, backend.model_id
 
     def generate(self, requests, on_reply=None):
-        from kgrag.llm import LLMReply
+        from kgrag.llm.calls import LLMReply
 
         out = [None] * len(requests)
         pos = [i for i, r in enumerate(requests) if r.scoring]
@@ -136,7 +136,7 @@ def main() -> None:
         shutil.copyfile(args.seed_cache, args.cache)
     g = params.generate
     # the client is built here, not as an Experiment's: the backend may be wrapped (CacheOnlyGeneration, which
-    # kgrag.clients.client_for cannot do), and its call cache is --cache, not the pipeline's
+    # kgrag.llm.clients.client_for cannot do), and its call cache is --cache, not the pipeline's
     backend = BACKENDS.get(g.backend).impl(g.module_params(), timeout_s=g.timeout_s)
     if args.answer_cached_only:
         backend = CacheOnlyGeneration(backend)

@@ -40,12 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import io  # noqa: E402
-from kgrag.backends import llamacpp_server  # noqa: E402
-from kgrag.backends.openai import OpenAIBackend, OpenAIParams  # noqa: E402
-from kgrag.duckdb_io import read_tables  # noqa: E402
-from kgrag.llm import LLMClient, LLMReply, LLMRequest  # noqa: E402
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched, run_one  # noqa: E402
-from kgrag.store import questions_from_table  # noqa: E402
+from kgrag.llm.backends import llamacpp_server  # noqa: E402
+from kgrag.llm.backends.openai import OpenAIBackend, OpenAIParams  # noqa: E402
+from kgrag.kg.duckdb_io import read_tables  # noqa: E402
+from kgrag.llm.calls import LLMClient, LLMReply, LLMRequest  # noqa: E402
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched, run_one  # noqa: E402
+from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
 def start_server(*, n_threads: int, n_ctx: int, log_dir: Path) -> tuple[subprocess.Popen, str, list[str]]:

@@ -34,13 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_result  # noqa: E402
 
-from kgrag.embed import EmbeddingIndex, encode  # noqa: E402
-from kgrag.evaluate import retrieval_recall  # noqa: E402
+from kgrag.index.embed import EmbeddingIndex, encode  # noqa: E402
+from kgrag.evaluation.evaluate import retrieval_recall  # noqa: E402
 from kgrag.io import RELPLAN, ST_MODEL  # noqa: E402
-from kgrag.lego.presets import PRESETS as LEGO_PRESETS  # noqa: E402
-from kgrag.loaders.metaqa import load_metaqa  # noqa: E402
+from kgrag.retrieval.lego.presets import PRESETS as LEGO_PRESETS  # noqa: E402
+from kgrag.kg.loaders.metaqa import load_metaqa  # noqa: E402
 from kgrag.registry import RETRIEVERS  # noqa: E402
-from kgrag.store import KGStore, questions_from_table  # noqa: E402
+from kgrag.kg.store import KGStore, questions_from_table  # noqa: E402
 
 LLM_STAGES = ("llm",)
 
@@ -56,7 +56,7 @@ def presets() -> dict[str, tuple[str, dict]]:
         "pcst-gretriever-exact": ("pcst", {"preset": "gretriever-exact"}),
         "khop": ("khop", {}),
         "relpath": ("relpath", {}),
-        # the learnt relation-path plan (kgrag.relplan; stage relplan): 1 sequence (the default), 2 sequences
+        # the learnt relation-path plan (kgrag.index.relplan; stage relplan): 1 sequence (the default), 2 sequences
         "relpath-plan": ("relpath", {"plan": str(RELPLAN), "paths": 1}),
         "relpath-plan-2": ("relpath", {"plan": str(RELPLAN), "paths": 2}),
     }

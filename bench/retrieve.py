@@ -23,14 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_result  # noqa: E402
 
-from kgrag.evaluate import retrieval_recall  # noqa: E402
+from kgrag.evaluation.evaluate import retrieval_recall  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.loaders.metaqa import load_metaqa  # noqa: E402
+from kgrag.kg.loaders.metaqa import load_metaqa  # noqa: E402
 from kgrag.params import RetrieveParams, load  # noqa: E402
-from kgrag.retrievers.pcst import edge_prizes, node_prizes  # noqa: E402
-from kgrag.retrievers.pcst_reference import pcst_select_reference  # noqa: E402
-from kgrag.runner import retrieve_one  # noqa: E402
-from kgrag.store import questions_from_table  # noqa: E402
+from kgrag.retrieval.retrievers.pcst import edge_prizes, node_prizes  # noqa: E402
+from kgrag.retrieval.retrievers.pcst_reference import pcst_select_reference  # noqa: E402
+from kgrag.retrieval.run import retrieve_one  # noqa: E402
+from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
 def reference_retrieve(q, qvec, kg, index, params, hops, max_edges) -> tuple[set[int], float]:

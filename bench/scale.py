@@ -1,6 +1,6 @@
 """Benchmark: ingest and per-question retrieval on SYNTHETIC KGs of 1M and 10M triples (issue 5 "scale").
 
-For each size: ``kgrag.synth`` writes the KG and its questions (not timed as ingest); the real ingest stage
+For each size: ``kgrag.kg.synth`` writes the KG and its questions (not timed as ingest); the real ingest stage
 (``python -m stages.ingest``, triples loader, default ``engine: auto`` = vectorized) runs in a child process
 on them: ``ingest_s`` is the stage's own timing (loader + Parquet + DuckDB), ``ingest_wall_s`` the whole
 process (imports included), ``peak_rss_gib`` the child's peak resident memory (``wait4``). Then, in
@@ -86,7 +86,7 @@ PEAK_WRAPPER = (
 
 def ingest(size: str, n: int, work: Path, questions: int) -> dict:
     """Generate the synth KG, then run the real ingest stage on it in a child process."""
-    from kgrag.synth import write_synth
+    from kgrag.kg.synth import write_synth
 
     proj = work / size
     shutil.rmtree(proj, ignore_errors=True)
@@ -121,13 +121,13 @@ def vm_hwm_kb() -> int:
 
 def retrieve_child(args: argparse.Namespace) -> None:
     """(child) lego-00 on the synth KG and on MetaQA, with the DuckDB store, then with the in-memory one."""
-    from kgrag.duckdb_io import read_tables, write_duckdb
-    from kgrag.embed import EmbeddingIndex, encode
-    from kgrag.loaders.metaqa import load_metaqa
+    from kgrag.kg.duckdb_io import read_tables, write_duckdb
+    from kgrag.index.embed import EmbeddingIndex, encode
+    from kgrag.kg.loaders.metaqa import load_metaqa
     from kgrag.params import RetrieveParams
-    from kgrag.runner import retrieve_one
-    from kgrag.store import KGStore, questions_from_table
-    from kgrag.store_duckdb import DuckKGStore
+    from kgrag.retrieval.run import retrieve_one
+    from kgrag.kg.store import KGStore, questions_from_table
+    from kgrag.kg.store_duckdb import DuckKGStore
 
     model = "all-MiniLM-L6-v2"
     params = RetrieveParams(method="lego", hops=2, max_neighbourhood_edges=args.max_edges, store="duckdb",
@@ -227,7 +227,7 @@ def main() -> None:
         "machine": machine(), "synthetic": True, "synth_params": {**SYNTH, "hops": list(SYNTH["hops"])},
         "retriever": {"method": "lego", "preset": "lego-00", "hops": 2, "max_neighbourhood_edges": args.max_edges,
                       "store": "duckdb"},
-        "note": "SYNTHETIC KGs (kgrag.synth). ingest_s: the ingest stage's own timing (triples loader, vectorized "
+        "note": "SYNTHETIC KGs (kgrag.kg.synth). ingest_s: the ingest stage's own timing (triples loader, vectorized "
                 "engine, + Parquet + DuckDB), in a child process whose peak RSS is peak_rss_gib; "
                 "retrieve_median_ms: lego-00 per question on the synth questions with the DuckDB-backed store "
                 "(duckstore_open_s: its one-off sidecar adjacency build); metaqa_duckdb_median_ms: the same "

@@ -14,7 +14,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from kgrag.versioning import closure_version, code_version, folder_hash  # noqa: F401 (the flows' cache-key helpers)
+from kgrag.code.versioning import closure_version, code_version, folder_hash  # noqa: F401 (the flows' cache-key helpers)
 
 #: suffix of a shard file whose rows hold failed LLM calls: written for the stage's output, never taken as a
 #: finished shard (the next run submits the shard again; its successful calls come from the call cache)

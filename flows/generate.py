@@ -31,11 +31,11 @@ from flows.cache import (closure_version, partial_file, progress_bar, ranges, sh
                          shard_key_parts)
 
 from kgrag import io, schema as S  # noqa: E402
-from kgrag.answering import answer_rows, proposed_ends  # noqa: E402
+from kgrag.reasoning.answering import answer_rows, proposed_ends  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.params import Params, section_hash  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.store import questions_from_table  # noqa: E402
+from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
 TRIPLE_COLUMNS = (S.TRIPLE_HEADS, S.TRIPLE_RELATIONS, S.TRIPLE_TAILS)

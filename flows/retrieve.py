@@ -25,8 +25,8 @@ from kgrag import io, schema as S  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.params import Params, section_hash  # noqa: E402
 from kgrag.registry import RETRIEVERS  # noqa: E402
-from kgrag.runner import retrieve_with  # noqa: E402
-from kgrag.store import questions_from_table  # noqa: E402
+from kgrag.retrieval.run import retrieve_with  # noqa: E402
+from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
 @task(name="retrieve_shard", cache_policy=NO_CACHE, persist_result=False)

@@ -28,8 +28,7 @@ PIPELINES = ("dvc.yaml", "finetune/dvc.yaml", "gretriever/dvc.yaml", "synth/dvc.
 
 
 def _deps(args: argparse.Namespace) -> int:
-    from kgrag import depgraph
-
+    from kgrag.code import depgraph
     root = Path.cwd()
     missing = 0
     for rel in PIPELINES:
@@ -70,7 +69,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _asker(args: argparse.Namespace):
     """(params, Asker) for ``ask`` / ``serve``, or (None, exit code) after printing the error."""
-    from kgrag.ask import Asker, NotIngested
+    from kgrag.apps.ask import Asker, NotIngested
 
     p = _params(args)
     if p is None:
@@ -83,7 +82,7 @@ def _asker(args: argparse.Namespace):
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from kgrag.textualize import triples_text
+    from kgrag.llm.textualize import triples_text
 
     p, asker = _asker(args)
     if p is None:
@@ -99,7 +98,7 @@ def _ask(args: argparse.Namespace) -> int:
               f"tokens_out={rec.reply.tokens_out} latency_ms={rec.reply.latency_ms:.0f}"
               + (f" error={rec.reply.error}" if rec.failed else ""))
     if args.html:
-        from kgrag.report_html import question_page, question_view
+        from kgrag.reporting.report_html import question_page, question_view
 
         out = Path(args.html)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +115,7 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from kgrag.serve import run
+    from kgrag.apps.serve import run
 
     p, asker = _asker(args)
     if p is None:
@@ -129,14 +128,14 @@ def _lego_table(args: argparse.Namespace) -> int:
 
     from kgrag import io
     from kgrag import schema as S
-    from kgrag.duckdb_io import ensure_duckdb, file_hash, kg_hash, read_tables
+    from kgrag.kg.duckdb_io import ensure_duckdb, file_hash, kg_hash, read_tables
     from kgrag.experiment import Experiment, Files
-    from kgrag.lego.presets import PRESETS
-    from kgrag.runner import retrieve_with
-    from kgrag.lego.table import instance_row, render, row_key, uses_llm
+    from kgrag.retrieval.lego.presets import PRESETS
+    from kgrag.retrieval.run import retrieve_with
+    from kgrag.apps.lego_table import instance_row, render, row_key, uses_llm
     from kgrag.params import RetrieveParams
-    from kgrag.store import questions_from_table
-    from kgrag.versioning import closure_version, folder_hash, machine
+    from kgrag.kg.store import questions_from_table
+    from kgrag.code.versioning import closure_version, folder_hash, machine
 
     p = _params(args)
     if p is None:
@@ -154,7 +153,7 @@ def _lego_table(args: argparse.Namespace) -> int:
         return 1
     exp = Experiment(p, Files.of())  # the experiment's KG store (retrieve.store) and index, as the stages'
     qrows = read_tables(db, ("questions",))["questions"].to_pylist()
-    code = "-".join([closure_version("kgrag.lego.table"), closure_version("kgrag.runner"), kg_hash(db),
+    code = "-".join([closure_version("kgrag.apps.lego_table"), closure_version("kgrag.retrieval.run"), kg_hash(db),
                      file_hash(io.INDEX / "entities.parquet"), folder_hash(io.ST_MODEL)])
     out_json = Path(f"{args.out}.json")
     done = {r["key"]: r for r in (json.loads(out_json.read_text())["rows"] if out_json.exists() else [])}
@@ -196,8 +195,7 @@ def _lego_table(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     import subprocess
 
-    from kgrag import compare
-
+    from kgrag.reporting import compare
     if args.exp_json:
         raw = Path(args.exp_json).read_text()
     else:
@@ -242,7 +240,7 @@ def _compare(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(md)
     if args.html:
-        from kgrag.report_html import markdown_page
+        from kgrag.reporting.report_html import markdown_page
 
         page = Path(args.html)
         page.parent.mkdir(parents=True, exist_ok=True)
@@ -259,7 +257,7 @@ def _rules(args: argparse.Namespace) -> int:
     """Print kgrag's and the papers' scoring rules side by side, recomputed from a predictions file."""
     import pyarrow.parquet as pq
 
-    from kgrag.evaluate import RULES, rescore_rows
+    from kgrag.evaluation.evaluate import RULES, rescore_rows
 
     rows = pq.read_table(args.predictions).to_pylist()
     got = rescore_rows(rows)
@@ -273,7 +271,7 @@ def _rules(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to render --help)."""
-    from kgrag.compare import KEY_METRICS
+    from kgrag.reporting.compare import KEY_METRICS
 
     ap = argparse.ArgumentParser(prog="kgrag", description="Knowledge-graph RAG pipelines (run them with `dvc repro`).")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -328,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read this saved `dvc exp show --json` output instead of running dvc")
     k.set_defaults(fn=_compare)
     d = sub.add_parser("deps", help="print each DVC stage's code deps computed from its import closure "
-                                    "(kgrag.depgraph); --write puts them into the dvc.yaml files")
+                                    "(kgrag.code.depgraph); --write puts them into the dvc.yaml files")
     d.add_argument("--write", action="store_true", help="rewrite the code entries of the stages' deps lists")
     d.add_argument("--check", action="store_true", help="exit 1 when a stage's deps miss a file it can run")
     d.set_defaults(fn=_deps)

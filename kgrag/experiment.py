@@ -3,22 +3,22 @@
 Every runner of an experiment builds an :class:`Experiment` and asks it for its parts, so they cannot differ:
 
 - the stages' Prefect flows (``flows/retrieve.py``, ``flows/generate.py``), in each shard task;
-- ``kgrag ask`` / ``kgrag serve`` (:class:`kgrag.ask.Asker`);
+- ``kgrag ask`` / ``kgrag serve`` (:class:`kgrag.apps.ask.Asker`);
 - ``kgrag lego-table`` (one experiment per LEGO instance, :meth:`Experiment.with_retrieve`);
 - the benches (``bench/*.py``).
 
 The parts (each built on first use, and shared per process: stores, indexes and LLM clients are cached by
-``kgrag.store.open_store``, ``kgrag.embed.open_index`` and ``kgrag.clients.client_for``):
+``kgrag.kg.store.open_store``, ``kgrag.index.embed.open_index`` and ``kgrag.llm.clients.client_for``):
 
 - ``kg``: the KG store ``retrieve.store`` chooses (``memory``: ``KGStore``; ``duckdb``: ``DuckKGStore``), honoured
   by every stage that reads the KG through the experiment;
 - ``index``: the embedding index (``index.model``), or None where none was built;
 - ``client``: the LLM client of the ``generate`` section (backend, call cache, retries).
 
-The two sides run on it: ``kgrag.runner.retrieve_with`` (the retriever ``retrieve.method`` names) and
-``kgrag.answering.answer_rows`` / ``reason_job`` (the reasoner ``reason.method`` names, with
+The two sides run on it: ``kgrag.retrieval.run.retrieve_with`` (the retriever ``retrieve.method`` names) and
+``kgrag.reasoning.answering.answer_rows`` / ``reason_job`` (the reasoner ``reason.method`` names, with
 ``answering.sampling_of``). They live beside their code and not here, so that a stage's import closure (its DVC
-code deps, ``kgrag.depgraph``) holds its own side only: editing a reasoner does not re-run retrieve.
+code deps, ``kgrag.code.depgraph``) holds its own side only: editing a reasoner does not re-run retrieve.
 
 Where the files are is :class:`Files` (absolute paths, since shard tasks may run in other processes). The stage
 order is dvc.yaml's (:func:`stage_order`); nothing here re-states it.
@@ -96,22 +96,22 @@ class Experiment:
     # ---- parts --------------------------------------------------------------------------------------------
     @functools.cached_property
     def kg(self):
-        """The KG store ``retrieve.store`` chooses, opened once per process (``kgrag.store.open_store``)."""
-        from kgrag.store import open_store
+        """The KG store ``retrieve.store`` chooses, opened once per process (``kgrag.kg.store.open_store``)."""
+        from kgrag.kg.store import open_store
 
         return open_store(str(self.files.db), self.params.retrieve.store)
 
     @functools.cached_property
     def index(self):
         """The embedding index (``index.model``), or None where ``files.index`` holds none."""
-        from kgrag.embed import open_index
+        from kgrag.index.embed import open_index
 
         return open_index(str(self.files.index), self.params.index.model) if self.files.has_index() else None
 
     @functools.cached_property
     def client(self):
         """The LLM client of the ``generate`` section behind the call cache ``files.cache``."""
-        from kgrag.clients import client_for
+        from kgrag.llm.clients import client_for
 
         return client_for(self.params.generate, cache=self.files.cache, overrides=self.client_overrides)
 

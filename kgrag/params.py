@@ -99,7 +99,7 @@ class DataParams(BaseModel):
     seed: int = Field(0, description="seed of the question sample")
     link_entities: bool = Field(
         False, description="remove the questions' [brackets] and link their topic entities from the text "
-        "(kgrag.linking, as `kgrag ask` does): linking measured, not assumed")
+        "(kgrag.kg.linking, as `kgrag ask` does): linking measured, not assumed")
     max_question_chars: int = Field(
         2000, ge=1, description="a longer question is quarantined at ingest (it could not fit a prompt)")
     input: str | None = Field(
@@ -217,7 +217,7 @@ class FinetuneParams(Strict):
 
 
 class RelPlanParams(Strict):
-    """Relation-path plan of the ``relpath`` retriever (``kgrag.relplan``), learnt from a held-out split."""
+    """Relation-path plan of the ``relpath`` retriever (``kgrag.index.relplan``), learnt from a held-out split."""
 
     split: Literal["dev", "test"] = Field("dev", description="question split the plan learns from")
     questions: int = Field(2000, ge=1, description="questions sampled from that split per hop count")
@@ -247,8 +247,8 @@ class RetrieveParams(ModuleSection):
         "oracle a user's questions do not have; marked `oracle` in metrics.json setup and the reports. False = "
         "no stage reads a question's hop count at inference")
     store: Literal["memory", "duckdb"] = Field(
-        "memory", description="KG access: memory (whole KG as CSR arrays, kgrag.store.KGStore) or duckdb (SQL per "
-        "hop on the DuckDB file, names fetched lazily: kgrag.store_duckdb.DuckKGStore, for KGs too big for memory)")
+        "memory", description="KG access: memory (whole KG as CSR arrays, kgrag.kg.store.KGStore) or duckdb (SQL per "
+        "hop on the DuckDB file, names fetched lazily: kgrag.kg.store_duckdb.DuckKGStore, for KGs too big for memory)")
 
 
 class GenerateParams(ModuleSection):
@@ -339,7 +339,7 @@ class ClusterParams(ModuleSection):
 
 class SynthParams(Strict):
     """Stage ``synth``: a SYNTHETIC KG (typed entities and relations, power-law degrees) and questions whose
-    answers are known by construction (``kgrag.synth``). Not an input of the default DAG: point ``data`` at its
+    answers are known by construction (``kgrag.kg.synth``). Not an input of the default DAG: point ``data`` at its
     files (README "Synthetic KG at scale")."""
 
     n_triples: int = Field(100_000, ge=1, description="distinct triples generated")

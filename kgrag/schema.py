@@ -6,7 +6,7 @@ The tables a stage writes as DVC outputs (``RETRIEVED``, ``GENERATIONS``) hold o
 determine. What differs from run to run and machine to machine (wall times, which LLM calls the call cache
 answered, backend attempts) goes into the run-record tables ``RETRIEVE_TIMINGS`` / ``GENERATE_TIMINGS``,
 written beside the outputs under ``data/timings/`` (``kgrag.timings``), so equal results hash equal in
-``dvc.lock``. In-memory rows (``kgrag.runner.retrieve_rows``, ``kgrag.reasoners.rows_of``) carry both.
+``dvc.lock``. In-memory rows (``kgrag.retrieval.run.retrieve_rows``, ``kgrag.reasoning.reasoners.rows_of``) carry both.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ TOPIC_IDS = "topic_ids"
 ANSWER_IDS = "answer_ids"
 ANSWERS = "answers"
 # the labels a question is answered with (e.g. ExplaGraphs' support / counter); null or empty = the answers
-# are entity names. A question with choices is scored by accuracy (``kgrag.evaluate``).
+# are entity names. A question with choices is scored by accuracy (``kgrag.evaluation.evaluate``).
 CHOICES = "choices"
 # set by validate: the question's gold answers are in the KG (in its own graph, for per-question graphs), or
 # it is a label task. A question that is not answerable is kept and scored as a miss (the benchmark protocol
@@ -73,7 +73,7 @@ CALL_CACHED = "call_cached"
 CALL_ATTEMPTS = "call_attempts"
 FAILED = "failed"
 BASELINE_FIRST = "baseline_first"  # no-LLM baselines of a generations row: the first candidate answer ...
-BASELINE_RANDOM = "baseline_random"  # ... and a seeded random one (kgrag.answering.baselines)
+BASELINE_RANDOM = "baseline_random"  # ... and a seeded random one (kgrag.reasoning.answering.baselines)
 ERROR = "error"
 SEED = "seed"
 
@@ -155,7 +155,7 @@ GENERATE_TIMINGS = pa.schema(
         (CALL_ATTEMPTS, pa.list_(pa.int64())),
     ]
 )
-# relation-path plans (kgrag.relplan): a training question's masked text, hop count and relation sequence
+# relation-path plans (kgrag.index.relplan): a training question's masked text, hop count and relation sequence
 PLAN_RELATIONS = "plan_relations"
 PLAN_FORWARD = "plan_forward"
 RELPLAN = pa.schema([(TEXT, pa.string()), (HOPS, pa.int64()), (PLAN_RELATIONS, pa.list_(pa.string())),

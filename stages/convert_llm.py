@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stages._common import params_from_argv, timed
 from kgrag import io
-from kgrag.backends.llamacpp import packaged_gguf
+from kgrag.llm.backends.llamacpp import packaged_gguf
 from kgrag.gretriever.convert import convert_gguf
 
 

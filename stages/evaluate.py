@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
-from kgrag.evaluate import evaluate_rows, stage_metrics
-from kgrag.duckdb_io import read_tables
+from kgrag.evaluation.evaluate import evaluate_rows, stage_metrics
+from kgrag.kg.duckdb_io import read_tables
 
 
 
@@ -26,7 +26,7 @@ def upstream_stages() -> list[str]:
 
 def judge_client(jb):
     """The LLM judge (``evaluate.judge_backend``) behind the shared LLM call cache and the retry policy."""
-    from kgrag.clients import client_for
+    from kgrag.llm.clients import client_for
 
     return client_for(jb, cache=io.CACHE / "llm_calls.sqlite")
 

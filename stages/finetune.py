@@ -11,9 +11,9 @@ import sys
 
 from stages._common import params_from_argv, timed
 from kgrag import io
-from kgrag.finetune import finetune_st, training_triplets
+from kgrag.retrieval.finetune import finetune_st, training_triplets
 from kgrag.registry import LOADERS
-from kgrag.store import KGStore, questions_on
+from kgrag.kg.store import KGStore, questions_on
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,8 +8,8 @@ import numpy as np
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag.embed import encode, write_vectors
-from kgrag.store import KGStore
+from kgrag.index.embed import encode, write_vectors
+from kgrag.kg.store import KGStore
 
 
 def main(argv: list[str] | None = None) -> None:

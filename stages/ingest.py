@@ -1,13 +1,13 @@
 """Stage ingest: dataset files → Parquet tables (the DVC output) + the DuckDB file built from them
-(``kgrag.duckdb_io``); unparseable lines → quarantine."""
+(``kgrag.kg.duckdb_io``); unparseable lines → quarantine."""
 
 from __future__ import annotations
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
-from kgrag.loaders.common import screen_tables
+from kgrag.kg.loaders.common import screen_tables
 from kgrag.registry import LOADERS
-from kgrag.duckdb_io import TABLES, write_tables
+from kgrag.kg.duckdb_io import TABLES, write_tables
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
         kg = loader(**p.loader_kwargs())  # the selected loader's validated params + sample + seed
         kg = screen_tables(kg, max_question_chars=p.max_question_chars)  # control characters, long questions
         if p.link_entities:  # questions as people type them: no brackets, topics linked from the text
-            from kgrag.linking import link_questions
+            from kgrag.kg.linking import link_questions
 
             kg, linked = link_questions(kg)
             info.update(link_entities=linked)

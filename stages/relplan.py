@@ -7,10 +7,10 @@ import sys
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag.embed import encode
+from kgrag.index.embed import encode
 from kgrag.registry import LOADERS
-from kgrag.relplan import train_plan
-from kgrag.store import KGStore, questions_on
+from kgrag.index.relplan import train_plan
+from kgrag.kg.store import KGStore, questions_on
 
 
 def main(argv: list[str] | None = None) -> None:

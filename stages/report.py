@@ -10,9 +10,9 @@ import numpy as np
 
 from stages._common import params_from_argv
 from kgrag import io, timings
-from kgrag.duckdb_io import read_tables
-from kgrag.report import figure_recall_vs_context, render
-from kgrag.report_html import run_report
+from kgrag.kg.duckdb_io import read_tables
+from kgrag.reporting.report import figure_recall_vs_context, render
+from kgrag.reporting.report_html import run_report
 from kgrag.experiment import Experiment
 
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
-from kgrag.duckdb_io import file_hash, kg_hash, questions_file
+from kgrag.kg.duckdb_io import file_hash, kg_hash, questions_file
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stages._common import params_from_argv, timed
 from kgrag import io
-from kgrag.synth import write_synth
+from kgrag.kg.synth import write_synth
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,5 @@
 """Stage validate: great-expectations checks; bad rows → data/quarantine/validate.parquet, clean KG → Parquet
-tables (the DVC output) + the DuckDB file built from them (``kgrag.duckdb_io``)."""
+tables (the DVC output) + the DuckDB file built from them (``kgrag.kg.duckdb_io``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag.duckdb_io import DB_NAME, TABLES, read_tables, write_tables
-from kgrag.validate import reason_counts, validate_tables
+from kgrag.kg.duckdb_io import DB_NAME, TABLES, read_tables, write_tables
+from kgrag.kg.validate import reason_counts, validate_tables
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,8 +17,8 @@ import pytest
 
 from kgrag import schema as S
 from kgrag.env import setup
-from kgrag.duckdb_io import write_duckdb
-from kgrag.store import KGStore
+from kgrag.kg.duckdb_io import write_duckdb
+from kgrag.kg.store import KGStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("KGRAG_SHARED", ROOT.parent / "shared"))
@@ -30,10 +30,10 @@ E2E_SAMPLE = 12
 _PREFECT = Path(tempfile.mkdtemp(prefix="kgrag-test-prefect-"))
 os.environ.setdefault("PREFECT_HOME", str(_PREFECT / "home"))
 os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(_PREFECT / "results"))
-# One embedding cache for the session (kgrag.embed.encode): the 43k MetaQA names are encoded once, not once per
+# One embedding cache for the session (kgrag.index.embed.encode): the 43k MetaQA names are encoded once, not once per
 # project copy (e2e index stage, agent / explore fixtures, cluster run); stage subprocesses inherit it.
 os.environ.setdefault("KGRAG_EMBED_CACHE", str(_PREFECT / "embeddings"))
-# and one folder of converted GGUF weights (kgrag.backends.llamacpp.converted_gguf), not one per project copy
+# and one folder of converted GGUF weights (kgrag.llm.backends.llamacpp.converted_gguf), not one per project copy
 os.environ.setdefault("KGRAG_MODEL_CACHE", str(_PREFECT / "models"))
 setup(ROOT)
 
@@ -102,8 +102,8 @@ def need(ok: bool, what: str) -> None:
 
 def metaqa_sample_store(folder: Path, *, sample: int = 2, seed: int = 0):
     """(KGStore of the real MetaQA KB, its first ``sample`` seeded 2-hop test questions) written under ``folder``."""
-    from kgrag.loaders.metaqa import load_metaqa
-    from kgrag.store import questions_from_table
+    from kgrag.kg.loaders.metaqa import load_metaqa
+    from kgrag.kg.store import questions_from_table
 
     need((METAQA / "kb.txt").exists(), f"real MetaQA data not found at {METAQA}")
     t = load_metaqa(path=str(METAQA), hops=2, split="test", sample=sample, seed=seed)
@@ -165,7 +165,7 @@ def metaqa_entity_vectors(names: list[str], model: str = "all-MiniLM-L6-v2"):
 def _metaqa_entity_vectors(names: list[str], model: str):
     import numpy as np
 
-    from kgrag.embed import encode, read_vectors
+    from kgrag.index.embed import encode, read_vectors
 
     stored = ROOT / "data" / "index" / "entities.parquet"
     if stored.exists():
@@ -257,7 +257,7 @@ def index(kg):
     """An embedding index (packaged MiniLM) over the tiny KG's entity and relation names."""
     import numpy as np
 
-    from kgrag.embed import EmbeddingIndex, encode
+    from kgrag.index.embed import EmbeddingIndex, encode
 
     model = "all-MiniLM-L6-v2"
     return EmbeddingIndex(
@@ -273,7 +273,6 @@ def flow_inputs(folder: Path, questions: list[dict], retrieved: list[dict] | Non
     import pyarrow as pa
 
     from kgrag import io, schema as S
-
     folder = Path(folder)
     out = {"questions": str(folder / "questions.parquet"), "shard_dir": str(folder / "shards")}
     io.write_parquet(out["questions"], pa.Table.from_pylist(questions, schema=S.QUESTIONS), row_group_size=2)
@@ -305,7 +304,7 @@ def experiment_params(*, retrieve=None, generate=None, reason=None, index_model:
 
 def write_index(folder: Path, kg, model: str = "all-MiniLM-L6-v2") -> str:
     """A real embedding index of ``kg``'s entity and relation names (``model``) under ``folder``; returns it."""
-    from kgrag.embed import encode, write_vectors
+    from kgrag.index.embed import encode, write_vectors
 
     folder = Path(folder)
     write_vectors(folder / "entities.parquet", np.arange(kg.num_entities),
@@ -318,5 +317,4 @@ def write_index(folder: Path, kg, model: str = "all-MiniLM-L6-v2") -> str:
 def shard_rows(paths: list[str]) -> list[dict]:
     """The rows of a flow's shard files, in order."""
     from kgrag import io
-
     return [r for p in paths for r in io.read_arrow(p).to_pylist()]

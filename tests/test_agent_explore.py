@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.embed import EmbeddingIndex, encode
-from kgrag.llm import LLMClient, LLMReply
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, rows_of, run_batched
-from kgrag.reasoners import agent as A
-from kgrag.reasoners import explore as X
-from kgrag.reasoners.baselines import COT_SYSTEM
-from kgrag.reasoners.strategies import EVAL_SYSTEM
+from kgrag.index.embed import EmbeddingIndex, encode
+from kgrag.llm.calls import LLMClient, LLMReply
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, rows_of, run_batched
+from kgrag.reasoning.reasoners import agent as A
+from kgrag.reasoning.reasoners import explore as X
+from kgrag.reasoning.reasoners.baselines import COT_SYSTEM
+from kgrag.reasoning.reasoners.strategies import EVAL_SYSTEM
 from kgrag.types import Question
 from tests.conftest import metaqa_entity_vectors, metaqa_sample_store
 
@@ -332,7 +332,7 @@ def metaqa(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def smollm():
-    from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams
+    from kgrag.llm.backends.llamacpp import LlamaCppBackend, LlamaCppParams
 
     return LlamaCppBackend(LlamaCppParams(n_ctx=2048))
 

@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams, packaged_gguf
-from kgrag.backends.llamacpp_server import free_port, start_server
-from kgrag.backends.openai import OpenAIBackend, OpenAIParams
-from kgrag.generate import build_request
-from kgrag.llm import CallCache, LLMClient
+from kgrag.llm.backends.llamacpp import LlamaCppBackend, LlamaCppParams, packaged_gguf
+from kgrag.llm.backends.llamacpp_server import free_port, start_server
+from kgrag.llm.backends.openai import OpenAIBackend, OpenAIParams
+from kgrag.llm.prompts import build_request
+from kgrag.llm.calls import CallCache, LLMClient
 
 CONTEXT = "(Heat, directed_by, Michael Mann)\n(Heat, starred_actors, Al Pacino)"
 QUESTION = "who directed the movies starred by [Al Pacino]"
@@ -86,7 +86,7 @@ PROMPTS = [
 
 
 def _constrained_requests():
-    from kgrag.constrain import constrain_choices, constrain_entities, constrain_letters, constrain_yes_no
+    from kgrag.llm.constrain import constrain_choices, constrain_entities, constrain_letters, constrain_yes_no
 
     base = [build_request(question=q, context=c, temperature=0.0, top_p=1.0, max_tokens=24, seed=0) for q, c in PROMPTS]
     names = ["Heat", "Michael Mann", "Al Pacino", "Amélie \"quoted\""]
@@ -97,7 +97,7 @@ def _constrained_requests():
 
 
 def test_llamacpp_constrained_output_is_always_a_choice():
-    from kgrag.constrain import constrain_entities
+    from kgrag.llm.constrain import constrain_entities
 
     reqs, names = _constrained_requests()
     b = LlamaCppBackend(LlamaCppParams(n_ctx=1024))
@@ -146,8 +146,8 @@ def test_converted_weights_are_made_once_and_agree_with_the_packaged_file(tmp_pa
     same, and it generates a real answer."""
     import os
 
-    from kgrag.backends.llamacpp import converted_gguf
-    from kgrag.llm import scores_of
+    from kgrag.llm.backends.llamacpp import converted_gguf
+    from kgrag.llm.calls import scores_of
 
     src = packaged_gguf()
     out = converted_gguf(str(src), "q8_0", str(tmp_path))

@@ -60,7 +60,7 @@ def test_broken_files_through_ingest_validate_and_report(tmp_path):
     reasons = summary["quarantine_reasons"]
     assert sum(x["rows"] for x in reasons if x["stage"] == "ingest") == len(q)
 
-    from kgrag.report import render
+    from kgrag.reporting.report import render
 
     md = render(metrics={"questions": 0, "setup": {}}, rows=[], figure="f.png", validation=summary, examples=0)
     assert "Quarantined rows by reason" in md and reasons[0]["reason"] in md

@@ -6,8 +6,8 @@ import igraph
 import numpy as np
 import pytest
 
-from kgrag.community import DETECTORS, coarse_prune, community_modularity, detect
-from kgrag.community.louvain import louvain_states
+from kgrag.reasoning.community import DETECTORS, coarse_prune, community_modularity, detect
+from kgrag.reasoning.community.louvain import louvain_states
 from kgrag.registry import UnknownModuleError
 
 KARATE = np.asarray(igraph.Graph.Famous("Zachary").get_edgelist())

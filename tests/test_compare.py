@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kgrag import compare as C
+from kgrag.reporting import compare as C
 from kgrag.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n"

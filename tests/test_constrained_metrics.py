@@ -8,18 +8,18 @@ import json
 import pytest
 
 from kgrag import schema as S
-from kgrag.backends.openai import OpenAIBackend, OpenAIParams
-from kgrag.constrain import (
+from kgrag.llm.backends.openai import OpenAIBackend, OpenAIParams
+from kgrag.llm.constrain import (
     choice_grammar, constrain_entities, constrain_letters, constrain_yes_no, context_entities, gbnf_literal,
     grammar_of, list_grammar, option_letters,
 )
-from kgrag.evaluate import evaluate_rows, judge_request, judge_scores, lcs_length, parse_verdict, rouge_l
-from kgrag.llm import CallCache, LLMClient, LLMReply, LLMRequest, call_key
+from kgrag.evaluation.evaluate import evaluate_rows, judge_request, judge_scores, lcs_length, parse_verdict, rouge_l
+from kgrag.llm.calls import CallCache, LLMClient, LLMReply, LLMRequest, call_key
 from kgrag.params import load
-from kgrag.reasoners import ReasonInput, Sampling, run_batched
-from kgrag.reasoners.answer import answer
+from kgrag.reasoning.reasoners import ReasonInput, Sampling, run_batched
+from kgrag.reasoning.reasoners.answer import answer
 from kgrag.registry import NoParams
-from kgrag.textualize import csv_text, triples_text
+from kgrag.llm.textualize import csv_text, triples_text
 from kgrag.types import Question
 
 
@@ -200,7 +200,7 @@ def test_evaluate_rows_aggregates_rouge_depth_calls_tokens(tmp_path):
 
 
 def test_report_headline_has_new_metrics():
-    from kgrag.report import names, timing_names
+    from kgrag.reporting.report import names, timing_names
 
     NAMES, TIMING_NAMES = names(), timing_names()
 

@@ -1,5 +1,5 @@
 """``decide: score`` and ``answer: rank`` of the Graph-CoT agent, graph exploration and the ToT / GoT evaluator
-(kgrag.reasoners.decide): golden steps on the five-edge KG with scripted scores, failed scoring calls, and the
+(kgrag.reasoning.reasoners.decide): golden steps on the five-edge KG with scripted scores, failed scoring calls, and the
 real SmolLM2 on the same KG.
 
 Scripted scores are log-probs per option (``ScriptedScores``, ``prefer`` of tests/test_decide_tog.py: an option
@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import math
 
-from kgrag.llm import LLMClient, LLMReply
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
-from kgrag.reasoners.decide import ENOUGH_OPTIONS
-from kgrag.reasoners.strategies import EVAL_SYSTEM
+from kgrag.llm.calls import LLMClient, LLMReply
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoning.reasoners.decide import ENOUGH_OPTIONS
+from kgrag.reasoning.reasoners.strategies import EVAL_SYSTEM
 from kgrag.types import Question
 from tests.test_decide_tog import ScriptedScores, prefer, smollm2_client
 from tests.test_golden_reasoners import OBS_FILMS, QUESTION, gkg, user  # noqa: F401  (fixture)

@@ -1,5 +1,5 @@
 """``decide: score`` and ``answer: rank`` of FastToG and the LEGO ``llm`` scorer's ``decide: score``
-(kgrag.reasoners.decide): golden steps on the five-edge KG with scripted scores, ``stop: rank`` (the best-scored
+(kgrag.reasoning.reasoners.decide): golden steps on the five-edge KG with scripted scores, ``stop: rank`` (the best-scored
 depth answers), the call bound, a failed scoring call, and the real SmolLM2 on the same KG.
 
 Scripted scores are log-probs per option (``tests.test_decide_tog.ScriptedScores``: 2 tokens an option, so with
@@ -19,13 +19,13 @@ import json
 import numpy as np
 import pytest
 
-from kgrag.lego import SCORERS
-from kgrag.lego.score_loglik import PROMPT as LOGLIK_PROMPT
-from kgrag.lego.types import Context
-from kgrag.llm import LLMClient, LLMReply, score_reply_text
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
-from kgrag.reasoners.decide import ENOUGH_OPTIONS
-from kgrag.reasoners.fasttog import NONE_OPTION, call_bound, implementation_bound
+from kgrag.retrieval.lego import SCORERS
+from kgrag.retrieval.scorers.loglik import PROMPT as LOGLIK_PROMPT
+from kgrag.retrieval.lego.types import Context
+from kgrag.llm.calls import LLMClient, LLMReply, score_reply_text
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoning.reasoners.decide import ENOUGH_OPTIONS
+from kgrag.reasoning.reasoners.fasttog import NONE_OPTION, call_bound, implementation_bound
 from kgrag.types import Question
 from tests.test_decide_tog import ScriptedScores, prefer
 from tests.test_golden_reasoners import QUESTION, fast_reply, gkg, user  # noqa: F401  (fixture)

@@ -1,4 +1,4 @@
-"""``decide: score`` and ``answer: rank`` of ToG (kgrag.reasoners.decide): golden steps on the five-edge KG with
+"""``decide: score`` and ``answer: rank`` of ToG (kgrag.reasoning.reasoners.decide): golden steps on the five-edge KG with
 scripted scores, the call bound, a failed scoring call, and the real SmolLM2 on the same KG.
 
 Scripted scores are log-probs per option (the reply text of a scoring call, ``llm.score_reply_text``): the test
@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from kgrag.llm import LLMClient, LLMReply, score_reply_text
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
-from kgrag.reasoners.decide import ENOUGH_OPTIONS
+from kgrag.llm.calls import LLMClient, LLMReply, score_reply_text
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoning.reasoners.decide import ENOUGH_OPTIONS
 from kgrag.types import Question
 from tests.test_golden_reasoners import QUESTION, gkg, user  # noqa: F401  (fixture)
 
@@ -148,7 +148,7 @@ def test_tog_failed_scoring_call_keeps_the_prerank_and_is_not_unparseable(gkg):
 
 def smollm2_client():
     """A client of the embedded default LLM (SmolLM2-135M through llama.cpp), without a call cache."""
-    from kgrag.clients import client_for
+    from kgrag.llm.clients import client_for
     from kgrag.params import GenerateParams
 
     g = GenerateParams()

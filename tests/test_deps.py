@@ -1,5 +1,5 @@
 """DVC deps are derived from the code: every stage's deps cover every project file its command can run
-(``kgrag.depgraph``), and the check notices a removed dep."""
+(``kgrag.code.depgraph``), and the check notices a removed dep."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kgrag import depgraph
+from kgrag.code import depgraph
 from kgrag.cli import PIPELINES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,17 +44,17 @@ def test_closure_follows_imports_and_the_kinds_a_file_looks_up(tmp_path):
         "kgrag/a.py": "from kgrag.registry import RETRIEVERS\ndef pick(name):\n    return RETRIEVERS.get(name)\n",
         "kgrag/b.py": "",
         "kgrag/c.py": "",
-        "kgrag/retrievers/__init__.py": "",
-        "kgrag/retrievers/pcst.py": "from kgrag import c\n",
+        "kgrag/retrieval/retrievers/__init__.py": "",
+        "kgrag/retrieval/retrievers/pcst.py": "from kgrag import c\n",
     }
     for rel, src in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(src)
     got = depgraph.closure(tmp_path, "stages.s")
-    assert {"stages/s.py", "kgrag/a.py", "kgrag/b.py", "kgrag/retrievers/pcst.py", "kgrag/c.py"} <= got
+    assert {"stages/s.py", "kgrag/a.py", "kgrag/b.py", "kgrag/retrieval/retrievers/pcst.py", "kgrag/c.py"} <= got
     (tmp_path / "kgrag/a.py").write_text("from kgrag.registry import RETRIEVERS\n"
                                          "@RETRIEVERS.register('x')\ndef x():\n    pass\n")
-    assert "kgrag/retrievers/pcst.py" not in depgraph.closure(tmp_path, "stages.s")
+    assert "kgrag/retrieval/retrievers/pcst.py" not in depgraph.closure(tmp_path, "stages.s")
 
 
 def test_the_repository_declares_no_kinds_by_hand():
@@ -65,7 +65,7 @@ def test_the_repository_declares_no_kinds_by_hand():
 
 
 def test_flows_code_version_is_the_closure_hash():
-    from kgrag.versioning import closure_version
+    from kgrag.code.versioning import closure_version
 
     assert closure_version("flows.retrieve") != closure_version("flows.generate")
     assert closure_version("flows.retrieve") == closure_version("flows.retrieve")

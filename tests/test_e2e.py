@@ -31,7 +31,7 @@ def _sha(path: Path) -> str:
 
 
 def _norm(s: str) -> str:
-    """kgrag's answer normalization (``kgrag.evaluate.normalize``), written out here: %XX decoded, accents folded,
+    """kgrag's answer normalization (``kgrag.evaluation.evaluate.normalize``), written out here: %XX decoded, accents folded,
     lower case, dotted acronyms joined, & read as and, apostrophes deleted, any other non-alphanumeric a space,
     the articles dropped, white space folded."""
     s = "".join(c for c in unicodedata.normalize("NFKD", unquote(s)) if not unicodedata.combining(c)).lower()
@@ -252,7 +252,7 @@ def test_compare_two_experiments(project, first_run):
     assert list(table) == ["cmp-k1", "cmp-k2"]
     assert [table[n]["`reason.rank.top_k`"] for n in table] == ["1", "2"]
     assert [c for c in table["cmp-k1"] if c.startswith("`")] == ["`reason.rank.top_k`"]  # only the diff
-    from kgrag.compare import KEY_METRICS, direction, fmt, label
+    from kgrag.reporting.compare import KEY_METRICS, direction, fmt, label
 
     arrows = {1: " ↑", -1: " ↓", 0: ""}
     for name, m in files.items():

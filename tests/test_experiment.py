@@ -22,17 +22,17 @@ BUILDERS = {"open_store", "open_index", "client_for", "KGStore", "DuckKGStore", 
 #: (file, builder) pairs allowed outside kgrag/experiment.py, each for a reason
 ALLOWED = {
     # the builders' own modules (definitions and their process-wide caches)
-    ("kgrag/store.py", "KGStore"), ("kgrag/store.py", "DuckKGStore"), ("kgrag/embed.py", "EmbeddingIndex.load"),
-    ("kgrag/answering.py", "Sampling"),  # sampling_of: the reasoners' settings from Params
-    ("kgrag/reasoners/core.py", "Sampling"),  # ReasonInput's default (tests, reasoners run alone)
+    ("kgrag/kg/store.py", "KGStore"), ("kgrag/kg/store.py", "DuckKGStore"), ("kgrag/index/embed.py", "EmbeddingIndex.load"),
+    ("kgrag/reasoning/answering.py", "Sampling"),  # sampling_of: the reasoners' settings from Params
+    ("kgrag/reasoning/reasoners/core.py", "Sampling"),  # ReasonInput's default (tests, reasoners run alone)
     # another section's client: LEGO's LLM stages (retrieve.lego.llm) and the evaluate judge
-    ("kgrag/retrievers/lego.py", "client_for"), ("stages/evaluate.py", "client_for"),
+    ("kgrag/retrieval/retrievers/lego.py", "client_for"), ("stages/evaluate.py", "client_for"),
     # stages that read the whole KG into memory by design (index embeds every name; relplan / finetune walk it)
     ("stages/index.py", "KGStore"), ("stages/relplan.py", "KGStore"), ("stages/finetune.py", "KGStore"),
     # G-Retriever's training pipeline (its own dvc.yaml, not the experiment)
     ("kgrag/gretriever/run.py", "KGStore"), ("kgrag/gretriever/run.py", "EmbeddingIndex.load"),
     # ToT / GoT evaluators score at a fixed seed, whatever the sampling
-    ("kgrag/reasoners/strategies.py", "Sampling"),
+    ("kgrag/reasoning/reasoners/strategies.py", "Sampling"),
     # benches that time or compare the parts themselves
     ("bench/constrain.py", "client_for"),  # a fresh, uncached client per backend variant (cold-load timing)
     ("bench/scale.py", "KGStore"), ("bench/scale.py", "DuckKGStore"),  # compares the two stores
@@ -73,7 +73,7 @@ def test_no_runner_assembles_an_experiment_by_hand():
 def test_the_checker_sees_a_hand_built_client(tmp_path):
     """The structural test can fail: a planted hand-built client and store are found."""
     f = tmp_path / "x.py"
-    f.write_text("from kgrag.clients import client_for\nc = client_for(p.generate)\nkg = KGStore(db)\n")
+    f.write_text("from kgrag.llm.clients import client_for\nc = client_for(p.generate)\nkg = KGStore(db)\n")
     assert _calls(f) == {"client_for", "KGStore"}
 
 
@@ -88,8 +88,8 @@ def test_files_of_a_working_directory_are_absolute(tmp_path):
 def test_the_store_is_the_one_retrieve_store_chooses(movies_db, tmp_path):
     """``retrieve.store`` picks the store every part reads through: memory -> KGStore, duckdb -> DuckKGStore;
     both name the same entities."""
-    from kgrag.store import KGStore
-    from kgrag.store_duckdb import DuckKGStore
+    from kgrag.kg.store import KGStore
+    from kgrag.kg.store_duckdb import DuckKGStore
 
     files = Files(db=str(movies_db))
     mem = Experiment(Params(), files)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kgrag.embed import EmbeddingIndex, encode
-from kgrag.finetune import Triplet, finetune_st, margin_loss, pair_accuracy, question_triplets, training_triplets
-from kgrag.lego import SCORERS
-from kgrag.lego.types import Context
+from kgrag.index.embed import EmbeddingIndex, encode
+from kgrag.retrieval.finetune import Triplet, finetune_st, margin_loss, pair_accuracy, question_triplets, training_triplets
+from kgrag.retrieval.lego import SCORERS
+from kgrag.retrieval.lego.types import Context
 from kgrag.registry import LOADERS
-from kgrag.store import KGStore, questions_from_table
+from kgrag.kg.store import KGStore, questions_from_table
 from kgrag.types import Question
 from tests.conftest import METAQA
 
@@ -52,7 +52,7 @@ def test_triplets_empty_when_nothing_to_learn(kg):
 
 
 def test_margin_loss_is_the_papers_hinge_on_cosines():
-    from kgrag.finetune import load_trainable
+    from kgrag.retrieval.finetune import load_trainable
 
     model = load_trainable(MODEL)
     model.eval()
@@ -73,7 +73,7 @@ def metaqa_triplets():
     """Triplets mined from 60 real MetaQA 2-hop dev questions over the real KB."""
     import tempfile
 
-    from kgrag.duckdb_io import write_duckdb as write
+    from kgrag.kg.duckdb_io import write_duckdb as write
 
     tabs = LOADERS.get("metaqa").impl(path=str(METAQA), hops=2, split="dev", sample=60, seed=1)
     path = f"{tempfile.mkdtemp()}/kg.duckdb"

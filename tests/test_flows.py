@@ -13,7 +13,7 @@ import pytest
 from kgrag import schema as S
 from kgrag.params import RetrieveParams
 from kgrag.registry import RETRIEVERS
-from kgrag.store import KGStore
+from kgrag.kg.store import KGStore
 from tests.conftest import MOVIES, experiment_params, flow_inputs, shard_rows, tiny_tables, write_index
 
 MODEL = "all-MiniLM-L6-v2"
@@ -106,7 +106,7 @@ def test_generate_reads_the_kg_through_the_store_retrieve_store_names(tiny_proje
     from flows.retrieve import retrieve_flow
     from kgrag import io
     from kgrag.params import GenerateParams, ReasonParams
-    from kgrag.store_duckdb import DuckKGStore
+    from kgrag.kg.store_duckdb import DuckKGStore
     from tests.test_reliability import FaultServer
 
     tmp = tiny_project["tmp"]

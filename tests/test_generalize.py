@@ -14,8 +14,8 @@ import pytest
 from kgrag import schema as S
 from kgrag.params import RetrieveParams
 from kgrag.registry import RETRIEVERS
-from kgrag.relplan import PlanModel, relation_sequence, train_plan
-from kgrag.runner import retrieve_one
+from kgrag.index.relplan import PlanModel, relation_sequence, train_plan
+from kgrag.retrieval.run import retrieve_one
 from kgrag.types import Question
 from tests.conftest import METAQA, experiment_params, flow_inputs, need, shard_rows, write_index
 
@@ -76,7 +76,7 @@ def test_golden_relpath_finds_answers_1_2_or_3_hops_away_without_being_told(kg, 
 
 @pytest.fixture
 def flow_project(tmp_path, movies_db):
-    from kgrag.store import KGStore
+    from kgrag.kg.store import KGStore
 
     kg = KGStore(movies_db)
     model = "all-MiniLM-L6-v2"
@@ -144,7 +144,7 @@ def test_flows_hand_no_module_the_declared_hop_count_unless_oracle_hops(flow_pro
     gens = shard_rows(res["shards"])
     # the baselines are the first / a seeded random of the retriever's proposed answers (relpath's ends)
     ends = {r[S.QUESTION_ID]: json.loads(r[S.TRACE])["ends"] for r in shard_rows(declared)}
-    from kgrag.store import KGStore
+    from kgrag.kg.store import KGStore
 
     kg = KGStore(p["db"])
     for g in gens:
@@ -155,7 +155,7 @@ def test_flows_hand_no_module_the_declared_hop_count_unless_oracle_hops(flow_pro
 def test_baselines_and_lift_recomputed_from_rows():
     """The ``baselines`` metric: Hit@1 of the first and random candidates, lift = Hit@1 - the best of them, per hop
     count for a mixed set; label tasks add the majority label."""
-    from kgrag.evaluate import evaluate_rows
+    from kgrag.evaluation.evaluate import evaluate_rows
 
     def q(i, hops, gold, choices=None):
         return {S.QUESTION_ID: f"q{i}", S.TEXT: "t", S.HOPS: hops, S.ANSWERS: gold, S.ANSWER_IDS: [i],
@@ -174,7 +174,7 @@ def test_baselines_and_lift_recomputed_from_rows():
     assert [r["hit_baseline_first"] for r in rows] == [1.0, 0.0, 0.0, 1.0]
     assert m["by_hops"]["1"]["hit_at_1"] == 1.0 and m["by_hops"]["1"]["llm_lift"] == 0.5
     assert m["by_hops"]["2"]["llm_lift"] == 0.0 and m["by_hops"]["2"]["questions"] == 2
-    from kgrag.report import render
+    from kgrag.reporting.report import render
 
     md = render(metrics={**m, "setup": {"oracle_hops": True, "plan": "learnt (9 labelled)"}}, rows=rows,
                 figure="f.png", examples=0, validation=None)
@@ -193,7 +193,7 @@ def test_baselines_and_lift_recomputed_from_rows():
 
 
 def test_metaqa_mixed_hop_loader_reads_every_listed_file():
-    from kgrag.loaders.metaqa import MetaQAParams, load_metaqa
+    from kgrag.kg.loaders.metaqa import MetaQAParams, load_metaqa
 
     need((METAQA / "kb.txt").exists(), "real MetaQA data not found")
     t = load_metaqa(path=str(METAQA), hops=[1, 2, 3], split="dev", sample=4, seed=0)
@@ -212,7 +212,7 @@ def test_relplan_learns_from_a_users_own_jsonl_dev_split(tmp_path, monkeypatch):
     sequence those questions share; without relplan.file the stage says it did not train and how to fix it; the
     evaluated file is refused as a plan file."""
     from kgrag.params import ParamsError, load
-    from kgrag.relplan import PlanModel
+    from kgrag.index.relplan import PlanModel
     from stages import ingest, relplan, validate
     from tests.conftest import MOVIES, ROOT
 
@@ -241,9 +241,9 @@ def test_relplan_learns_from_a_users_own_jsonl_dev_split(tmp_path, monkeypatch):
     relplan.main(common + ["-S", f"relplan.file={my / 'dev.jsonl'}"])
     plan = PlanModel.load(tmp_path / "data" / "relplan")
     assert len(plan.texts) == 4  # every dev question labelled, each with its own label
-    from kgrag.embed import encode
+    from kgrag.index.embed import encode
 
-    from kgrag.relplan import mask_topics
+    from kgrag.index.relplan import mask_topics
 
     prefix, whole = plan.votes(encode([mask_topics("who directed Collateral", ["Collateral"])], model=plan.model)[0], 3)
     best = max(whole, key=whole.get)
@@ -257,10 +257,10 @@ def test_zero_shot_llm_planner_scores_relation_sequences_with_the_real_model(kg,
     sequence as the reply to the question, through the scoring primitive. On "who directed Heat" the summed
     log-likelihood prefers "directed by" to the longer "directed by, directed by" that the cosine picks
     (test_question_graphs), and relpath walks it; a failed call is counted, not silent."""
-    from kgrag.lego import SCORERS
-    from kgrag.lego.types import Context
-    from kgrag.llm import LLMClient, LLMReply
-    from kgrag.retrievers.lego import LLMSettings, llm_client
+    from kgrag.retrieval.lego import SCORERS
+    from kgrag.retrieval.lego.types import Context
+    from kgrag.llm.calls import LLMClient, LLMReply
+    from kgrag.retrieval.retrievers.lego import LLMSettings, llm_client
 
     q = "who directed Heat"
     ctx = Context(question=q, query_vec=index.encode([q])[0], kg=kg, index=index, topic_names=("Heat",),
@@ -286,7 +286,7 @@ def test_zero_shot_llm_planner_scores_relation_sequences_with_the_real_model(kg,
     assert failing.take_counts() == {"llm_unparsed": 4}
     mean = entry.impl(query=q, docs=docs, params=entry.params(normalize="mean"), ctx=ctx)
     assert not np.allclose(mean, got)  # scorer_params reach the scorer
-    from kgrag.retrievers.relpath import RelPathParams
+    from kgrag.retrieval.retrievers.relpath import RelPathParams
 
     with pytest.raises(ValueError, match="scorer_params.normalise"):
         RelPathParams(scorer="loglik", scorer_params={"normalise": "mean"})

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kgrag.evaluate import answer_scores, evaluate_rows, normalize, retrieval_recall, stage_metrics
-from kgrag.generate import build_request, clean_question, context_text, parse_answers
+from kgrag.evaluation.evaluate import answer_scores, evaluate_rows, normalize, retrieval_recall, stage_metrics
+from kgrag.llm.prompts import build_request, clean_question, context_text, parse_answers
 from kgrag import schema as S
-
-
 def test_parse_answers():
     assert parse_answers("Michael Mann | Martin Scorsese") == ["Michael Mann", "Martin Scorsese"]
     assert parse_answers("Answer: 1. Heat\n2. Collateral.\n- Heat") == ["Heat", "Collateral"]

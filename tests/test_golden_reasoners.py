@@ -29,11 +29,11 @@ import re
 import numpy as np
 import pytest
 
-from kgrag.duckdb_io import write_duckdb
-from kgrag.llm import LLMClient, LLMReply
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
-from kgrag.reasoners.tog import incident_edges
-from kgrag.store import KGStore
+from kgrag.kg.duckdb_io import write_duckdb
+from kgrag.llm.calls import LLMClient, LLMReply
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoning.reasoners.tog import incident_edges
+from kgrag.kg.store import KGStore
 from kgrag.types import Question
 from tests.conftest import tiny_tables
 

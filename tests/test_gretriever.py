@@ -60,7 +60,7 @@ def one_thread():
 @pytest.fixture(scope="session")
 def llm_dir(tmp_path_factory) -> str:
     """The converted SmolLM2 folder: the convert_llm stage's output when present, else converted here."""
-    from kgrag.backends.llamacpp import packaged_gguf
+    from kgrag.llm.backends.llamacpp import packaged_gguf
     from kgrag.gretriever.convert import convert_gguf
 
     done = ROOT / "data" / "llm" / "smollm2-135m-instruct"
@@ -144,7 +144,7 @@ def test_graph_arrays_follow_the_textualized_node_table(splits, embed):
 
 @pytest.mark.parametrize("form", ["csv", "triples"])
 def test_parse_prompt_inverts_build_request(splits, form):
-    from kgrag.generate import build_request, clean_question, context_text
+    from kgrag.llm.prompts import build_request, clean_question, context_text
 
     for ex in splits["test"][:20]:
         ctx = context_text(list(ex.triples), form=form, max_triples=60)
@@ -417,9 +417,9 @@ def test_checkpoint_round_trip_and_resume(pyg, llm_dir, splits, embed, tmp_path)
 
 @pytest.mark.e2e
 def test_backend_answers_like_the_model_it_loads(pyg, llm_dir, splits, embed, tmp_path):
-    from kgrag.backends.gretriever import GRetrieverBackend, GRetrieverBackendParams
-    from kgrag.generate import build_request, context_text
-    from kgrag.llm import LLMRequest
+    from kgrag.llm.backends.gretriever import GRetrieverBackend, GRetrieverBackendParams
+    from kgrag.llm.prompts import build_request, context_text
+    from kgrag.llm.calls import LLMRequest
 
     cfg = small_cfg(llm_dir)
     model = build_model(cfg)
@@ -495,7 +495,6 @@ def _assert_no_wall_time(rep: Path, ck: Path) -> None:
 def _run_record(name: str) -> dict:
     """A train run's record (data/timings/gretriever/<name>/timing.json), checked to describe its outputs."""
     from kgrag import io
-
     rec = json.loads((io.TIMINGS / "gretriever" / name / "timing.json").read_text())
     assert rec["stage"] == "train" and rec["seconds"] > 0
     assert rec["outputs"] == {p: io.file_hash(p) for p in rec["outputs"]} and len(rec["outputs"]) == 4
@@ -524,11 +523,11 @@ def test_train_stage_inference_only_writes_its_dvc_output(explagraphs, llm_dir, 
 def test_metaqa_examples_from_pcst_and_whole_neighbourhood(tmp_path):
     """Real MetaQA KB: dev questions for train / val, test questions for test, each with its retrieved
     subgraph (PCST, or the whole 2-hop neighbourhood), labels joining the gold answers."""
-    from kgrag.duckdb_io import write_duckdb
-    from kgrag.embed import EmbeddingIndex, encode
-    from kgrag.loaders.metaqa import load_metaqa
+    from kgrag.kg.duckdb_io import write_duckdb
+    from kgrag.index.embed import EmbeddingIndex, encode
+    from kgrag.kg.loaders.metaqa import load_metaqa
     from kgrag.params import RetrieveParams
-    from kgrag.store import KGStore
+    from kgrag.kg.store import KGStore
     from tests.conftest import metaqa_entity_vectors
 
     need((METAQA / "kb.txt").exists(), "real MetaQA data not found")

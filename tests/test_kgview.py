@@ -1,11 +1,11 @@
-"""KGView: both stores implement the protocol and share one k-hop walk (``kgrag.kgview.khop_walk``)."""
+"""KGView: both stores implement the protocol and share one k-hop walk (``kgrag.kg.kgview.khop_walk``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from kgrag.kgview import Incident, KGView, khop_walk
-from kgrag.store_duckdb import DuckKGStore
+from kgrag.kg.kgview import Incident, KGView, khop_walk
+from kgrag.kg.store_duckdb import DuckKGStore
 
 
 def test_both_stores_are_kg_views(kg, movies_db, tmp_path):

@@ -9,16 +9,16 @@ import pyarrow as pa
 import pytest
 
 from kgrag import schema as S
-from kgrag.evaluate import evaluate_rows, label_scores, parse_label
-from kgrag.generate import build_request
-from kgrag.llm import LLMClient, LLMReply
-from kgrag.loaders.explagraphs import load_explagraphs
-from kgrag.loaders.jsonl import load_jsonl
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
-from kgrag.report import render
-from kgrag.store import questions_from_table
+from kgrag.evaluation.evaluate import evaluate_rows, label_scores, parse_label
+from kgrag.llm.prompts import build_request
+from kgrag.llm.calls import LLMClient, LLMReply
+from kgrag.kg.loaders.explagraphs import load_explagraphs
+from kgrag.kg.loaders.jsonl import load_jsonl
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reporting.report import render
+from kgrag.kg.store import questions_from_table
 from kgrag.types import Question
-from kgrag.validate import validate_tables
+from kgrag.kg.validate import validate_tables
 from tests.conftest import MOVIES, SHARED, tiny_tables, need
 
 EXPLA = SHARED / "data" / "explagraphs"

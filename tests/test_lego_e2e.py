@@ -18,7 +18,7 @@ MODEL = "all-MiniLM-L6-v2"
 
 @pytest.fixture(scope="module")
 def real(request):
-    from kgrag.duckdb_io import ensure_duckdb
+    from kgrag.kg.duckdb_io import ensure_duckdb
 
     kg_path, index_dir = ensure_duckdb(KG), INDEX  # built from data/validated/*.parquet (dvc pull) when missing
     if not all(Path(p).exists() for p in (KG, INDEX / "entities.parquet", INDEX / "relations.parquet")):
@@ -26,9 +26,9 @@ def real(request):
         request.getfixturevalue("e2e_first_run")
         project = request.getfixturevalue("e2e_project")
         kg_path, index_dir = project / "data" / "validated" / "kg.duckdb", project / "data" / "index"
-    from kgrag.embed import EmbeddingIndex
-    from kgrag.loaders.metaqa import load_metaqa
-    from kgrag.store import KGStore, questions_from_table
+    from kgrag.index.embed import EmbeddingIndex
+    from kgrag.kg.loaders.metaqa import load_metaqa
+    from kgrag.kg.store import KGStore, questions_from_table
 
     kg = KGStore(kg_path)
     index = EmbeddingIndex.load(index_dir, MODEL)
@@ -38,7 +38,7 @@ def real(request):
 
 @pytest.mark.parametrize("preset", ["lego-00", "lego-01", "lego-08", "lego-09", "lego-15"])
 def test_presets_on_real_metaqa(preset, real):
-    from kgrag.runner import retrieve_rows
+    from kgrag.retrieval.run import retrieve_rows
 
     kg, index, qs = real
     params = RetrieveParams(method="lego", hops=2, lego={"preset": preset, "trace_ms": True})

@@ -9,14 +9,14 @@ import igraph
 import numpy as np
 import pytest
 
-from kgrag.evaluate import retrieval_recall
-from kgrag.lego import EXTRACTORS
+from kgrag.evaluation.evaluate import retrieval_recall
+from kgrag.retrieval.lego import EXTRACTORS
 from kgrag import ranking
-from kgrag.lego.extract_ppr import PPRParams, extract_from_kg, local_ppr, push_ppr, top_nodes, within_hops
-from kgrag.lego.types import LocalGraph
+from kgrag.retrieval.lego.extract_ppr import PPRParams, extract_from_kg, local_ppr, push_ppr, top_nodes, within_hops
+from kgrag.retrieval.lego.types import LocalGraph
 from kgrag.params import RetrieveParams
-from kgrag.runner import retrieve_one
-from kgrag.store import KGStore, write_duckdb
+from kgrag.retrieval.run import retrieve_one
+from kgrag.kg.store import KGStore, write_duckdb
 from kgrag.types import Question
 from tests.conftest import METAQA, tiny_tables, need
 
@@ -209,8 +209,8 @@ def test_push_ppr_is_deterministic_and_ignores_seed_order(tmp_path):
 
 @pytest.fixture(scope="module")
 def metaqa3(tmp_path_factory):
-    from kgrag.loaders.metaqa import load_metaqa
-    from kgrag.store import questions_from_table
+    from kgrag.kg.loaders.metaqa import load_metaqa
+    from kgrag.kg.store import questions_from_table
 
     need((METAQA / "kb.txt").exists(), "real MetaQA data not found")
     t = load_metaqa(path=str(METAQA), hops=3, split="test", sample=4, seed=0)

@@ -8,16 +8,16 @@ import igraph
 import numpy as np
 import pytest
 
-from kgrag.lego import EXTRACTORS, FILTERS, REFINERS, SCORERS
-from kgrag.lego.extract_ppr import local_ppr
-from kgrag.lego.filter_shortest import shortest_path_dag
-from kgrag.lego.presets import PRESETS
-from kgrag.lego.types import Context, Extracted, LocalGraph, Path, path_text
-from kgrag.llm import LLMClient, LLMReply
+from kgrag.retrieval.lego import EXTRACTORS, FILTERS, REFINERS, SCORERS
+from kgrag.retrieval.lego.extract_ppr import local_ppr
+from kgrag.retrieval.lego.filter_shortest import shortest_path_dag
+from kgrag.retrieval.lego.presets import PRESETS
+from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph, Path, path_text
+from kgrag.llm.calls import LLMClient, LLMReply
 from kgrag.params import RetrieveParams
-from kgrag.retrievers import lego as lego_retriever
-from kgrag.runner import retrieve_one
-from kgrag.store import KGStore, write_duckdb
+from kgrag.retrieval.retrievers import lego as lego_retriever
+from kgrag.retrieval.run import retrieve_one
+from kgrag.kg.store import KGStore, write_duckdb
 from kgrag.types import Question
 from tests.conftest import tiny_tables
 
@@ -341,7 +341,7 @@ def test_scorer_contract(name, kg, index):
 
 
 def test_reranker_from_the_packaged_minilm_is_deterministic_across_loads(kg, index):
-    from kgrag.lego.score_reranker import load_cross_encoder
+    from kgrag.retrieval.scorers.reranker import load_cross_encoder
 
     entry = SCORERS.get("reranker")
     a = entry.impl(query=QUESTION, docs=DOCS, params=entry.params(), ctx=ctx_for(kg, index))
@@ -366,7 +366,7 @@ def finetuned_home(tmp_path_factory):
     """A project folder holding data/finetune/st_model (a copy of the packaged MiniLM stands in for it)."""
     import shutil
 
-    from kgrag.embed import model_path
+    from kgrag.index.embed import model_path
     from kgrag.io import ST_MODEL
 
     home = tmp_path_factory.mktemp("proj")
@@ -403,7 +403,7 @@ def test_preset_stage_override_and_unknown_preset():
 
 @pytest.mark.parametrize("granularity", ["triple", "edge", "node"])
 def test_pruning_granularity(granularity, kg, index):
-    from kgrag.lego.prune import PruneParams, prune_extracted
+    from kgrag.retrieval.lego.prune import PruneParams, prune_extracted
 
     g = whole(kg)
     seeds = seed_of(kg, g, "Al Pacino")

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams
-from kgrag.lego import REFINERS, SCORERS
-from kgrag.lego.presets import PRESETS
-from kgrag.lego.table import instance_row, modules_of, render, row_key, uses_llm
-from kgrag.lego.types import Context
-from kgrag.llm import LLMClient
+from kgrag.llm.backends.llamacpp import LlamaCppBackend, LlamaCppParams
+from kgrag.retrieval.lego import REFINERS, SCORERS
+from kgrag.retrieval.lego.presets import PRESETS
+from kgrag.apps.lego_table import instance_row, modules_of, render, row_key, uses_llm
+from kgrag.retrieval.lego.types import Context
+from kgrag.llm.calls import LLMClient
 from kgrag.params import RetrieveParams
-from kgrag.runner import retrieve_rows
+from kgrag.retrieval.run import retrieve_rows
 from kgrag.types import Question
 
 MODEL = "all-MiniLM-L6-v2"
@@ -87,7 +87,7 @@ def test_llm_scorer_with_the_real_llm(kg, index, real_llm):
 
 
 def test_llm_refiner_and_a_whole_llm_preset_with_the_real_llm(kg, index, real_llm, monkeypatch):
-    from kgrag.retrievers import lego as lego_retriever
+    from kgrag.retrieval.retrievers import lego as lego_retriever
 
     params = RetrieveParams(method="lego", lego={"preset": "lego-19", "refine": {
         "name": "llm", "params": {"top_k": 4, "max_tokens": 80}}, "llm": {"cache": None}})

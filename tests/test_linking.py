@@ -1,4 +1,4 @@
-"""Entity linking for questions typed without [brackets] (issue 24): the rule of ``kgrag.linking`` on a tiny KG
+"""Entity linking for questions typed without [brackets] (issue 24): the rule of ``kgrag.kg.linking`` on a tiny KG
 with a tag named like a relation word, the same link through every store, and on real MetaQA questions."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import re
 import numpy as np
 import pytest
 
-from kgrag import linking
+from kgrag.kg import linking
 from kgrag import schema as S
-from kgrag.duckdb_io import write_duckdb
-from kgrag.store import KGStore
-from kgrag.store_duckdb import DuckKGStore
+from kgrag.kg.duckdb_io import write_duckdb
+from kgrag.kg.store import KGStore
+from kgrag.kg.store_duckdb import DuckKGStore
 from tests.conftest import METAQA, MOVIES, need, tiny_tables
 
 # "director" is also a tag (MetaQA has such tags), "In Heat" a film whose name holds "Heat", "It" a film
@@ -77,7 +77,7 @@ def test_without_the_relation_fit_the_tag_wins():
 def test_real_metaqa_questions_without_brackets_link_to_their_topic():
     """60 real MetaQA dev questions (20 per hop count), brackets removed: linked over the whole MetaQA KG as
     ingest links them; reports/bench/linking.json measures 500 test questions."""
-    from kgrag.loaders.metaqa import load_metaqa
+    from kgrag.kg.loaders.metaqa import load_metaqa
 
     need((METAQA / "kb.txt").exists(), "real MetaQA data not found")
     t = load_metaqa(path=str(METAQA), hops=[1, 2, 3], split="dev", sample=20, seed=3)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kgrag.llm import CallCache, LLMClient, LLMReply, LLMRequest, call_key
+from kgrag.llm.calls import CallCache, LLMClient, LLMReply, LLMRequest, call_key
 
 
 class Scripted:

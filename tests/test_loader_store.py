@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 
 from kgrag import schema as S
-from kgrag.loaders.metaqa import load_metaqa
-from kgrag.duckdb_io import (DB_NAME, TABLES, ensure_duckdb, is_derived, kg_hash, read_tables, table_files,
+from kgrag.kg.loaders.metaqa import load_metaqa
+from kgrag.kg.duckdb_io import (DB_NAME, TABLES, ensure_duckdb, is_derived, kg_hash, read_tables, table_files,
                              write_duckdb, write_tables)
-from kgrag.store import KGStore
+from kgrag.kg.store import KGStore
 from tests.conftest import METAQA, MOVIES, ROOT, tiny_tables
 
 
@@ -179,8 +179,7 @@ def test_embedding_cache_is_keyed_by_the_set_of_texts(tmp_path, monkeypatch):
     short lists and unset variable bypass the cache."""
     import numpy as np
 
-    from kgrag import embed
-
+    from kgrag.index import embed
     calls = []
 
     def fake(texts, model, batch_size, progress):  # a deterministic stand-in for the model: text -> vector

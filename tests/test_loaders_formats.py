@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.duckdb_io import write_duckdb
-from kgrag.loaders.common import LoaderInputError
-from kgrag.loaders.explagraphs import load_explagraphs
-from kgrag.loaders.gretriever import load_gretriever
-from kgrag.loaders.jsonl import load_jsonl
-from kgrag.loaders.metaqa import load_metaqa
-from kgrag.loaders.ntriples import NTriplesError, parse_line
-from kgrag.loaders.ntriples import load_ntriples
-from kgrag.loaders.triples import load_triples
+from kgrag.kg.duckdb_io import write_duckdb
+from kgrag.kg.loaders.common import LoaderInputError
+from kgrag.kg.loaders.explagraphs import load_explagraphs
+from kgrag.kg.loaders.gretriever import load_gretriever
+from kgrag.kg.loaders.jsonl import load_jsonl
+from kgrag.kg.loaders.metaqa import load_metaqa
+from kgrag.kg.loaders.ntriples import NTriplesError, parse_line
+from kgrag.kg.loaders.ntriples import load_ntriples
+from kgrag.kg.loaders.triples import load_triples
 from kgrag.params import ParamsError, parse
 from kgrag.registry import LOADERS
-from kgrag.store import KGStore, questions_from_table
+from kgrag.kg.store import KGStore, questions_from_table
 from tests.conftest import METAQA, SHARED
 
 BAD = Path(__file__).parent / "data" / "bad"
@@ -403,7 +403,7 @@ def test_bad_loader_params_fail_naming_the_key(data, msg):
 
 
 def test_validate_keeps_the_same_triple_in_two_graphs(tmp_path):
-    from kgrag.validate import validate_tables
+    from kgrag.kg.validate import validate_tables
 
     rows = [
         {"id": "a", "question": "q a", "topic_entities": ["X"], "answers": ["Y"], "graph": [["X", "r", "Y"]]},

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.evaluate import (
+from kgrag.evaluation.evaluate import (
     accuracy_gretriever_rule, answer_scores, em_tog_rule, evaluate_rows, hit_gretriever_rule, normalize,
     parse_label, parse_verdict, rescore_rows, stage_metrics,
 )
-from kgrag.reasoners.parsing import final_answer, parse_choices, parse_rating
-from kgrag.reasoners.strategies import norm_score
-from kgrag.reasoners.tog import parse_reasoning
+from kgrag.reasoning.reasoners.parsing import final_answer, parse_choices, parse_rating
+from kgrag.reasoning.reasoners.strategies import norm_score
+from kgrag.reasoning.reasoners.tog import parse_reasoning
 
 STANCE = ("support", "counter")
 
@@ -198,7 +198,7 @@ def test_score_evaluator_without_a_number():
 
 class _Rec:
     def __init__(self, text, failed=False):
-        from kgrag.llm import LLMReply
+        from kgrag.llm.calls import LLMReply
 
         self.failed, self.reply = failed, LLMReply(text=text)
 
@@ -212,14 +212,14 @@ class _Client:
 
 
 def _ctx(replies):
-    from kgrag.lego.types import Context
+    from kgrag.retrieval.lego.types import Context
 
     client = _Client(replies)
     return Context(question="q", query_vec=np.zeros(1), kg=None, index=None, topic_names=("T",), llm=lambda: client)
 
 
 def test_llm_scorer_clips_and_counts_unrated_items():
-    from kgrag.lego.score_llm import LLMScoreParams, score_llm
+    from kgrag.retrieval.scorers.llm import LLMScoreParams, score_llm
 
     ctx = _ctx(["1: 300\n2: 0.5\nI cannot rate the third."])
     s = score_llm(query="q", docs=["a", "b", "c"], params=LLMScoreParams(), ctx=ctx)
@@ -228,7 +228,7 @@ def test_llm_scorer_clips_and_counts_unrated_items():
 
 
 def test_llm_refiner_counts_unmatched_lines_and_its_fallback():
-    from kgrag.lego.refine_llm import LLMRefineParams, refine_llm
+    from kgrag.retrieval.lego.refine_llm import LLMRefineParams, refine_llm
 
     texts = ["A -> r -> B", "A -> s -> C", "A -> t -> D"]
     ctx = _ctx(["A -> s -> C\nsomething else"])
@@ -270,10 +270,10 @@ def test_gretriever_table_rescores_committed_predictions(tmp_path, monkeypatch):
 
 def test_llm_scorer_paper_prompt():
     """``prompt: paper``: LEGO-GraphRAG's Appendix A.2 score_prompt, docs separated by semicolons, one Score line."""
-    from kgrag.lego.score_llm import LLMScoreParams, score_llm
+    from kgrag.retrieval.scorers.llm import LLMScoreParams, score_llm
 
     client = _Client(["Score: 0.7, 0.3\nbecause ..."])
-    from kgrag.lego.types import Context
+    from kgrag.retrieval.lego.types import Context
 
     seen = []
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kgrag.retrievers.pcst import edge_prizes, node_prizes, pcst_select
-from kgrag.retrievers.pcst_reference import pcst_select_reference
+from kgrag.retrieval.retrievers.pcst import edge_prizes, node_prizes, pcst_select
+from kgrag.retrieval.retrievers.pcst_reference import pcst_select_reference
 
 
 def test_node_prizes_top_k_descending():

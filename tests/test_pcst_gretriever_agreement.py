@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pcst_fast
 
-from kgrag.retrievers import pcst
-from kgrag.retrievers.pcst_reference import pcst_select_reference
+from kgrag.retrieval.retrievers import pcst
+from kgrag.retrieval.retrievers.pcst_reference import pcst_select_reference
 
 # 4 nodes, 4 edges: 0-1, 1-2, 2-3, 0-3
 EDGES = np.array([[0, 1], [1, 2], [2, 3], [0, 3]])

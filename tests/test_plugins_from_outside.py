@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.reasoners.core import Reasoning
+from kgrag.reasoning.reasoners.core import Reasoning
 from kgrag.registry import METRICS, REASONERS
-from kgrag.store import KGStore
+from kgrag.kg.store import KGStore
 from kgrag.types import MetricKey
 from tests.conftest import experiment_params, flow_inputs, shard_rows, write_index
 
@@ -58,10 +58,10 @@ def test_a_reasoner_and_a_metric_from_outside_reach_modules_a_run_the_report_and
     from flows.generate import generate_flow
     from flows.retrieve import retrieve_flow
     from kgrag import cli, io
-    from kgrag import compare as C
-    from kgrag.evaluate import evaluate_rows
+    from kgrag.reporting import compare as C
+    from kgrag.evaluation.evaluate import evaluate_rows
     from kgrag.params import GenerateParams, ReasonParams, RetrieveParams
-    from kgrag.report import render
+    from kgrag.reporting.report import render
 
     assert cli.main(["modules"]) == 0
     listed = capsys.readouterr().out.splitlines()

@@ -6,9 +6,9 @@ import igraph
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kgrag.lego.extract_ppr import local_ppr, push_ppr
-from kgrag.lego.types import LocalGraph
-from kgrag.retrievers.pcst import pcst_select
+from kgrag.retrieval.lego.extract_ppr import local_ppr, push_ppr
+from kgrag.retrieval.lego.types import LocalGraph
+from kgrag.retrieval.retrievers.pcst import pcst_select
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -110,7 +110,7 @@ def test_push_ppr_is_within_eps_degree_below_igraph(graph, data, damping, eps):
     ["louvain", "girvan_newman", "hierarchical", "spectral", "random"]), max_size=st.integers(1, 10),
     seed=st.integers(0, 2**16))
 def test_communities_cover_the_subgraph_and_respect_the_maximum_size(graph, method, max_size, seed):
-    from kgrag.community import detect
+    from kgrag.reasoning.community import detect
 
     n, edges = graph
     cs = detect(n=n, edges=edges, method=method, max_size=max_size, seed=seed)

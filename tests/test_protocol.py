@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.evaluate import evaluate_rows, rescore_rows
-from kgrag.llm import LLMClient, LLMReply, LLMRequest, PermanentLLMError, is_permanent
-from kgrag.metrics import bootstrap_ci
+from kgrag.evaluation.evaluate import evaluate_rows, rescore_rows
+from kgrag.llm.calls import LLMClient, LLMReply, LLMRequest, PermanentLLMError, is_permanent
+from kgrag.evaluation.metrics import bootstrap_ci
 
 
 def _q(qid: str, answerable: bool | None) -> dict:
@@ -66,7 +66,7 @@ def test_bootstrap_interval_is_seeded_covers_the_mean_and_narrows_with_more_ques
 
 
 def test_metrics_carry_intervals_and_compare_prints_them():
-    from kgrag.compare import Experiment, flatten, render
+    from kgrag.reporting.compare import Experiment, flatten, render
 
     qs = [_q(f"q{i}", True) for i in range(40)]
     gens = [_gen(f"q{i}", "Michael Mann" if i % 2 else "x") for i in range(40)]

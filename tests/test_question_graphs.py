@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgrag.duckdb_io import write_duckdb
-from kgrag.embed import EmbeddingIndex, encode
-from kgrag.loaders.triples import load_triples
+from kgrag.kg.duckdb_io import write_duckdb
+from kgrag.index.embed import EmbeddingIndex, encode
+from kgrag.kg.loaders.triples import load_triples
 from kgrag.params import RetrieveParams
-from kgrag.reasoners.kgtools import edges_of, relations_of, resolve_entity
-from kgrag.reasoners.tog import incident_edges
+from kgrag.reasoning.reasoners.kgtools import edges_of, relations_of, resolve_entity
+from kgrag.reasoning.reasoners.tog import incident_edges
 from kgrag.registry import RETRIEVERS
-from kgrag.runner import retrieve_one
-from kgrag.store import KGStore, questions_from_table
+from kgrag.retrieval.run import retrieve_one
+from kgrag.kg.store import KGStore, questions_from_table
 from tests.conftest import MOVIES
 
 MODEL = "all-MiniLM-L6-v2"
@@ -85,7 +85,7 @@ def indexes(mixed, plain):
 
 
 def _questions(kg: KGStore) -> dict:
-    from kgrag.duckdb_io import read_tables
+    from kgrag.kg.duckdb_io import read_tables
 
     return {q.question_id: q for q in questions_from_table(read_tables(kg.path, ("questions",))["questions"])}
 

@@ -10,10 +10,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from kgrag.generate import build_request
-from kgrag.llm import CallCache, LLMClient, LLMReply, call_key, score_reply_text, scores_of
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, run_batched
-from kgrag.reasoners.rank import RankParams, rank_candidates
+from kgrag.llm.prompts import build_request
+from kgrag.llm.calls import CallCache, LLMClient, LLMReply, call_key, score_reply_text, scores_of
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoning.reasoners.rank import RankParams, rank_candidates
 from kgrag.types import Question
 
 CONTEXT = ("(Heat, directed_by, Michael Mann)\n(Heat, starred_actors, Al Pacino)\n"
@@ -71,7 +71,7 @@ def test_rank_reasoner_candidates_topic_excluded_and_top_k():
 def test_rank_top_k_auto_outputs_every_candidate_within_the_margin():
     """top_k auto: the candidates within `margin` of the best, best first (a many-answer question gets them
     all); F1 both ways: the list's F1 and the first answer's (``f1_top1``)."""
-    from kgrag.evaluate import answer_scores
+    from kgrag.evaluation.evaluate import answer_scores
 
     q = Question("q1", "who directed the movies starred by [Al Pacino]", topic_ids=())
     table = {"Michael Mann": -0.5, "Martin Scorsese": -1.5, "Heat": -3.0, "The Irishman": -2.6}
@@ -135,7 +135,7 @@ def test_questions_from_table_carry_the_declared_hops_only_when_asked():
     import pyarrow as pa
 
     from kgrag import schema as S
-    from kgrag.store import questions_from_table
+    from kgrag.kg.store import questions_from_table
 
     rows = [{S.QUESTION_ID: "a", S.SPLIT: "test", S.HOPS: 2, S.TEXT: "t", S.QTYPE: None, S.TOPIC_IDS: [1],
              S.ANSWER_IDS: [2], S.ANSWERS: ["x"], S.GRAPH_ID: None, S.CHOICES: None},
@@ -147,7 +147,7 @@ def test_questions_from_table_carry_the_declared_hops_only_when_asked():
 
 
 def test_context_distances_on_the_facts_graph():
-    from kgrag.constrain import context_distances
+    from kgrag.llm.constrain import context_distances
 
     d = context_distances(CONTEXT + "\n(Other, directed_by, Someone)", {"Al Pacino"})
     assert d == {"Al Pacino": 0, "Heat": 1, "The Irishman": 1, "Michael Mann": 2, "Martin Scorsese": 2}
@@ -206,8 +206,8 @@ def _direct_scores(path, prompt, conts):
 
 @pytest.mark.parametrize("exact", [True, False], ids=["kv-streams", "kv-shared"])
 def test_shared_kv_scores_equal_direct_per_candidate_computation(exact):
-    from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams
-    from kgrag.backends.llamacpp_engine import ScoreEngine, chat_tokens, continuation_tokens
+    from kgrag.llm.backends.llamacpp import LlamaCppBackend, LlamaCppParams
+    from kgrag.llm.backends.llamacpp_engine import ScoreEngine, chat_tokens, continuation_tokens
 
     b = LlamaCppBackend(LlamaCppParams(n_ctx=1024, n_threads=1))
     req = build_request(question="who directed the movies starred by [Al Pacino]", context=CONTEXT,
@@ -246,8 +246,8 @@ def test_a_score_does_not_depend_on_the_candidates_beside_it():
     scored with 13 others, alone, or alone in a fresh engine, over several prompts in one engine (prefix reuse,
     stream growth past the first 512 cells). The kv-shared layout fails this (bench/multiseq.py: 10 of 155
     pairs differ by up to 0.28 nats on these names)."""
-    from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams
-    from kgrag.backends.llamacpp_engine import MIN_STREAM_CELLS, ScoreEngine, chat_tokens, continuation_tokens
+    from kgrag.llm.backends.llamacpp import LlamaCppBackend, LlamaCppParams
+    from kgrag.llm.backends.llamacpp_engine import MIN_STREAM_CELLS, ScoreEngine, chat_tokens, continuation_tokens
 
     b = LlamaCppBackend(LlamaCppParams(n_ctx=2048, n_threads=1))
     long_context = "\n".join(f"(Film {i}, directed_by, Director {i})" for i in range(60))

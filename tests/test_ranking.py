@@ -32,7 +32,7 @@ def test_noise_below_precision_changes_no_ranking():
 def _encode(names, *, threads: int, batch: int):
     import torch
 
-    from kgrag.embed import encode
+    from kgrag.index.embed import encode
 
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -46,7 +46,7 @@ def _encode(names, *, threads: int, batch: int):
 def test_retrieved_subgraphs_do_not_depend_on_threads_or_batch_size(tmp_path, method, extra):
     """The index re-encoded with 1 thread / batch 3 and 2 threads / batch 64 (real MiniLM, real MetaQA 2-hop
     questions; only the names the questions' neighbourhoods need are encoded) gives identical subgraphs."""
-    from kgrag.embed import EmbeddingIndex
+    from kgrag.index.embed import EmbeddingIndex
     from kgrag.registry import RETRIEVERS
 
     kg, questions = metaqa_sample_store(tmp_path, sample=3, seed=1)

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from kgrag import schema as S
-from kgrag.llm import LLMClient, LLMReply, LLMRequest
-from kgrag.reasoners import REASONERS, ReasonInput, Reasoning, Sampling, rows_of, run_batched
-from kgrag.reasoners.parsing import final_answer, majority, parse_choices, parse_score, parse_yes_no
+from kgrag.llm.calls import LLMClient, LLMReply, LLMRequest
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Reasoning, Sampling, rows_of, run_batched
+from kgrag.reasoning.reasoners.parsing import final_answer, majority, parse_choices, parse_score, parse_yes_no
 from kgrag.types import Question
 
 

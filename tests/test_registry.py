@@ -85,7 +85,7 @@ def test_registry_is_a_leaf_and_lookup_imports_only_the_chosen_module():
     code = (
         "import sys\n"
         "from kgrag.params import Params\n"
-        "plugins = ('kgrag.retrievers.', 'kgrag.reasoners.', 'kgrag.backends.', 'kgrag.loaders.', 'kgrag.lego.')\n"
+        "plugins = ('kgrag.retrieval.retrievers.', 'kgrag.reasoning.reasoners.', 'kgrag.llm.backends.', 'kgrag.kg.loaders.', 'kgrag.retrieval.lego.')\n"
         "print(sorted(m for m in sys.modules if m.startswith(plugins)))\n"
         "from kgrag.registry import RETRIEVERS\n"
         "RETRIEVERS.get('none')\n"
@@ -93,7 +93,7 @@ def test_registry_is_a_leaf_and_lookup_imports_only_the_chosen_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == "[]"
-    assert eval(out[1]) == ["kgrag.retrievers.none"]  # noqa: S307 (our own printed list)
+    assert eval(out[1]) == ["kgrag.retrieval.retrievers.none"]  # noqa: S307 (our own printed list)
 
 
 def test_names_come_from_the_catalogue_without_importing():

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from kgrag import schema as S
-from kgrag.backends.llamacpp_server import free_port
+from kgrag.llm.backends.llamacpp_server import free_port
 from kgrag.params import GenerateParams, ReasonParams
 from tests.conftest import E2E_SAMPLE, ROOT, experiment_params, flow_inputs, run, shard_rows
 
@@ -69,7 +69,7 @@ def test_generate_flow_survives_every_fault_and_retries_failures_next_run(faulty
     """Every fault class meets the real HTTP client: transient ones are retried away, permanent ones are
     recorded per question, the run completes, and a re-run asks again only for the failed questions."""
     from flows.generate import generate_flow
-    from kgrag.evaluate import evaluate_rows
+    from kgrag.evaluation.evaluate import evaluate_rows
 
     # the client's 5 s timeout is what ends a `slow` fault (the server holds it until the retry comes); every
     # other reply is immediate, so the attempt counts below do not depend on the machine's load

@@ -1,4 +1,4 @@
-"""Relation-path plans (kgrag.relplan) and the relpath retriever with a plan: golden labels on the tiny movie KG,
+"""Relation-path plans (kgrag.index.relplan) and the relpath retriever with a plan: golden labels on the tiny movie KG,
 the neighbour vote, and a real run on MetaQA (labels from dev questions, retrieval of test questions)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.embed import EmbeddingIndex
-from kgrag.evaluate import retrieval_recall
+from kgrag.index.embed import EmbeddingIndex
+from kgrag.evaluation.evaluate import retrieval_recall
 from kgrag.params import Params, RetrieveParams
-from kgrag.relplan import PlanModel, load_cached, mask_topics, relation_sequence, train_plan
-from kgrag.runner import retrieve_one
+from kgrag.index.relplan import PlanModel, load_cached, mask_topics, relation_sequence, train_plan
+from kgrag.retrieval.run import retrieve_one
 from kgrag.types import Question
 from tests.conftest import METAQA, need
 
@@ -116,9 +116,9 @@ def test_relplan_split_must_be_held_out():
 def test_real_metaqa_plan_from_dev_finds_3hop_answers(tmp_path):
     """Real MetaQA: a plan learnt from 150 dev 3-hop questions lifts relpath's answer recall on 30 test 3-hop
     questions over the zero-shot ranking, with fewer triples (paths=2)."""
-    from kgrag.duckdb_io import write_duckdb
-    from kgrag.loaders.metaqa import load_metaqa
-    from kgrag.store import KGStore, questions_from_table
+    from kgrag.kg.duckdb_io import write_duckdb
+    from kgrag.kg.loaders.metaqa import load_metaqa
+    from kgrag.kg.store import KGStore, questions_from_table
 
     need((METAQA / "kb.txt").exists(), "real MetaQA data not found")
     test = load_metaqa(path=str(METAQA), hops=3, split="test", sample=30, seed=0)
@@ -128,7 +128,7 @@ def test_real_metaqa_plan_from_dev_finds_3hop_answers(tmp_path):
     dev = load_metaqa(path=str(METAQA), hops=3, split="dev", sample=150, seed=0)
     assert dev.entities[S.NAME].to_pylist() == test.entities[S.NAME].to_pylist()  # same KB, same ids
     model = "all-MiniLM-L6-v2"
-    from kgrag.embed import encode
+    from kgrag.index.embed import encode
 
     index = EmbeddingIndex(model=model, entity_vectors=np.zeros((kg.num_entities, 384), np.float32),
                            relation_vectors=encode([str(r) for r in kg.relation_names], model=model))

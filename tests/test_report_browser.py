@@ -59,7 +59,7 @@ def _subgraph_nodes(retrieved: dict) -> set[int]:
 def test_report_html_in_chromium(shared_project, browser, tmp_path):
     import pyarrow.parquet as pq
 
-    from kgrag.duckdb_io import read_tables
+    from kgrag.kg.duckdb_io import read_tables
 
     proj = shared_project
     # the report of the session's first run (the embedded SmolLM2 ranking), not an experiment an earlier test ran
@@ -216,7 +216,7 @@ def _synthetic_report(n: int, views: int) -> str:
     """report.html of ``n`` synthetic MetaQA-like questions (5 answers, 8 triples each), ``views`` with a full
     view, built by the report stage's own ``run_report``."""
     from kgrag import schema as S
-    from kgrag.report_html import run_report
+    from kgrag.reporting.report_html import run_report
 
     names = [f"Entity {i}" for i in range(100)]
     rows, retrieved, questions = [], [], []
@@ -243,7 +243,7 @@ def test_a_15000_question_report_stays_small_and_pages_its_list(browser, tmp_pat
     The open time is printed (a measurement, no timed assertion: docs/report.md quotes it)."""
     import time
 
-    from kgrag.report_html import LIST_PAGE
+    from kgrag.reporting.report_html import LIST_PAGE
 
     n = 15_000
     page_html = _synthetic_report(n, views=200)

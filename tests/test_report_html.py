@@ -1,4 +1,4 @@
-"""report.html's builder (kgrag/report_html.py) on tiny KGs: the drawn graph matches the subgraph, roles are
+"""report.html's builder (kgrag/reporting/report_html.py) on tiny KGs: the drawn graph matches the subgraph, roles are
 marked, every name is escaped, the list covers every question, traces of the real reasoners (driven by a
 scripted LLM) are drawn. The page in a real browser: tests/test_report_browser.py."""
 
@@ -11,10 +11,10 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from kgrag import report_html as R
+from kgrag.reporting import report_html as R
 from kgrag import schema as S
-from kgrag.duckdb_io import write_duckdb
-from kgrag.store import KGStore
+from kgrag.kg.duckdb_io import write_duckdb
+from kgrag.kg.store import KGStore
 from tests.conftest import tiny_tables
 from tests.test_golden_reasoners import gkg  # noqa: F401  (fixture)
 
@@ -38,7 +38,7 @@ class Elements(HTMLParser):
         return [a for t, a in self.tags if t == tag and (cls is None or cls in (a.get("class") or "").split())]
 
 
-def _sub(kg: KGStore, edges: list[int], extra_nodes=()) -> R.Subgraph:
+def _sub(kg: KGStore, edges: list[int], extra_nodes=()) -> R.NamedSubgraph:
     e = np.asarray(edges)
     return R.subgraph_from_ids(
         heads=kg.heads[e], relations=kg.relations[e], tails=kg.tails[e], node_ids=list(extra_nodes),
@@ -152,13 +152,13 @@ def _tog_trace(kg):
 
 
 def _gen_row(res, calls, reasoner: str) -> dict:
-    from kgrag.reasoners import rows_of
+    from kgrag.reasoning.reasoners import rows_of
 
     (g,) = rows_of(question_ids=["q0"], results=[(res, calls)], reasoner=reasoner, separator="|", seed=0, per_q_ms=0)
     return _row(trace=g[S.TRACE], prediction=g[S.PREDICTION], predicted_answers=g[S.PREDICTED_ANSWERS])
 
 
-def _all_edges(kg) -> R.Subgraph:
+def _all_edges(kg) -> R.NamedSubgraph:
     return _sub(kg, list(range(len(kg.heads))))
 
 
@@ -197,7 +197,7 @@ def test_fasttog_communities_are_coloured(kg):
 
 
 def test_got_agent_search_is_drawn_as_a_tree(kg, index):
-    from kgrag.reasoners.strategies import EVAL_SYSTEM
+    from kgrag.reasoning.reasoners.strategies import EVAL_SYSTEM
     from tests.test_agent_explore import q, run, system, turns, user
 
     first = {0: "Thought: director.\nAction: NeighborCheck[Heat, directed_by]",
@@ -256,7 +256,7 @@ def test_serve_app_answers_through_the_asker_and_listens_on_loopback_only(kg):
     """The app's routes with a stub asker on the tiny KG (the real model: tests/test_report_browser.py)."""
     from fastapi.testclient import TestClient
 
-    from kgrag.serve import bind, make_app
+    from kgrag.apps.serve import bind, make_app
 
     heat = kg.ids_of(["Heat"])[0]
 

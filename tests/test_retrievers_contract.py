@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from kgrag import io
-from kgrag.embed import EmbeddingIndex, encode
+from kgrag.index.embed import EmbeddingIndex, encode
 from kgrag.params import RetrieveParams
 from kgrag.registry import RETRIEVERS
-from kgrag.runner import retrieve_one, retrieve_rows
+from kgrag.retrieval.run import retrieve_one, retrieve_rows
 from kgrag import schema as S
 from kgrag.types import Question
 

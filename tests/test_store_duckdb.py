@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from kgrag import schema as S
-from kgrag.duckdb_io import write_duckdb
-from kgrag.embed import EmbeddingIndex, encode
-from kgrag.loaders.triples import load_triples
+from kgrag.kg.duckdb_io import write_duckdb
+from kgrag.index.embed import EmbeddingIndex, encode
+from kgrag.kg.loaders.triples import load_triples
 from kgrag.params import RetrieveParams
-from kgrag.runner import retrieve_rows
-from kgrag.store import KGStore, questions_from_table
-from kgrag.store_duckdb import DuckKGStore, sidecar_path
-from kgrag.synth import write_synth
+from kgrag.retrieval.run import retrieve_rows
+from kgrag.kg.store import KGStore, questions_from_table
+from kgrag.kg.store_duckdb import DuckKGStore, sidecar_path
+from kgrag.kg.synth import write_synth
 from tests.conftest import metaqa_sample_store
 
 MODEL = "all-MiniLM-L6-v2"
@@ -102,7 +102,7 @@ def test_lookups_past_the_cache_cap_are_right(synth, tmp_path, monkeypatch):
     """A lookup whose uncached rows, once added, push the same call's cached rows out of the cache (CACHE_MAX)
     still returns every row from the KG: the scale bench's 1M-triple run had read evicted rows as zeros (head 0,
     tail 0), which the LEGO push extractor then mapped through uninitialized local indices."""
-    import kgrag.store_duckdb as D
+    import kgrag.kg.store_duckdb as D
 
     mem, _, _ = synth
     duck = DuckKGStore(mem.path, cache_dir=tmp_path / "cache")
@@ -194,7 +194,7 @@ def test_lazy_names_iterate_to_their_end(movies_db):
     looped for ever). Bounded by islice so that a regression fails instead of hanging."""
     import itertools
 
-    from kgrag.constrain import context_entities
+    from kgrag.llm.constrain import context_entities
 
     mem, duck = KGStore(movies_db), DuckKGStore(movies_db)
     n = len(mem.relation_names)

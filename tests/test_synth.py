@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgrag.synth import NOTICE, generate_kg, write_synth
+from kgrag.kg.synth import NOTICE, generate_kg, write_synth
 
 SMALL = dict(n_triples=30_000, entities_per_triple=0.25, n_relations=10, n_types=4, skew=1.0, relation_skew=1.0,
              questions=60, hops=(1, 2), max_answers=20, graph_extra=5, bad_lines=0)

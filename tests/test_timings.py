@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from kgrag import io, schema as S, timings
-from kgrag.llm import CallCache, LLMClient, LLMReply, LLMRequest
-from kgrag.reasoners import Reasoning, rows_of
+from kgrag.llm.calls import CallCache, LLMClient, LLMReply, LLMRequest
+from kgrag.reasoning.reasoners import Reasoning, rows_of
 from tests.conftest import METAQA, ROOT, metaqa_entity_vectors, metaqa_sample_store
 
 
@@ -102,7 +102,7 @@ def test_summary_covers_the_evaluated_questions_only():
 def test_module_times_leave_the_metrics_for_the_run_records_and_the_report_joins_them_back():
     """evaluate.stage_metrics rows split into the per-module results (reports/metrics.json, a DVC output) and their
     times (reports/timings.json); the report's module table shows the times from the run records."""
-    from kgrag.report import render
+    from kgrag.reporting.report import render
 
     modules = [{"stage": "extract", "module": "ppr", "questions": 2, "precision": 0.5, "recall": 1.0, "f1": 0.6,
                 "hit": 1.0, "nodes_mean": 3.0, "ms_mean": 12.5, "ms_median": 12.0, "llm_unparsed": 0,
@@ -122,8 +122,8 @@ def test_module_times_leave_the_metrics_for_the_run_records_and_the_report_joins
 
 
 def test_report_shows_call_records_joined_back_and_a_dash_without_them():
-    from kgrag.report import render_trace
-    from kgrag.report_html import calls_table
+    from kgrag.reporting.report import render_trace
+    from kgrag.reporting.report_html import calls_table
 
     trace = json.dumps({"calls": [{"key": "k1", "tokens_in": 3, "tokens_out": 1, "error": None, "reply": "A"},
                                   {"key": "k2", "tokens_in": 4, "tokens_out": 1, "error": None, "reply": "B"}]})
@@ -143,7 +143,7 @@ def test_report_shows_call_records_joined_back_and_a_dash_without_them():
 @pytest.fixture
 def retrieve_project(tmp_path, monkeypatch):
     """A project folder with 4 real MetaQA 2-hop questions: validated KG, entity / relation index, params."""
-    from kgrag.embed import encode, write_vectors
+    from kgrag.index.embed import encode, write_vectors
 
     kg, _ = metaqa_sample_store(tmp_path / "data" / "validated", sample=4)
     ids = np.arange(kg.num_entities)

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 import yaml
 
-from kgrag.duckdb_io import write_duckdb
-from kgrag.llm import LLMClient, LLMReply
-from kgrag.reasoners import REASONERS, ReasonInput, Sampling, rows_of, run_batched
-from kgrag.reasoners.fasttog import (
+from kgrag.kg.duckdb_io import write_duckdb
+from kgrag.llm.calls import LLMClient, LLMReply
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, rows_of, run_batched
+from kgrag.reasoning.reasoners.fasttog import (
     FastToGParams, LLMGraph2Text, Seq2SeqGraph2Text, call_bound, implementation_bound, linearize, local_subgraph,
     triple2text,
 )
-from kgrag.reasoners.tog import ToGParams, parse_reasoning
-from kgrag.report import render, render_trace
-from kgrag.store import KGStore
+from kgrag.reasoning.reasoners.tog import ToGParams, parse_reasoning
+from kgrag.reporting.report import render, render_trace
+from kgrag.kg.store import KGStore
 from kgrag.types import Question
 from tests.conftest import MOVIES, ROOT, metaqa_sample_store, tiny_tables
 
@@ -329,7 +329,7 @@ def test_trace_lists_every_call_with_its_reply_and_the_report_renders_it(kg):
 
 
 def test_fasttog_raises_when_the_bound_is_exceeded(kg, monkeypatch):
-    import kgrag.reasoners.fasttog as ft
+    import kgrag.reasoning.reasoners.fasttog as ft
 
     monkeypatch.setattr(ft, "call_bound", lambda width, d_max: 1)
     with pytest.raises(AssertionError, match="LLM requests"):
@@ -477,7 +477,7 @@ def metaqa(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llm():
-    from kgrag.backends.llamacpp import LlamaCppBackend, LlamaCppParams
+    from kgrag.llm.backends.llamacpp import LlamaCppBackend, LlamaCppParams
 
     return LLMClient(LlamaCppBackend(LlamaCppParams(n_ctx=2048)), cache=None)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kgrag.loaders import triples_arrow
-from kgrag.loaders.common import LoaderInputError
-from kgrag.loaders.triples import load_triples
-from kgrag.synth import write_synth
+from kgrag.kg.loaders import triples_arrow
+from kgrag.kg.loaders.common import LoaderInputError
+from kgrag.kg.loaders.triples import load_triples
+from kgrag.kg.synth import write_synth
 from tests.conftest import METAQA, need
 
 BAD = Path(__file__).parent / "data" / "bad"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from kgrag import schema as S
-from kgrag.validate import validate_tables
+from kgrag.kg.validate import validate_tables
 from tests.conftest import MOVIES, tiny_tables
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from kgrag.backends.vllm import VLLMBackend, VLLMParams, prompt_logprob_sums, structured_kwargs
-from kgrag.clients import client_for
-from kgrag.generate import build_request
-from kgrag.llm import LLMRequest, scores_of
+from kgrag.llm.backends.vllm import VLLMBackend, VLLMParams, prompt_logprob_sums, structured_kwargs
+from kgrag.llm.clients import client_for
+from kgrag.llm.prompts import build_request
+from kgrag.llm.calls import LLMRequest, scores_of
 from kgrag.params import GenerateParams
 from tests import toy_lm
 
@@ -102,7 +102,7 @@ def test_structured_kwargs_uses_the_installed_vllms_api(monkeypatch, new_api, ke
 
 
 def test_the_module_imports_without_vllm_and_the_backend_says_what_to_install(no_vllm):
-    code = ("import sys; sys.modules['vllm'] = None; import kgrag.backends.vllm as m; "
+    code = ("import sys; sys.modules['vllm'] = None; import kgrag.llm.backends.vllm as m; "
             "print(m.prompt_logprob_sums([None, {3: -0.5}], 1, [3]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).parents[1])

@@ -21,10 +21,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from kgrag.backends.openai import OpenAIBackend, OpenAIParams
-from kgrag.clients import client_for
-from kgrag.generate import build_request
-from kgrag.llm import LLMRequest, scores_of
+from kgrag.llm.backends.openai import OpenAIBackend, OpenAIParams
+from kgrag.llm.clients import client_for
+from kgrag.llm.prompts import build_request
+from kgrag.llm.calls import LLMRequest, scores_of
 from kgrag.params import GenerateParams
 from tests import toy_lm
 

@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from kgrag import schema as S
-from kgrag.generate import clean_question
-from kgrag.textualize import csv_text
+from kgrag.llm.prompts import clean_question
+from kgrag.llm.textualize import csv_text
 
 
 Triple = tuple[str, str, str]
@@ -27,7 +27,7 @@ Triple = tuple[str, str, str]
 SYSTEM = "Answer from the graph. Reply with the answer only; separate several answers with '|'."
 # What separates several answers in a target text (G-Retriever's WebQSP labels are '|'.join(answers)).
 LABEL_SEPARATOR = "|"
-# The header ``kgrag.generate.build_request`` puts before a prompt's context (parsed by ``parse_prompt``).
+# The header ``kgrag.llm.prompts.build_request`` puts before a prompt's context (parsed by ``parse_prompt``).
 CONTEXT_HEADER = "Knowledge graph facts (head, relation, tail):\n"
 
 
@@ -94,7 +94,7 @@ def relation_text(relation: str) -> str:
 
 
 def parse_prompt(user: str) -> tuple[str, list[Triple]]:
-    """(question, triples) of a user message written by ``kgrag.generate.build_request``.
+    """(question, triples) of a user message written by ``kgrag.llm.prompts.build_request``.
 
     The context block (after ``CONTEXT_HEADER``, before the first blank line followed by ``Question:``) is
     read as G-Retriever's CSV tables (``generate.context: csv``, exact) or as ``(head, relation, tail)`` lines
@@ -172,7 +172,7 @@ class TextEmbedder:
     def _run(self, texts: list[str]) -> np.ndarray:
         if self._encode is not None:
             return self._encode(texts)
-        from kgrag.embed import encode
+        from kgrag.index.embed import encode
 
         return encode(texts, model=self.model)
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from kgrag import schema as S
 from kgrag.gretriever.data import LABEL_SEPARATOR, Example, Triple, relation_text, split_indices
-from kgrag.kgview import KGView
+from kgrag.kg.kgview import KGView
 from kgrag.registry import LOADERS
 
 
@@ -78,7 +78,7 @@ def retrieved_triples(*, questions: Sequence[Any], kg: KGView, index: Any, retri
     params) best first; ``none`` = the whole ``retrieve.hops`` neighbourhood (capped at
     ``retrieve.max_neighbourhood_edges``), closest hop first, as the paper's no-retrieval baselines see it.
     """
-    from kgrag.runner import retrieve_one
+    from kgrag.retrieval.run import retrieve_one
 
     if mode not in ("pcst", "none"):
         raise ValueError(f"retrieval mode {mode!r}: choose pcst or none")
@@ -104,7 +104,7 @@ def retrieved_triples(*, questions: Sequence[Any], kg: KGView, index: Any, retri
 def metaqa_questions(*, kg: KGView, path: str, hops: int, split: str, sample: int, seed: int) -> list[Any]:
     """``sample`` seeded MetaQA questions of ``split`` with topic and answer ids of the store ``kg`` (mapped
     by name: the loader numbers entities itself)."""
-    from kgrag.store import questions_on
+    from kgrag.kg.store import questions_on
 
     return questions_on(kg, LOADERS.get("metaqa").impl(path=path, hops=hops, split=split, sample=sample, seed=seed))
 
@@ -139,7 +139,7 @@ def index_vectors(*, kg: KGView, index: Any) -> dict[str, np.ndarray]:
 
 
 def scores(examples: Sequence[Example], predictions: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Task metrics of generated answers under kgrag's rules and G-Retriever's (``kgrag.evaluate``):
+    """Task metrics of generated answers under kgrag's rules and G-Retriever's (``kgrag.evaluation.evaluate``):
     ``accuracy`` (``label_scores``) and ``accuracy_gretriever`` (the paper's ExplaGraphs rule) for label tasks;
     ``hit`` (a gold answer occurs in the text as whole words), ``hit_gretriever`` (the paper's Hit rule, which
     its paper reports as WebQSP "Hit@1") and ``hit_at_1`` (the first parsed answer is gold) for entity answers.
@@ -153,8 +153,8 @@ def scores(examples: Sequence[Example], predictions: Sequence[dict[str, Any]]) -
 
 def score_rows(rows: Sequence[tuple[str, Sequence[str], Sequence[str]]]) -> dict[str, float]:
     """``scores`` of (prediction, gold, choices) rows (all label rows, or all entity rows)."""
-    from kgrag.evaluate import answer_scores, label_scores
-    from kgrag.generate import parse_answers
+    from kgrag.evaluation.evaluate import answer_scores, label_scores
+    from kgrag.llm.prompts import parse_answers
 
     if all(c for _, _, c in rows):
         res = [label_scores(prediction=p, predicted=parse_answers(p, LABEL_SEPARATOR), gold=g, choices=c)

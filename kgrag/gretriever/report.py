@@ -66,7 +66,7 @@ def rescore(summary: dict[str, Any], predictions: Sequence[dict[str, Any]]) -> d
 
     choices: tuple[str, ...] = ()
     if summary.get("dataset") == "explagraphs":
-        from kgrag.loaders.explagraphs import STANCES
+        from kgrag.kg.loaders.explagraphs import STANCES
 
         choices = tuple(STANCES)
     return score_rows([(r["prediction"], list(r["gold"]), choices) for r in predictions])
@@ -86,7 +86,7 @@ def collect(root: str | Path) -> dict[str, dict[str, Any]]:
 
 
 LEGEND = (
-    "Scores under two rules, named: *kgrag* (strict: `kgrag.evaluate.parse_label` / whole-word Hit on "
+    "Scores under two rules, named: *kgrag* (strict: `kgrag.evaluation.evaluate.parse_label` / whole-word Hit on "
     "normalized text) and *G-Retriever* (its own code's rules: the first `support|Support|Counter|counter` "
     "match decides the ExplaGraphs label; Hit is a substring test after `|` becomes a line break — the number "
     "its paper reports as WebQSP Hit@1). Compare with the paper only in the G-Retriever-rule columns; every "

@@ -33,8 +33,8 @@ def _explagraphs_splits(*, params: Any, retrieval: str, db_path: str | Path, ind
 
 
 def _metaqa_splits(*, params: Any, retrieval: str, db_path: str | Path, index_dir: str | Path):
-    from kgrag.embed import EmbeddingIndex
-    from kgrag.store import KGStore
+    from kgrag.index.embed import EmbeddingIndex
+    from kgrag.kg.store import KGStore
 
     if params.data.dataset != "metaqa":
         raise ValueError(f"the MetaQA run reads the default pipeline's KG, but data.dataset is "

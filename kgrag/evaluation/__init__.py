@@ -1,0 +1,1 @@
+"""Evaluation: per-question scores and the metric registry."""

@@ -1,0 +1,1 @@
+"""The index: entity/relation embeddings, the fine-tuned scorer, relation-path plans."""

@@ -1,0 +1,265 @@
+"""Relation-path plans learnt from a held-out question split: which relation sequence a question asks for.
+
+A k-hop MetaQA question names a chain of relations ("the directors of the films written by the writer of X").
+The ``relpath`` retriever grows relation sequences from the topic entities and ranks them; zero-shot it ranks
+them by the cosine of the question and the relation names, which picks the right 3-hop sequence first for
+about 4 questions in 10 (``bench/retrieval_frontier.py``). This module learns the ranking from questions of a
+split the experiment does not evaluate, as Reasoning on Graphs (RoG) trains its planner on the relation paths
+that connect a training question's topic entity to its answers:
+
+1. :func:`relation_sequence` derives the weak label of a training question: the sequence of exactly ``hops``
+   relation steps (relation name, forward or not) from its topic entities whose end nodes hold the most of its
+   answers (then the highest share of answers among the end nodes; ties by walking order);
+2. :func:`train_plan` stores every labelled question's text with its topic names masked
+   (:func:`mask_topics`, so the model learns the wording, not the entities) and its vector;
+3. :meth:`PlanModel.votes` scores a new question's candidate sequences by a k-nearest-neighbour vote: the
+   cosine-weighted share of its ``k`` nearest training questions whose label starts with the candidate (beam
+   pruning) or equals it (the final choice across lengths). Every labelled question votes, each label with its
+   own length; only with ``retrieve.oracle_hops`` do the neighbours come from the question's declared hop
+   count. ``relpath`` adds ``plan_weight`` x the share to the zero-shot cosine (params ``plan``, ``plan_k``,
+   ``plan_weight``).
+
+The model is a Parquet table (``schema.RELPLAN``), the question vectors and a ``plan.json`` (the encoder, counts) written by the
+``relplan`` stage (``dvc.yaml``, before ``retrieve``) to ``data/relplan``.
+
+References
+----------
+Luo et al., "Reasoning on Graphs: Faithful and Interpretable Large Language Model Reasoning", ICLR 2024,
+section 4.2 (planning optimization: relation paths between question and answer entities as weak supervision).
+Cao et al., LEGO-GraphRAG (2024), section 4.1 (path filtering by a trained scorer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from kgrag import io, ranking, schema as S
+from kgrag.index.embed import read_vectors, write_vectors
+from kgrag.kg.kgview import KGView
+from kgrag.types import Question
+
+Step = tuple[str, bool]  # (relation name, walked along the edge's direction)
+MODEL_FILE = "plan.parquet"
+VECTORS_FILE = "vectors.parquet"
+META_FILE = "plan.json"
+
+
+def mask_topics(text: str, names: Iterable[str]) -> str:
+    """``text`` with every topic name (case-insensitive, longest first) written ``X`` and MetaQA's topic
+    brackets removed: "what films did [Tom Hanks] star in" -> "what films did X star in"."""
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        text = re.sub(re.escape(name), "X", text, flags=re.IGNORECASE)
+    return text.replace("[", "").replace("]", "")
+
+
+def _within(kg_h: np.ndarray, kg_t: np.ndarray, seeds: np.ndarray, n: int, hops: int) -> list[np.ndarray]:
+    """Masks of the nodes within 0, 1, ..., ``hops`` undirected hops of ``seeds``."""
+    cur = np.zeros(n, dtype=bool)
+    cur[seeds] = True
+    out = [cur.copy()]
+    for _ in range(hops):
+        nxt = cur.copy()
+        nxt[kg_t[cur[kg_h]]] = True
+        nxt[kg_h[cur[kg_t]]] = True
+        cur = nxt
+        out.append(cur.copy())
+    return out
+
+
+def _expand(h: np.ndarray, r: np.ndarray, t: np.ndarray, n: int, frontier: np.ndarray) -> dict[tuple[int, bool], np.ndarray]:
+    """One step from ``frontier``: (relation id, forward) -> sorted distinct nodes reached."""
+    m = np.zeros(n, dtype=bool)
+    m[frontier] = True
+    out = {}
+    for fwd, sel in ((True, m[h]), (False, m[t])):
+        e = np.nonzero(sel)[0]
+        dst, rel = (t[e] if fwd else h[e]), r[e]
+        for x in np.unique(rel).tolist():
+            out[(int(x), fwd)] = np.unique(dst[rel == x])
+    return out
+
+
+def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
+                      max_hops: int = 3) -> tuple[tuple[Step, ...], float, float] | None:
+    """The weak label of a training question: (sequence, answer recall, answer precision) or None.
+
+    Every sequence of exactly ``hops`` (relation, direction) steps is walked from the topic entities (topics
+    excluded from every step's nodes); before the last step only nodes within the remaining hops of an answer
+    are kept (they alone can lead to one), which bounds the search. The label is the sequence whose end nodes
+    hold the largest share of the answers, then the largest share of answers among its end nodes, then the
+    first walked (at each step forward steps before reversed ones, each by relation id). None when no
+    sequence reaches an answer.
+
+    ``hops`` None (a question set that declares no hop count): every length 1..``max_hops`` is walked and the
+    best label by the same rule wins, the shorter on a tie (the same rule for any loader's questions).
+    """
+    if hops is None:
+        best = None
+        for k in range(1, max_hops + 1):
+            lab = relation_sequence(kg, topics, answers, k)
+            if lab is not None and (best is None or lab[1:] > best[1:]):  # strictly better: shorter wins ties
+                best = lab
+        return best
+    topics = np.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
+    answers = np.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
+    answers = answers[~np.isin(answers, topics)]
+    if not len(topics) or not len(answers) or hops < 1:
+        return None
+    h, r, t, n = np.asarray(kg.heads), np.asarray(kg.relations), np.asarray(kg.tails), kg.num_entities
+    near = _within(h, t, answers, n, hops - 1)
+    best: tuple[tuple[float, float], tuple] | None = None
+
+    def walk(seq: tuple, frontier: np.ndarray, i: int) -> None:
+        nonlocal best
+        for key, dst in _expand(h, r, t, n, frontier).items():
+            dst = dst[~np.isin(dst, topics)]
+            if i < hops - 1:
+                dst = dst[near[hops - 1 - i][dst]]
+                if len(dst):
+                    walk(seq + (key,), dst, i + 1)
+                continue
+            hit = int(np.isin(dst, answers).sum())
+            if hit:
+                score = (hit / len(answers), hit / len(dst))
+                if best is None or score > best[0]:  # strictly better: the first in order wins ties
+                    best = (score, seq + (key,))
+
+    walk((), topics, 0)
+    if best is None:
+        return None
+    names = kg.relation_names
+    return tuple((str(names[rel]), bool(fwd)) for rel, fwd in best[1]), best[0][0], best[0][1]
+
+
+@dataclass(frozen=True)
+class PlanModel:
+    """Labelled training questions: masked texts, hop counts, relation sequences and unit vectors."""
+
+    model: str
+    texts: list[str]
+    hops: np.ndarray
+    labels: list[tuple[Step, ...]]
+    vectors: np.ndarray
+
+    def save(self, folder: str | Path, extra: dict | None = None) -> None:
+        """Write ``plan.parquet`` (``schema.RELPLAN``), ``vectors.parquet`` (row i = training question i) and
+        ``plan.json`` into ``folder``."""
+        folder = Path(folder)
+        table = pa.table({
+            S.TEXT: self.texts, S.HOPS: self.hops.astype(np.int64),
+            S.PLAN_RELATIONS: [[s[0] for s in lab] for lab in self.labels],
+            S.PLAN_FORWARD: [[s[1] for s in lab] for lab in self.labels],
+        }, schema=S.RELPLAN)
+        io.write_parquet(folder / MODEL_FILE, table)
+        write_vectors(folder / VECTORS_FILE, np.arange(len(self.texts)), self.vectors.astype(np.float32))
+        io.write_json(folder / META_FILE, {"model": self.model, "questions": len(self.texts), **(extra or {})})
+
+    @staticmethod
+    def load(folder: str | Path) -> "PlanModel":
+        """Read a model written by :meth:`save`; a missing folder is an error naming the stage that writes it."""
+        folder = Path(folder)
+        if not (folder / MODEL_FILE).exists():
+            raise FileNotFoundError(
+                f"{folder / MODEL_FILE}: no relation-path plan; it is written by `dvc repro relplan` "
+                "(stage relplan), or set retrieve.relpath.plan: null for the zero-shot ranking")
+        t = io.read_parquet(folder / MODEL_FILE)
+        meta = json.loads((folder / META_FILE).read_text())
+        rels, fwd = t[S.PLAN_RELATIONS].to_pylist(), t[S.PLAN_FORWARD].to_pylist()
+        vecs = read_vectors(folder / VECTORS_FILE) if len(t) else np.zeros((0, 1), dtype=np.float32)
+        return PlanModel(model=meta["model"], texts=t[S.TEXT].to_pylist(), hops=np.asarray(t[S.HOPS].to_pylist()),
+                         labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs)
+
+    def votes(self, query_vec: np.ndarray, k: int, hops: int | None = None
+              ) -> tuple[dict[tuple[Step, ...], float], dict[tuple[Step, ...], float]]:
+        """Vote shares of the ``k`` nearest training questions: (share of every label prefix, share of every
+        whole label).
+
+        Neighbours are ranked by cosine rounded to ``ranking.COSINE_DECIMALS``, ties by row; each votes its
+        (non-negative) cosine for its label (and, in the first dict, every prefix of it); shares are divided by
+        the total vote and rounded. ``hops`` None: every training question votes, each label with its own
+        length, so whole-label shares compare sequences of different lengths; ``hops`` k: only training
+        questions of k hops vote (the declared-hop oracle, ``retrieve.oracle_hops``). Empty when none votes.
+        """
+        rows = np.arange(len(self.labels)) if hops is None else np.nonzero(self.hops == hops)[0]
+        if not len(rows) or k < 1:
+            return {}, {}
+        sims = self.vectors[rows].astype(np.float64) @ np.asarray(query_vec, dtype=np.float64)
+        top = ranking.top_k(sims, k, ids=rows, decimals=ranking.COSINE_DECIMALS)
+        w = np.clip(ranking.rounded(sims[top], ranking.COSINE_DECIMALS), 0.0, None)
+        total = float(w.sum())
+        if total <= 0:
+            return {}, {}
+        prefix: dict[tuple[Step, ...], float] = {}
+        whole: dict[tuple[Step, ...], float] = {}
+        for i, wi in zip(rows[top].tolist(), w.tolist()):
+            lab = self.labels[i]
+            whole[lab] = whole.get(lab, 0.0) + wi
+            for j in range(1, len(lab) + 1):
+                prefix[lab[:j]] = prefix.get(lab[:j], 0.0) + wi
+
+        def share(d: dict) -> dict:
+            return {s: float(ranking.rounded([v / total])[0]) for s, v in d.items()}
+
+        return share(prefix), share(whole)
+
+    def prior(self, query_vec: np.ndarray, hops: int | None, k: int) -> dict[tuple[Step, ...], float]:
+        """Vote share of every label prefix among the ``k`` nearest training questions (:meth:`votes`)."""
+        return self.votes(query_vec, k, hops)[0]
+
+
+def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[list[str]], np.ndarray],
+               model: str, log: Callable[[str], None] = lambda s: None, max_hops: int = 3
+               ) -> tuple[PlanModel, dict]:
+    """Label ``questions`` (:func:`relation_sequence`: with a training question's declared hop count where its
+    file gives one, else the best of every length 1..``max_hops``) and embed their masked texts.
+
+    Returns the model and counts: questions, labelled, mean label recall / precision (how well the labels
+    explain the gold answers), distinct labels per hop count.
+    """
+    texts, hops, labels, rec, prec, skipped = [], [], [], [], [], 0
+    for i, q in enumerate(questions):
+        # a question of its own graph has no KG-wide sequence to learn
+        lab = relation_sequence(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops) \
+            if q.graph_id is None else None
+        if lab is None:
+            skipped += 1
+            continue
+        names = kg.names(np.asarray([x for x in q.topic_ids if x is not None], dtype=np.int64))
+        texts.append(mask_topics(q.text, names))
+        hops.append(len(lab[0]))
+        labels.append(lab[0])
+        rec.append(lab[1])
+        prec.append(lab[2])
+        if (i + 1) % 1000 == 0:
+            log(f"{i + 1} of {len(questions)} questions labelled")
+    vecs = encode(texts) if texts else np.zeros((0, 1), dtype=np.float32)
+    hop_arr = np.asarray(hops, dtype=np.int64)
+    stats = {
+        "questions": len(questions), "labelled": len(texts), "unlabelled": skipped,
+        "label_answer_recall": round(float(np.mean(rec)), 4) if rec else None,
+        "label_answer_precision": round(float(np.mean(prec)), 4) if prec else None,
+        "distinct_labels": {str(k): len({lab for lab, hk in zip(labels, hops) if hk == k})
+                            for k in sorted(set(hops))},
+    }
+    return PlanModel(model=model, texts=texts, hops=hop_arr, labels=labels,
+                     vectors=np.asarray(vecs, dtype=np.float32)), stats
+
+
+_LOADED: dict[str, PlanModel] = {}
+
+
+def load_cached(folder: str | Path) -> PlanModel:
+    """:meth:`PlanModel.load`, once per process and file version (path, size and modification time)."""
+    p = Path(folder) / MODEL_FILE
+    key = f"{p.resolve()}@{p.stat().st_mtime_ns}@{p.stat().st_size}" if p.exists() else str(p)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = PlanModel.load(folder)
+    return _LOADED[key]

@@ -1,0 +1,252 @@
+"""N-Triples (RDF 1.1): one ``subject predicate object .`` statement per line.
+
+A small line parser (no rdflib): IRIs ``<...>``, blank nodes ``_:x``, literals ``"..."`` with an optional
+``@lang`` or ``^^<datatype>``, the string escapes ``\\t \\b \\n \\r \\f \\" \\' \\\\ \\uXXXX \\UXXXXXXXX``
+(and ``\\u`` escapes in IRIs), comments and blank lines. Entities are the IRIs and blank nodes (keyed by
+them) and the literal objects (keyed by their lexical form, language and datatype); an entity is named by
+its ``rdfs:label`` (``label`` param; a plain or English label preferred) when it has one, else by the
+IRI's local name (after the last ``#`` or ``/``), a literal by its lexical form. ``rdfs:label``
+statements name entities and are not KG edges. Relations are named by the predicate's local name.
+
+A line the parser rejects (or not UTF-8) is quarantined with file, line and reason; a duplicate triple
+is quarantined as ``"duplicate triple"``; a self-loop is kept and counted. Questions come from an optional
+JSONL file (``questions``): topic entities and answers may be IRIs or names.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kgrag.kg.loaders.common import (
+    KGBuilder,
+    LoaderInputError,
+    questions_table,
+    read_nonempty,
+    read_questions_jsonl,
+)
+from kgrag.registry import LOADERS
+from kgrag.types import KGTables
+
+RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+_ESC = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+_LANG = re.compile(r"@([a-zA-Z]+(?:-[a-zA-Z0-9]+)*)")
+_BNODE = re.compile(r"_:([A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_\-])?)")
+_IRI_BAD = set('<>"{}|^`\\ ') | {chr(c) for c in range(0x21)}
+
+
+class NTriplesError(ValueError):
+    """A line that is not a valid N-Triples statement."""
+
+
+class Term(tuple):
+    """(kind, value, lang, datatype); kind is ``iri``, ``bnode`` or ``literal``."""
+
+    @property
+    def kind(self) -> str:
+        return self[0]
+
+    @property
+    def value(self) -> str:
+        return self[1]
+
+
+def _unicode(s: str, i: int, n: int) -> tuple[str, int]:
+    hexs = s[i : i + n]
+    if len(hexs) != n or not all(c in "0123456789abcdefABCDEF" for c in hexs):
+        raise NTriplesError(f"bad \\{'u' if n == 4 else 'U'} escape at column {i}")
+    cp = int(hexs, 16)
+    if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+        raise NTriplesError(f"escape \\{hexs} is not a Unicode scalar value")
+    return chr(cp), i + n
+
+
+def _iri(s: str, i: int) -> tuple[Term, int]:
+    assert s[i] == "<"
+    i += 1
+    out = []
+    while True:
+        if i >= len(s):
+            raise NTriplesError("unterminated IRI")
+        c = s[i]
+        if c == ">":
+            break
+        if c == "\\":
+            kind = s[i + 1 : i + 2]
+            if kind == "u":
+                ch, i = _unicode(s, i + 2, 4)
+            elif kind == "U":
+                ch, i = _unicode(s, i + 2, 8)
+            else:
+                raise NTriplesError(f"bad escape in IRI at column {i + 1}")
+            out.append(ch)
+            continue
+        if c in _IRI_BAD:
+            raise NTriplesError(f"character {c!r} not allowed in an IRI (column {i + 1})")
+        out.append(c)
+        i += 1
+    iri = "".join(out)
+    if ":" not in iri:
+        raise NTriplesError(f"IRI <{iri}> is not absolute")
+    return Term(("iri", iri, "", "")), i + 1
+
+
+def _literal(s: str, i: int) -> tuple[Term, int]:
+    assert s[i] == '"'
+    i += 1
+    out = []
+    while True:
+        if i >= len(s):
+            raise NTriplesError("unterminated string literal")
+        c = s[i]
+        if c == '"':
+            i += 1
+            break
+        if c == "\\":
+            kind = s[i + 1 : i + 2]
+            if kind in _ESC:
+                out.append(_ESC[kind])
+                i += 2
+            elif kind == "u":
+                ch, i = _unicode(s, i + 2, 4)
+                out.append(ch)
+            elif kind == "U":
+                ch, i = _unicode(s, i + 2, 8)
+                out.append(ch)
+            else:
+                raise NTriplesError(f"bad escape \\{kind} in literal (column {i + 1})")
+            continue
+        if c in "\n\r":
+            raise NTriplesError("raw line break in literal")
+        out.append(c)
+        i += 1
+    lang = dtype = ""
+    if s.startswith("^^", i):
+        if not s.startswith("<", i + 2):
+            raise NTriplesError(f"expected <datatype IRI> after ^^ (column {i + 3})")
+        dt, i = _iri(s, i + 2)
+        dtype = dt.value
+    elif s.startswith("@", i):
+        m = _LANG.match(s, i)
+        if not m:
+            raise NTriplesError(f"bad language tag (column {i + 1})")
+        lang, i = m.group(1).lower(), m.end()
+    return Term(("literal", "".join(out), lang, dtype)), i
+
+
+def _term(s: str, i: int, where: str, literal_ok: bool = False, bnode_ok: bool = True) -> tuple[Term, int]:
+    if i >= len(s):
+        raise NTriplesError(f"missing {where}")
+    c = s[i]
+    if c == "<":
+        return _iri(s, i)
+    if c == "_" and bnode_ok:
+        m = _BNODE.match(s, i)
+        if not m:
+            raise NTriplesError(f"bad blank node label in {where} (column {i + 1})")
+        return Term(("bnode", m.group(1), "", "")), m.end()
+    if c == '"' and literal_ok:
+        return _literal(s, i)
+    raise NTriplesError(f"unexpected {c!r} where the {where} should start (column {i + 1})")
+
+
+def _ws(s: str, i: int) -> int:
+    while i < len(s) and s[i] in " \t":
+        i += 1
+    return i
+
+
+def parse_line(line: str) -> tuple[Term, Term, Term] | None:
+    """The statement on one N-Triples line, None for a blank or comment line; ``NTriplesError`` if invalid."""
+    i = _ws(line, 0)
+    if i >= len(line) or line[i] == "#":
+        return None
+    subj, i = _term(line, i, "subject")
+    j = _ws(line, i)
+    if j == i:
+        raise NTriplesError(f"expected whitespace after the subject (column {i + 1})")
+    pred, i = _term(line, j, "predicate", bnode_ok=False)
+    j = _ws(line, i)
+    if j == i:
+        raise NTriplesError(f"expected whitespace after the predicate (column {i + 1})")
+    obj, i = _term(line, j, "object", literal_ok=True)
+    i = _ws(line, i)
+    if i >= len(line) or line[i] != ".":
+        raise NTriplesError(f"expected '.' at the end of the statement (column {i + 1})")
+    i = _ws(line, i + 1)
+    if i < len(line) and line[i] != "#":
+        raise NTriplesError(f"unexpected text after '.' (column {i + 1})")
+    return subj, pred, obj
+
+
+def local_name(iri: str) -> str:
+    """The part of an IRI after its last ``#`` or ``/`` (the whole IRI when that is empty)."""
+    tail = re.split(r"[#/]", iri.rstrip("/#"))[-1]
+    return tail or iri
+
+
+def _key(t: Term) -> str:
+    if t.kind == "iri":
+        return t[1]
+    if t.kind == "bnode":
+        return "_:" + t[1]
+    return '"' + t[1] + '"' + (("@" + t[2]) if t[2] else "") + (("^^" + t[3]) if t[3] else "")
+
+
+class NTriplesParams(BaseModel):
+    """Params of the ``ntriples`` loader (``data.ntriples`` in params.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str = Field(..., description="N-Triples file (.nt; .gz = gzip)")
+    questions: str | None = Field(None, description="questions JSONL file (none: no questions)")
+    split: str = Field("test", description="split label given to the questions")
+    label: str = Field(RDFS_LABEL, description="predicate IRI whose literal names its subject (not a KG edge)")
+
+
+@LOADERS.register("ntriples", params=NTriplesParams)
+def load_ntriples(
+    *, path: str, questions: str | None = None, split: str = "test", label: str = RDFS_LABEL,
+    sample: int = 0, seed: int = 0,
+) -> KGTables:
+    """An RDF N-Triples file (names from rdfs:label, else the IRI's local name) and optional JSONL questions."""
+    src = Path(path)
+    f = str(src)
+    bad: list[tuple[str, int, str, str]] = []
+    kg = KGBuilder()
+    labels: dict[str, tuple[int, str]] = {}  # key -> (rank, label); rank 0 = plain or English
+    statements = 0
+    for no, line in read_nonempty(src, bad, "N-Triples file"):
+        try:
+            st = parse_line(line)
+        except NTriplesError as e:
+            bad.append((f, no, f"not N-Triples: {e}", line[:200]))
+            continue
+        if st is None:
+            continue
+        statements += 1
+        s, p, o = st
+        if p.value == label:
+            if o.kind != "literal":
+                bad.append((f, no, "label object is not a literal", line[:200]))
+                continue
+            rank = 0 if o[2] in ("", "en") or o[2].startswith("en-") else 1
+            k = _key(s)
+            if k not in labels or rank < labels[k][0]:
+                labels[k] = (rank, o.value)
+            continue
+        sk = kg.entity(_key(s), local_name(s.value) if s.kind == "iri" else s.value)
+        ok = kg.entity(_key(o), o.value if o.kind == "literal" else (local_name(o.value) if o.kind == "iri" else o.value))
+        kg.add(sk, local_name(p.value), ok, None, (f, no), bad, line)
+    if not kg.rows:
+        raise LoaderInputError(f"{src}: no KG statement (every line quarantined, a comment or a label)")
+    for k, (_, name) in labels.items():
+        if k in kg.names:
+            kg.rename(k, name)
+    parsed = []
+    if questions:
+        parsed = read_questions_jsonl(Path(questions), kg, bad, split=split, sample=sample, seed=seed)
+    out = kg.tables(questions_table(parsed, kg), bad)
+    out.stats["statements"] = statements
+    return out

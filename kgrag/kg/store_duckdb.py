@@ -1,0 +1,434 @@
+"""KG access straight from DuckDB: k-hop neighbourhoods by one SQL query per hop, names fetched on demand.
+
+``KGStore`` (``kgrag.kg.store``) reads every triple into numpy arrays; ``DuckKGStore`` answers the same calls
+(``neighbourhood``, ``degree``, ``heads[edges]``, ``names``, ...) from the DuckDB file, so that memory and
+start-up time do not grow with the KG: nothing of size O(triples) or O(entities) is held in Python, only
+the rows the questions touch (cached).
+
+It reads a *sidecar* DuckDB file built once per KG file (``build_adjacency``; cached under
+``.kgrag_cache/duckstore/``, keyed by the KG file's path, size and mtime, so a rewritten KG gets a new one):
+
+- ``adjacency(node, edge, head, relation, tail, head_degree, tail_degree)``: every triple twice, once from
+  each end, sorted by ``(node, edge)`` and stored in small row groups, so that looking up a few nodes reads
+  only the row groups that hold them (min-max zone maps); ``edge`` is the triple's row number in
+  ``triples`` (= its index in ``KGStore``); the degrees are the ends' whole-KG undirected degrees (a self-loop
+  counts twice, as in ``KGStore``), so a hop also brings the degrees PPR needs;
+- ``degree(node, degree)``: the degree of every node with an edge;
+- ``names(entity_id PRIMARY KEY, name)``: the entity names with an ART index, for point look-ups.
+
+A hop is one query, ``SELECT ... FROM adjacency WHERE node IN (<frontier>)`` (a semi join with the frontier
+as an Arrow table when it is large), and ``KGStore.neighbourhood``'s rule on the rows it returns, so both
+stores give the same nodes, edges and truncation (tested on real MetaQA and on synthetic KGs). Only the
+kept edges and the neighbourhood's degrees are cached. (Cutting a hub's hop inside DuckDB, with DISTINCT,
+a priority join and LIMIT, measured 3-4x slower per question than fetching the rows.)
+
+Per-question graphs (``graph_id``) are not served here: a KG with them needs ``retrieve.store: memory``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from kgrag import schema as S
+from kgrag.kg.kgview import Incident, Neighbourhood, khop_walk, undirected_csr
+
+SIDECAR_VERSION = "3"  # bump when the sidecar's tables change
+ROW_GROUP_SIZE = 16384  # rows per row group of the sidecar (zone-map granularity of a node lookup)
+INLIST_MAX = 64  # frontiers (and name look-ups) up to this size are an IN list (pruned per value); larger: a join
+CACHE_MAX = 500_000  # cached edges / degrees / names before the oldest are dropped
+HOP_COLS = ("node", "edge", S.HEAD, S.RELATION, S.TAIL, "head_degree", "tail_degree")
+
+
+def sidecar_path(db: str | Path, cache_dir: str | Path) -> Path:
+    """Where the sidecar of KG file ``db`` lives (a new name whenever the file is rewritten)."""
+    st = Path(db).stat()
+    key = f"{os.path.realpath(db)}|{st.st_size}|{st.st_mtime_ns}|{SIDECAR_VERSION}"
+    return Path(cache_dir) / f"adjacency-{hashlib.sha256(key.encode()).hexdigest()[:16]}.duckdb"
+
+
+def build_adjacency(db: str | Path, out: str | Path, *, row_group_size: int = ROW_GROUP_SIZE,
+                    threads: int | None = None) -> Path:
+    """Write the sidecar tables ``adjacency``, ``degree`` and ``names`` of KG file ``db`` to ``out`` (atomically)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect()
+    try:
+        if threads:
+            con.execute(f"SET threads={int(threads)}")
+        con.execute(f"ATTACH '{tmp}' AS side (ROW_GROUP_SIZE {int(row_group_size)})")
+        con.execute(f"ATTACH '{Path(db).resolve()}' AS kg (READ_ONLY)")
+        con.execute(f"""CREATE TABLE side.degree AS
+            SELECT node, count(*)::BIGINT AS degree FROM (
+                SELECT {S.HEAD} AS node FROM kg.triples UNION ALL SELECT {S.TAIL} AS node FROM kg.triples)
+            GROUP BY node ORDER BY node""")
+        con.execute(f"""CREATE TABLE side.adjacency AS
+            WITH e AS (SELECT t.rowid AS edge, t.{S.HEAD}, t.{S.RELATION}, t.{S.TAIL},
+                              dh.degree AS head_degree, dt.degree AS tail_degree
+                       FROM kg.triples t JOIN side.degree dh ON dh.node = t.{S.HEAD}
+                                         JOIN side.degree dt ON dt.node = t.{S.TAIL})
+            SELECT * FROM (SELECT {S.HEAD} AS node, * FROM e UNION ALL SELECT {S.TAIL} AS node, * FROM e)
+            ORDER BY node, edge""")
+        # a primary key is an ART index: name look-ups by id read a few rows, not the whole column
+        con.execute(f"CREATE TABLE side.names ({S.ENTITY_ID} BIGINT PRIMARY KEY, {S.NAME} VARCHAR)")
+        con.execute(f"INSERT INTO side.names SELECT {S.ENTITY_ID}, {S.NAME} FROM kg.entities ORDER BY {S.ENTITY_ID}")
+        con.execute("CHECKPOINT side")
+    finally:
+        con.close()
+    os.replace(tmp, out)
+    Path(str(tmp) + ".wal").unlink(missing_ok=True)
+    return out
+
+
+def ensure_adjacency(db: str | Path, cache_dir: str | Path) -> Path:
+    """The sidecar of ``db``, built on first use."""
+    path = sidecar_path(db, cache_dir)
+    if not path.exists():
+        build_adjacency(db, path)
+    return path
+
+
+def distinct(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an int array (``np.unique``'s result; sorting is far faster than its hash
+    path for int64 in numpy 2.4)."""
+    s = np.sort(np.asarray(a, dtype=np.int64).reshape(-1))
+    return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
+
+
+class _Cache:
+    """Values by integer key, kept as the sorted chunks of recent query results (vectorized lookups, newest
+    first); the oldest chunks are dropped past ``CACHE_MAX`` keys."""
+
+    def __init__(self, n_values: int) -> None:
+        self.n_values = n_values
+        self.chunks: list[tuple[np.ndarray, np.ndarray]] = []
+        self.size = 0
+
+    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+        if not len(keys):
+            return
+        k, first = np.unique(keys, return_index=True)
+        self.chunks.insert(0, (k, values[first]))
+        self.size += len(k)
+        while self.size > CACHE_MAX and len(self.chunks) > 1:
+            self.size -= len(self.chunks.pop()[0])
+
+    def get(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, found mask) of ``keys``."""
+        vals = np.zeros((len(keys), self.n_values), dtype=np.int64)
+        found = np.zeros(len(keys), dtype=bool)
+        for k, v in self.chunks:
+            todo = np.flatnonzero(~found)
+            if not len(todo):
+                break
+            pos = np.minimum(np.searchsorted(k, keys[todo]), len(k) - 1)
+            hit = k[pos] == keys[todo]
+            vals[todo[hit]] = v[pos[hit]]
+            found[todo[hit]] = True
+        return vals, found
+
+
+class EdgeColumn:
+    """``heads`` / ``relations`` / ``tails`` of a ``DuckKGStore``: indexable by triple indices like an array."""
+
+    def __init__(self, store: "DuckKGStore", col: int) -> None:
+        self._store, self._col = store, col
+
+    def __getitem__(self, idx):
+        arr = np.asarray(idx, dtype=np.int64)
+        out = self._store.edge_triples(arr.reshape(-1))[:, self._col].reshape(arr.shape)
+        return out if arr.ndim else int(out)
+
+    def __len__(self) -> int:
+        return self._store.num_triples
+
+
+class LazyNames:
+    """Entity (or relation) names by id, fetched from DuckDB on first use and cached; indexable like the
+    object arrays of ``KGStore`` (an id, or an array of ids); one query per call with uncached ids."""
+
+    def __init__(self, store: "DuckKGStore", table: str, id_col: str, size: int) -> None:
+        self._store, self._table, self._id, self._size = store, table, id_col, size
+        self._cache: dict[int, str | None] = {}
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self):
+        """Every name in id order, fetched in one query (as iterating ``KGStore``'s array; without this, Python's
+        fallback iteration by ``__getitem__`` never meets an IndexError and never ends)."""
+        ids = np.arange(self._size, dtype=np.int64)
+        return iter(self[ids].tolist())
+
+    def fetch(self, ids) -> None:
+        """Load the names of ``ids`` that are not cached yet, in one query."""
+        want = [i for i in set(np.asarray(ids, dtype=np.int64).reshape(-1).tolist()) if i not in self._cache]
+        if not want:
+            return
+        if len(self._cache) + len(want) > CACHE_MAX:
+            self._cache.clear()
+        if len(want) <= INLIST_MAX:
+            rows = self._store._query(f"SELECT {self._id}, {S.NAME} FROM {self._table} "
+                                      f"WHERE {self._id} IN ({', '.join(map(str, want))})")
+        else:
+            rows = self._store._query(f"SELECT {self._id}, {S.NAME} FROM {self._table} "
+                                      f"WHERE {self._id} IN (SELECT unnest($ids))", {"ids": want})
+        got = dict(zip(rows[self._id].tolist(), rows[S.NAME].tolist()))
+        for i in want:
+            self._cache[i] = got.get(i)
+
+    def __getitem__(self, idx):
+        arr = np.asarray(idx, dtype=np.int64)
+        self.fetch(arr)
+        if arr.ndim == 0:
+            return self._cache[int(arr)]
+        out = np.empty(arr.shape, dtype=object)
+        out.reshape(-1)[:] = [self._cache[i] for i in arr.reshape(-1).tolist()]
+        return out
+
+
+class DuckKGStore:
+    """Read-only KG access by SQL on a DuckDB file (``KGStore``'s retrieval interface, nothing loaded whole)."""
+
+    def __init__(self, path: str | Path, *, cache_dir: str | Path | None = None, threads: int = 1) -> None:
+        from kgrag.kg.duckdb_io import ensure_duckdb
+        from kgrag.io import CACHE
+
+        self.path = str(ensure_duckdb(path))  # a file derived from Parquet tables is rebuilt when stale
+        self.sidecar = ensure_adjacency(self.path, cache_dir or CACHE / "duckstore")
+        self._lock = threading.RLock()
+        self._con = duckdb.connect(str(self.sidecar), read_only=True)
+        self._con.execute(f"SET threads={int(threads)}")
+        self._con.execute(f"ATTACH '{Path(self.path).resolve()}' AS kg (READ_ONLY)")
+        n_ent = self._con.execute(f"SELECT coalesce(max({S.ENTITY_ID}) + 1, 0) FROM kg.entities").fetchone()[0]
+        n_rel = self._con.execute(f"SELECT coalesce(max({S.RELATION_ID}) + 1, 0) FROM kg.relations").fetchone()[0]
+        self.num_entities = int(n_ent)
+        self._num_triples = int(self._con.execute("SELECT count(*) FROM kg.triples").fetchone()[0])
+        cols = {r[0] for r in self._con.execute("SELECT column_name FROM duckdb_columns() "
+                                                "WHERE database_name = 'kg' AND table_name = 'triples'").fetchall()}
+        self._has_graph_col = S.GRAPH_ID in cols
+        self._has_graphs: bool | None = None
+        self.heads, self.relations, self.tails = EdgeColumn(self, 0), EdgeColumn(self, 1), EdgeColumn(self, 2)
+        self.entity_names = LazyNames(self, "names", S.ENTITY_ID, self.num_entities)  # the sidecar's, indexed
+        self.relation_names = LazyNames(self, "kg.relations", S.RELATION_ID, int(n_rel))
+        self._edges = _Cache(3)
+        self._degrees = _Cache(1)
+        self._csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # question_adjacency, on first use
+
+    # ---- plumbing ----------------------------------------------------------------------------------
+
+    def _query(self, sql: str, params: dict | None = None, tables: dict[str, pa.Table] | None = None) -> dict:
+        """Run ``sql`` (with Arrow ``tables`` registered under their names) and fetch numpy columns."""
+        with self._lock:
+            try:
+                for name, t in (tables or {}).items():
+                    self._con.register(name, t)
+                return self._con.execute(sql, params or {}).fetchnumpy()
+            finally:
+                for name in tables or {}:
+                    self._con.unregister(name)
+
+    def close(self) -> None:
+        """Close the DuckDB connection."""
+        with self._lock:
+            self._con.close()
+
+    @property
+    def num_triples(self) -> int:
+        """Number of triples."""
+        return self._num_triples
+
+    # ---- adjacency ---------------------------------------------------------------------------------
+
+    def incident(self, nodes: np.ndarray) -> dict[str, np.ndarray]:
+        """Every adjacency row of ``nodes`` (one SQL query): columns ``HOP_COLS`` as int64 arrays."""
+        nodes = distinct(nodes)
+        cols = ", ".join(HOP_COLS)
+        if len(nodes) <= INLIST_MAX:
+            rows = self._query(f"SELECT {cols} FROM adjacency WHERE node IN ({', '.join(map(str, nodes.tolist()))})")
+        else:
+            rows = self._query(f"SELECT {cols} FROM adjacency WHERE node IN (SELECT node FROM _frontier)",
+                               tables={"_frontier": pa.table({"node": nodes})})
+        return {c: np.asarray(rows[c], dtype=np.int64) for c in HOP_COLS}
+
+    def _remember(self, rows: dict[str, np.ndarray], pick: np.ndarray) -> None:
+        """Cache the triples and end degrees of rows ``pick`` (the kept edges)."""
+        h, t = rows[S.HEAD][pick], rows[S.TAIL][pick]
+        with self._lock:
+            self._edges.add(rows["edge"][pick], np.stack([h, rows[S.RELATION][pick], t], axis=1))
+            self._degrees.add(np.concatenate([h, t]),
+                              np.concatenate([rows["head_degree"][pick], rows["tail_degree"][pick]]).reshape(-1, 1))
+
+    def edge_triples(self, edges: np.ndarray) -> np.ndarray:
+        """(head, relation, tail) of triple indices ``edges`` (cached rows first, the rest by one query)."""
+        edges = np.asarray(edges, dtype=np.int64)
+        with self._lock:
+            return self._edge_triples(edges)
+
+    def _edge_triples(self, edges: np.ndarray) -> np.ndarray:
+        vals, found = self._edges.get(edges)
+        if not found.all():
+            miss = distinct(edges[~found])
+            rows = self._query(f"SELECT rowid AS edge, {S.HEAD}, {S.RELATION}, {S.TAIL} FROM kg.triples "
+                               "WHERE rowid IN (SELECT unnest($ids))", {"ids": miss.tolist()})
+            got = np.stack([np.asarray(rows[c], dtype=np.int64) for c in (S.HEAD, S.RELATION, S.TAIL)], axis=1)
+            if len(got) != len(miss):
+                raise IndexError(f"triple index out of range (the KG has {self.num_triples} triples)")
+            keys = np.asarray(rows["edge"], dtype=np.int64)
+            order = np.argsort(keys, kind="stable")
+            keys, got = keys[order], got[order]
+            # the answer comes from the query, not from the cache read again: adding these rows may drop the
+            # older chunks that held this call's other rows (CACHE_MAX), which then read as zeros
+            vals[~found] = got[np.searchsorted(keys, edges[~found])]
+            self._edges.add(keys, got)
+        return vals
+
+    def degree(self, ids: np.ndarray) -> np.ndarray:
+        """Undirected whole-KG degree of each id (cached from hops, else one query)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        with self._lock:
+            return self._degree(ids)
+
+    def _degree(self, ids: np.ndarray) -> np.ndarray:
+        vals, found = self._degrees.get(ids)
+        if not found.all():
+            miss = distinct(ids[~found])
+            rows = self._query("SELECT node, degree FROM degree WHERE node IN (SELECT unnest($ids))",
+                               {"ids": miss.tolist()})
+            d = dict(zip(rows["node"].tolist(), rows["degree"].tolist()))
+            got = np.array([d.get(i, 0) for i in miss.tolist()], dtype=np.int64).reshape(-1, 1)
+            vals[~found] = got[np.searchsorted(miss, ids[~found])]  # not re-read: see ``_edge_triples``
+            self._degrees.add(miss, got)
+        return vals[:, 0].astype(np.int64)
+
+    def neighbourhood(
+        self, seeds: np.ndarray | list[int], hops: int, max_edges: int, relation_priority: np.ndarray | None = None
+    ) -> Neighbourhood:
+        """``KGStore.neighbourhood`` with one adjacency query per hop (the same ``kgrag.kg.kgview.khop_walk``):
+        nodes within ``hops`` (undirected) of ``seeds`` and the edges walked to reach them, the farthest hop
+        cut past ``max_edges`` (by descending ``relation_priority[relation]`` when given, else edge order)
+        with ``truncated`` set. The kept edges' triples and end degrees are cached."""
+        hop_rows: dict[int, dict[str, np.ndarray]] = {}
+
+        def incident(frontier: np.ndarray) -> Incident:
+            rows = self.incident(frontier)
+            got = Incident(rows["edge"], rows[S.HEAD], rows[S.RELATION], rows[S.TAIL])
+            hop_rows[id(got)] = rows
+            return got
+
+        def on_hop(got: Incident, first: np.ndarray) -> None:
+            self._remember(hop_rows.pop(id(got)), first)
+
+        return khop_walk(seeds, hops, max_edges, num_entities=self.num_entities, incident=incident,
+                         relation_priority=relation_priority, on_hop=on_hop)
+
+    # ---- what one question may see (no per-question graphs here) -----------------------------------
+
+    @property
+    def has_graphs(self) -> bool:
+        """Whether any triple belongs to a per-question graph."""
+        if self._has_graphs is None:
+            q = f"SELECT count(*) FROM kg.triples WHERE {S.GRAPH_ID} IS NOT NULL"
+            with self._lock:
+                self._has_graphs = self._has_graph_col and bool(self._con.execute(q).fetchone()[0])
+        return self._has_graphs
+
+    def _global_only(self, graph_id: str | None) -> None:
+        if graph_id is not None or self.has_graphs:
+            raise NotImplementedError("DuckKGStore serves a global KG only; a KG with per-question graphs needs "
+                                      "retrieve.store: memory")
+
+    def question_neighbourhood(
+        self, seeds: np.ndarray | list[int], hops: int, max_edges: int, *, graph_id: str | None,
+        relation_priority: np.ndarray | None = None,
+    ) -> Neighbourhood:
+        """``KGStore.question_neighbourhood`` for a global-KG question (``neighbourhood``)."""
+        self._global_only(graph_id)
+        return self.neighbourhood(seeds, hops, max_edges, relation_priority=relation_priority)
+
+    def question_degree(self, ids: np.ndarray, *, graph_id: str | None) -> np.ndarray:
+        """``KGStore.question_degree`` for a global-KG question (``degree``)."""
+        self._global_only(graph_id)
+        return self.degree(ids)
+
+    def question_adjacency(self, *, graph_id: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The whole KG's undirected CSR (``kgview.undirected_csr``, the layout ``KGStore`` holds), read from
+        the triples table on first use and kept: 16 bytes per edge end in memory, the price of whole-graph
+        algorithms (LEGO ``ppr``'s push) giving the same results on both stores. Global-KG questions only."""
+        self._global_only(graph_id)
+        with self._lock:
+            if self._csr is None:
+                rows = self._query(f"SELECT {S.HEAD}, {S.TAIL} FROM kg.triples ORDER BY rowid")
+                heads = np.asarray(rows[S.HEAD], dtype=np.int64)
+                tails = np.asarray(rows[S.TAIL], dtype=np.int64)
+                self._csr = undirected_csr(heads, tails, np.arange(len(heads), dtype=np.int64), self.num_entities)
+            return self._csr
+
+    def question_nodes(self, *, graph_id: str | None) -> np.ndarray | None:
+        """Entities a question may name: every entity (None) for a global-KG question."""
+        self._global_only(graph_id)
+        return None
+
+    # ---- names -------------------------------------------------------------------------------------
+
+    def names(self, ids: np.ndarray) -> list[str]:
+        """Entity names of ``ids`` (one query for the uncached ones)."""
+        return [str(x) for x in self.entity_names[np.asarray(ids, dtype=np.int64)]]
+
+    def named_triples(self, heads, relations, tails) -> list[tuple[str, str, str]]:
+        """(head name, relation name, tail name) for id arrays."""
+        heads, tails = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
+        self.entity_names.fetch(np.concatenate([heads, tails]))
+        rel = [str(x) for x in self.relation_names[np.asarray(relations, dtype=np.int64)]]
+        return list(zip(self.names(heads), rel, self.names(tails)))
+
+    def _lookup(self, names: list[str]) -> dict[str, int]:
+        """Name → id of the names present (the largest id of a repeated name, as ``KGStore``'s name index)."""
+        if not names:
+            return {}
+        rows = self._query(f"SELECT {S.NAME} AS n, max({S.ENTITY_ID}) AS i FROM kg.entities "
+                           f"WHERE {S.NAME} IN (SELECT unnest($names)) GROUP BY {S.NAME}", {"names": list(names)})
+        return dict(zip(rows["n"].tolist(), (int(i) for i in rows["i"].tolist())))
+
+    def ids_of(self, names: list[str]) -> tuple[int, ...]:
+        """Entity ids of exact ``names`` (names not in the KG dropped)."""
+        got = self._lookup(names)
+        return tuple(got[n] for n in names if n in got)
+
+    def find_entities(self, text: str, among: np.ndarray | None = None) -> list[int]:
+        """``KGStore.find_entities`` (``kgrag.kg.linking.link``), the names looked up and the relations found by
+        SQL; only entities of ``among`` when given."""
+        from kgrag.kg.linking import link
+
+        return list(link(text, lookup=self.names_lookup, relations_of=self.relations_of, among=among).ids)
+
+    def names_lookup(self, texts) -> dict[str, list[tuple[int, str]]]:
+        """{lower-cased text: [(id, name)]} of the ``texts`` (lower-cased) that name an entity (one query)."""
+        texts = list(texts)
+        if not texts:
+            return {}
+        rows = self._query(f"SELECT lower({S.NAME}) AS l, {S.ENTITY_ID} AS i, {S.NAME} AS n FROM kg.entities "
+                           f"WHERE lower({S.NAME}) IN (SELECT unnest($t)) ORDER BY {S.ENTITY_ID}", {"t": texts})
+        out: dict[str, list[tuple[int, str]]] = {}
+        for low, i, n in zip(rows["l"].tolist(), rows["i"].tolist(), rows["n"].tolist()):
+            out.setdefault(low, []).append((int(i), str(n)))
+        return out
+
+    def relations_of(self, ids) -> dict[int, set[str]]:
+        """{entity id: names of the relations of its edges} (one query)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self.incident(np.asarray(ids, dtype=np.int64))
+        out: dict[int, set[str]] = {i: set() for i in ids}
+        for node, r in set(zip(rows["node"].tolist(), rows[S.RELATION].tolist())):
+            out[int(node)].add(str(self.relation_names[r]))
+        return out

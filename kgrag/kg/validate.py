@@ -1,0 +1,180 @@
+"""Data-quality checks (great-expectations) on ingested tables; failing rows are quarantined with a reason.
+
+great-expectations is imported inside ``validate_tables`` only: it takes seconds to import.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from kgrag import schema as S
+@dataclass(frozen=True)
+class Check:
+    """One expectation on one table: a GX expectation class name and its kwargs."""
+
+    table: str
+    expectation: str
+    kwargs: dict[str, Any]
+    reason: str
+    keep_first: bool = False  # for uniqueness: the first copy is valid, later ones are quarantined
+
+
+GRAPH_KEY = "_graph"  # graph_id with null (the global KG) as "": a triple is unique within its graph
+
+
+def _checks(entity_ids: list[int], relation_ids: list[int], graphs: bool = False) -> list[Check]:
+    E, R = entity_ids, relation_ids
+    triple_key = [S.HEAD, S.RELATION, S.TAIL] + ([GRAPH_KEY] if graphs else [])
+    return [
+        Check("entities", "ExpectColumnValuesToNotBeNull", {"column": S.ENTITY_ID}, "null entity_id"),
+        Check("entities", "ExpectColumnValuesToNotBeNull", {"column": S.NAME}, "null entity name"),
+        Check("entities", "ExpectColumnValuesToBeUnique", {"column": S.ENTITY_ID}, "duplicate entity_id", True),
+        Check("relations", "ExpectColumnValuesToNotBeNull", {"column": S.RELATION_ID}, "null relation_id"),
+        Check("relations", "ExpectColumnValuesToBeUnique", {"column": S.RELATION_ID}, "duplicate relation_id", True),
+        Check("triples", "ExpectColumnValuesToNotBeNull", {"column": S.HEAD}, "null head"),
+        Check("triples", "ExpectColumnValuesToNotBeNull", {"column": S.TAIL}, "null tail"),
+        Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.HEAD, "value_set": E}, "head is not an entity"),
+        Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.TAIL, "value_set": E}, "tail is not an entity"),
+        Check("triples", "ExpectColumnValuesToBeInSet", {"column": S.RELATION, "value_set": R}, "relation is not a relation"),
+        Check("triples", "ExpectCompoundColumnsToBeUnique", {"column_list": triple_key},
+              "duplicate triple", True),
+        Check("questions", "ExpectColumnValuesToNotBeNull", {"column": S.QUESTION_ID}, "null question_id"),
+        Check("questions", "ExpectColumnValuesToBeUnique", {"column": S.QUESTION_ID}, "duplicate question_id", True),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_topics", "min_value": 1},
+              "no topic entity"),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_unknown_topics", "max_value": 0},
+              "topic entity not in the KG"),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers", "min_value": 1},
+              "no answers"),
+        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers_not_choices", "max_value": 0},
+              "answer is not one of the question's choices"),
+    ]
+
+
+def _graph_nodes(triples: pa.Table) -> dict[str, set[int]]:
+    """Per-question graphs: graph id → the entities its triples hold."""
+    if S.GRAPH_ID not in triples.column_names:
+        return {}
+    out: dict[str, set[int]] = {}
+    for g, h, t in zip(triples.column(S.GRAPH_ID).to_pylist(), triples.column(S.HEAD).to_pylist(),
+                       triples.column(S.TAIL).to_pylist()):
+        if g is not None:
+            out.setdefault(g, set()).update(x for x in (h, t) if x is not None)
+    return out
+
+
+def _question_frame(q: pa.Table, entity_set: set[int], graphs: dict[str, set[int]] | None = None) -> pd.DataFrame:
+    df = q.to_pandas()
+    graphs = graphs or {}
+
+    def known(ids):
+        return sum(1 for i in (ids if ids is not None else []) if i is not None and i in entity_set)
+
+    df["_n_topics"] = df[S.TOPIC_IDS].map(lambda x: 0 if x is None else len(x))
+    df["_n_unknown_topics"] = df["_n_topics"] - df[S.TOPIC_IDS].map(known)
+    df["_n_answers"] = df[S.ANSWERS].map(lambda x: 0 if x is None else len(x))
+    # a label task's answers are labels (``choices``), not KG entities: they are checked against the choices
+    choices = df[S.CHOICES] if S.CHOICES in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+    labelled = choices.map(lambda c: c is not None and len(c) > 0)
+    # answerable: a gold answer entity is in the KG, and in the question's own graph when it has one (a
+    # question that is not is kept and scored as a miss; it is no bad row)
+    graph = df[S.GRAPH_ID] if S.GRAPH_ID in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+    in_graph = [
+        any(i is not None and i in entity_set and (not isinstance(g, str) or i in graphs.get(g, set()))
+            for i in (ids if ids is not None else []))
+        for ids, g in zip(df[S.ANSWER_IDS], graph)]
+    df["_answerable"] = pd.Series(in_graph, index=df.index) | labelled
+    df["_n_answers_not_choices"] = [
+        sum(1 for a in (ans if ans is not None else []) if a not in set(c)) if lab else 0
+        for ans, c, lab in zip(df[S.ANSWERS], choices, labelled)]
+    return df
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """Clean tables, quarantined rows and a per-table / per-check summary."""
+
+    tables: dict[str, pa.Table]
+    quarantine: pa.Table
+    summary: dict[str, Any]
+
+
+def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
+    """Run the checks with great-expectations; bad rows leave their table for the quarantine."""
+    import great_expectations as gx
+
+    entity_ids = [int(x) for x in tables["entities"].column(S.ENTITY_ID).drop_null().to_pylist()]
+    relation_ids = [int(x) for x in tables["relations"].column(S.RELATION_ID).drop_null().to_pylist()]
+    frames = {n: t.to_pandas() for n, t in tables.items() if n != "questions"}
+    frames["questions"] = _question_frame(tables["questions"], set(entity_ids), _graph_nodes(tables["triples"]))
+    graphs = S.GRAPH_ID in tables["triples"].column_names
+    if graphs:
+        frames["triples"][GRAPH_KEY] = frames["triples"][S.GRAPH_ID].fillna("")
+
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    source = ctx.data_sources.add_pandas("kgrag")
+    bad: dict[str, dict[int, list[str]]] = {n: {} for n in frames}
+    checks_out = []
+    for check in _checks(entity_ids, relation_ids, graphs):
+        df = frames[check.table]
+        batch = (
+            source.add_dataframe_asset(f"{check.table}-{len(checks_out)}")
+            .add_batch_definition_whole_dataframe("all")
+            .get_batch(batch_parameters={"dataframe": df})
+        )
+        exp = getattr(gx.expectations, check.expectation)(**check.kwargs)
+        res = batch.validate(exp, result_format={"result_format": "COMPLETE"})
+        idx = list((res.result or {}).get("unexpected_index_list") or [])
+        rows = [int(i) if not isinstance(i, dict) else int(next(iter(i.values()))) for i in idx]
+        if check.keep_first and rows:
+            cols = check.kwargs.get("column_list") or [check.kwargs["column"]]
+            dup = df.duplicated(subset=cols, keep="first")
+            rows = [r for r in rows if dup.iloc[r]]
+        for r in rows:
+            bad[check.table].setdefault(r, []).append(check.reason)
+        checks_out.append(
+            {"table": check.table, "expectation": check.expectation, "success": bool(res.success),
+             "reason": check.reason, "bad_rows": len(rows)}
+        )
+
+    qrows: list[dict[str, Any]] = []
+    clean: dict[str, pa.Table] = {}
+    summary: dict[str, Any] = {"tables": {}, "checks": checks_out}
+    for name, df in frames.items():
+        bad_idx = sorted(bad[name])
+        for r in bad_idx:
+            rec = {k: v for k, v in tables[name].slice(r, 1).to_pylist()[0].items()}
+            qrows.append({S.TABLE: name, S.ROW: r, S.REASON: "; ".join(bad[name][r]),
+                          S.RECORD: json.dumps(rec, default=str)[:2000]})
+        mask = pa.array([i not in bad[name] for i in range(len(df))])
+        clean[name] = tables[name].filter(mask)
+        if name == "questions":
+            flag = pa.array(df["_answerable"].astype(bool).tolist(), type=pa.bool_()).filter(mask)
+            if S.ANSWERABLE in clean[name].column_names:  # validated before: checked again
+                clean[name] = clean[name].drop_columns([S.ANSWERABLE])
+            clean[name] = clean[name].append_column(S.ANSWERABLE, flag)
+            summary["answerable"] = {"questions": clean[name].num_rows,
+                                     "not_answerable": int(clean[name].num_rows - sum(flag.to_pylist()))}
+        summary["tables"][name] = {"rows": len(df), "bad": len(bad_idx),
+                                   "bad_fraction": (len(bad_idx) / len(df)) if len(df) else 0.0}
+    quarantine = pa.Table.from_pylist(qrows, schema=S.QUARANTINE)
+    return ValidationResult(clean, quarantine, summary)
+
+
+def reason_counts(quarantines: dict[str, pa.Table]) -> list[dict]:
+    """Quarantined rows per (stage, reason), most frequent first: what the validate summary and the report show."""
+    from collections import Counter
+
+    out = []
+    for stage, table in quarantines.items():
+        for reason, n in Counter(table.column(S.REASON).to_pylist()).items():
+            out.append({"stage": stage, "reason": reason, "rows": n})
+    return sorted(out, key=lambda r: (-r["rows"], r["stage"], r["reason"]))

@@ -1,0 +1,1 @@
+"""The LLM: calls and their cache, the client factory, backends, prompts, textualizers, constraints."""

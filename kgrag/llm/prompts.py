@@ -1,0 +1,89 @@
+"""Prompts and reply text: the answer request built from a question and its textualized subgraph (system
+prompt, few-shot demo, label choices), the prompt context of named triples, and the parsing of a reply into
+answers. No LLM call is made here: reasoners yield the requests (``kgrag.reasoning.reasoners``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from kgrag.llm.calls import LLMRequest
+from kgrag.registry import TEXTUALIZERS
+
+
+SYSTEM = (
+    "You answer questions using the knowledge graph facts you are given. "
+    "Reply with the answer names only, separated by ' | '. No sentences."
+)
+# One worked example shown before the question (``generate.few_shot``): it teaches small models the
+# answer format. Its entities are placeholders no KG holds ("Example ..."), so that a model copying the
+# example (small models do) cannot be scored right by accident; every reasoner's worked example uses only
+# these names, and the evaluate stage counts predictions that echo them (``demo_echoes``). A prompt whose
+# output is constrained (``reason.constrain_answer``) shows no example.
+DEMO_NAMES = ("Example Film One", "Example Film Two", "Example Actor", "Example Director One",
+              "Example Director Two")
+DEMO = (
+    "Knowledge graph facts (head, relation, tail):\n(Example Film One, directed_by, Example Director One)\n"
+    "(Example Film One, starred_actors, Example Actor)\n(Example Film Two, starred_actors, Example Actor)\n"
+    "(Example Film Two, directed_by, Example Director Two)\n\n"
+    "Question: who directed the movies starred by Example Actor\nAnswer:",
+    "Example Director One | Example Director Two",
+)
+
+
+# A label task (a question with ``choices``, e.g. ExplaGraphs' support / counter) is answered with one label.
+LABEL_SYSTEM = (
+    "You answer questions using the knowledge graph facts you are given. "
+    "Reply with exactly one of the listed choices. No sentences."
+)
+
+
+def choices_line(choices: Sequence[str]) -> str:
+    """The prompt line that lists a label question's choices ("" for a question answered with entities)."""
+    return f"\nChoices: {' | '.join(choices)}" if choices else ""
+
+
+def clean_question(text: str) -> str:
+    """The question without MetaQA's [topic] brackets."""
+    return re.sub(r"\[([^\]]+)\]", r"\1", text).strip()
+
+
+def build_request(
+    *, question: str, context: str, temperature: float, top_p: float, max_tokens: int, seed: int,
+    few_shot: bool = True, choices: Sequence[str] = (),
+) -> LLMRequest:
+    """Chat request for one question and its context text (after one worked example if ``few_shot``).
+
+    A label question (``choices``) lists its choices and asks for one of them; the worked example, which
+    teaches lists of entity names, is then left out.
+    """
+    user = f"Question: {clean_question(question)}{choices_line(choices)}\nAnswer:"
+    if context:
+        user = f"Knowledge graph facts (head, relation, tail):\n{context}\n\n{user}"
+    demo = (("user", DEMO[0]), ("assistant", DEMO[1])) if few_shot and not choices else ()
+    return LLMRequest(
+        messages=(("system", LABEL_SYSTEM if choices else SYSTEM), *demo, ("user", user)),
+        temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed,
+    )
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+
+
+def parse_answers(text: str, separator: str = "|") -> list[str]:
+    """Answer names from an LLM reply: split on the separator and newlines, bullets and quotes removed."""
+    text = text.strip()
+    if text.lower().startswith("answer:"):
+        text = text[7:]
+    parts: list[str] = []
+    for line in text.splitlines():
+        for p in line.split(separator):
+            p = _BULLET.sub("", p).strip().strip("\"'`").rstrip(".").strip()
+            if p and p not in parts:
+                parts.append(p)
+    return parts
+
+
+def context_text(named_triples: Sequence[tuple[str, str, str]], *, form: str, max_triples: int) -> str:
+    """Textualize the first ``max_triples`` triples (retrieval order = best first) with textualizer ``form``."""
+    return TEXTUALIZERS.get(form).impl(list(named_triples)[:max_triples])

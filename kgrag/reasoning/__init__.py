@@ -1,0 +1,1 @@
+"""Reasoning: the reasoners, community detectors, and the per-shard answering run."""

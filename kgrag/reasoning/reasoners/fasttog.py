@@ -1,0 +1,769 @@
+"""``fasttog``: Fast Think-on-Graph, reasoning "community by community" (Algorithms 1 and 2 of the paper).
+
+Initial phase: the start community c0 is the question's topic entities; Local Community Search (LCS)
+around it gives the W head communities of the W reasoning chains (one multiple-choice pruning call), and one
+reasoning call over the head communities may already answer (depth 0: "1 round of pruning and reasoning in
+the initial phase", section "Reasoning"; so ``depth`` is the paper's AvgDepth of Fig. 3). Reasoning phase, up
+to D_max rounds: LCS around the last community of every active chain (one
+single-choice pruning call per chain; a chain stops when the LLM says none of the candidates fits), the
+chains are turned into text (Community2Text), and one reasoning call answers or says Unknown. Without an
+answer after D_max rounds the LLM answers alone (IO or CoT).
+
+LCS (Algorithm 2): the local subgraph within R_max hops of the current community, each node at hop n kept
+with probability rho^(n-1) (seeded); community detection on it with max community size M
+(``kgrag.reasoning.community.detect``); communities already in the history set H or not adjacent to the current
+community left out; modularity coarse pruning to N candidates (equation 5, ``coarse_prune``); LLM fine
+pruning (equation 6).
+
+Paper settings (section "Experiments", "Language Model"): pruning at temperature 0.4, reasoning at 0.1
+(``prune_temperature``, ``reason_temperature``; the IO / CoT fallback and graph2text-by-LLM use the generate
+section's sampling). Defaults that differ: D_max 3 (paper 5, for cost). Hub entities: past ``max_edges``
+incident edges per hop, a seeded random subsample is read (not the first ones in KB order) before the rho
+sampling. The seq2seq graph2text input is cut at ``seq2seq_max_input_tokens`` (512) tokens.
+
+References
+----------
+Liang et al., Fast Think-on-Graph: Wider, Deeper and Faster Reasoning of Large Language Model on Knowledge
+Graph (2024): sections "Local Community Search", "Reasoning", "Community-to-Text", Appendix A
+(Algorithms 1, 2) and C (prompts).
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kgrag.reasoning.community import coarse_prune, detect
+from kgrag.llm.prompts import clean_question
+from kgrag.llm.calls import CallRecord, LLMRequest
+from kgrag.reasoning.reasoners import decide as dc
+from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
+from kgrag.reasoning.reasoners.parsing import letters, parse_choices
+from kgrag.reasoning.reasoners.tog import (
+    MAX_OPTIONS, REASON_SYSTEM, _fmt, _triple, example_letters, fallback_answer, fallback_step, incident_edges,
+    option_lines, parse_reasoning, prune_request, rel_words, valid_topics,
+)
+from kgrag.kg.kgview import KGView
+
+
+Triple = tuple[str, str, str]
+
+# ------------------------------------------------------------------------------------------ prompts
+# Appendix C: the pruning prompt carries the context communities after "Premise" and the candidate
+# communities after "Selection" as options {A}, {B}, ...; the reasoning prompt starts with "Context",
+# the start community S first (once), then each chain.
+
+PRUNE_SYSTEM = (
+    "You explore a knowledge graph community by community to answer a question. Follow the instructions "
+    "exactly."
+)
+
+PRUNE_PROMPT = (
+    "Question: {question}\n"
+    "Premise: {premise}\n"
+    "Selection:\n{options}\n"
+    "{instruction}"
+)
+
+PRUNE_MULTI = (
+    "Choose up to {k} candidates that help answer the question. Reply only with their letters in braces, "
+    "e.g. {example}. If none of them helps, reply {{{none}}}."
+)
+
+PRUNE_SINGLE = (
+    "Choose the one candidate that best helps answer the question. Reply only with its letter in braces, "
+    "e.g. {{A}}. If none of them helps, reply {{{none}}}."
+)
+
+NONE_OPTION = "None of the above"
+
+REASON_PROMPT = (
+    "Context:\nS: {start}\n{chains}\n\n"
+    "Question: {question}\n"
+    "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not."
+)
+
+REASON_DEMO = (  # placeholder entities no KG holds (kgrag.llm.prompts.DEMO_NAMES)
+    "Context:\nS: Example Actor\nChain 1: Example Film One starred actors Example Actor -> Example Film One "
+    "directed by Example Director One\n\n"
+    "Question: who directed the movies starred by Example Actor\n"
+    "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not.",
+    "Answer: Example Director One",
+)
+
+G2T_SYSTEM = "You rewrite knowledge graph facts as plain English. Use only the facts given; add nothing."
+
+G2T_PROMPT = (
+    "Facts (head relation tail): {triples}\n"
+    "Rewrite these facts as one or two short English sentences."
+)
+
+# decide: score (kgrag's adaptation for small models): the same questions without option letters, each
+# candidate community's Triple2Text (and, for a chain, "None of the above") scored as the reply
+SCORE_MULTI = (
+    "Question: {question}\n"
+    "Premise: {premise}\n"
+    "Which community of facts next to the premise helps answer the question? Reply with its facts."
+)
+
+SCORE_SINGLE = (
+    "Question: {question}\n"
+    "Premise: {premise}\n"
+    "Which community of facts extends the premise towards the answer? Reply with its facts, or "
+    "\"" + NONE_OPTION + "\" if no community helps."
+)
+
+SEQ2SEQ_PREFIX = "translate Graph to Text: "  # WebNLG-style linearization for T5 graph-to-text models
+
+
+# ------------------------------------------------------------------------------------------ Community2Text
+
+def triple2text(triples: Sequence[Triple]) -> str:
+    """Triple2Text (T2T): the community's triples as ``head relation tail``, comma-separated (rule-based)."""
+    return ", ".join(f"{h} {rel_words(r)} {t}" for h, r, t in triples)
+
+
+def linearize(triples: Sequence[Triple]) -> str:
+    """The seq2seq model's input: ``<H> head <R> relation <T> tail ...`` behind the task prefix."""
+    return SEQ2SEQ_PREFIX + " ".join(f"<H> {h} <R> {rel_words(r)} <T> {t}" for h, r, t in triples)
+
+
+class Community2Text(Protocol):
+    """Turns communities (each a list of triples) into text, possibly through LLM calls.
+
+    ``requests`` gives the LLM requests it needs (the reasoner yields them, so they are batched and
+    counted like every other call; none for local converters); ``texts`` gets their reply texts (same
+    order) and returns one text per community plus the number of unusable outputs, each replaced by
+    Triple2Text.
+    """
+
+    name: str
+
+    def requests(self, communities: Sequence[Sequence[Triple]], s: Sampling) -> list[LLMRequest]: ...
+
+    def texts(self, communities: Sequence[Sequence[Triple]], replies: Sequence[str]) -> tuple[list[str], int]: ...
+
+
+class Triple2Text:
+    """T2T: rule-based, no model."""
+
+    name = "triple2text"
+
+    def requests(self, communities: Sequence[Sequence[Triple]], s: Sampling) -> list[LLMRequest]:
+        return []
+
+    def texts(self, communities: Sequence[Sequence[Triple]], replies: Sequence[str]) -> tuple[list[str], int]:
+        return [triple2text(c) for c in communities], 0
+
+
+class LLMGraph2Text:
+    """G2T by the configured LLM: one request per community text, a prompt turning triples into sentences.
+
+    An empty reply (or a failed call) is counted unusable and replaced by the community's Triple2Text.
+    """
+
+    name = "graph2text-llm"
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+
+    def requests(self, communities: Sequence[Sequence[Triple]], s: Sampling) -> list[LLMRequest]:
+        return [LLMRequest(messages=(("system", G2T_SYSTEM), ("user", G2T_PROMPT.format(triples=triple2text(c)))),
+                           temperature=s.temperature, top_p=s.top_p, max_tokens=self.max_tokens, seed=s.seed)
+                for c in communities]
+
+    def texts(self, communities: Sequence[Sequence[Triple]], replies: Sequence[str]) -> tuple[list[str], int]:
+        out, bad = [], 0
+        for c, r in zip(communities, replies):
+            t = " ".join((r or "").split())
+            if not t:
+                bad += 1
+                t = triple2text(c)
+            out.append(t)
+        return out, bad
+
+
+@functools.lru_cache(maxsize=2)
+def load_seq2seq(path: str):
+    """(tokenizer, model) of a local Hugging Face seq2seq folder (``AutoModelForSeq2SeqLM``), CPU, eval mode,
+    hub offline (nothing is downloaded)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True)
+    model.eval()
+    return tok, model
+
+
+class Seq2SeqGraph2Text:
+    """G2T by a local seq2seq model (the paper fine-tunes T5-base on WebNLG): greedy decoding of the
+    linearized triples, no LLM call. An empty output is counted unusable and replaced by Triple2Text."""
+
+    name = "graph2text-seq2seq"
+
+    def __init__(self, path: str, max_tokens: int, max_input_tokens: int = 512) -> None:
+        self.path, self.max_tokens, self.max_input_tokens = path, max_tokens, max_input_tokens
+
+    def requests(self, communities: Sequence[Sequence[Triple]], s: Sampling) -> list[LLMRequest]:
+        return []
+
+    def texts(self, communities: Sequence[Sequence[Triple]], replies: Sequence[str]) -> tuple[list[str], int]:
+        if not communities:
+            return [], 0
+        import torch
+
+        tok, model = load_seq2seq(self.path)
+        enc = tok([linearize(c) for c in communities], return_tensors="pt", padding=True, truncation=True,
+                  max_length=self.max_input_tokens)
+        enc.pop("token_type_ids", None)
+        with torch.no_grad():
+            ids = model.generate(**enc, max_new_tokens=self.max_tokens, do_sample=False, num_beams=1)
+        out, bad = [], 0
+        for c, t in zip(communities, tok.batch_decode(ids, skip_special_tokens=True)):
+            t = " ".join(t.split())
+            if not t:
+                bad += 1
+                t = triple2text(c)
+            out.append(t)
+        return out, bad
+
+
+# ------------------------------------------------------------------------------------------ params
+
+class FastToGParams(dc.ScoreFields):
+    """Params of ``fasttog`` (defaults: the paper's W = 3, M = 4, Louvain; D_max 3 instead of 5 for cost)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    width: int = Field(3, ge=1, le=MAX_OPTIONS, description="W: reasoning chains (head communities chosen)")
+    d_max: int = Field(3, ge=1, description="D_max: rounds of the reasoning phase (pruning + reasoning)")
+    r_max: int = Field(2, ge=1, description="R_max: radius in hops of the local subgraph around a community")
+    rho: float = Field(0.5, gt=0.0, le=1.0, description="decay: a node at hop n is sampled with probability rho^(n-1)")
+    max_size: int = Field(4, ge=1, description="M: maximum community size (detection backtracks until it holds)")
+    detector: str = Field("louvain", description="community detector: louvain | girvan_newman | hierarchical | "
+                          "spectral | random (kgrag.reasoning.community)")
+    detector_params: dict[str, Any] = Field(
+        default_factory=dict, description="params of the chosen detector, validated by its own model (louvain: "
+        "resolution, max_passes; spectral: max_k, kmeans_iter; random: mean_size); empty = its defaults")
+    candidates: int = Field(4, ge=1, le=MAX_OPTIONS, description="N: communities kept by modularity coarse "
+                            "pruning (equation 5), the options of the LLM's fine pruning")
+    text: Literal["triple2text", "graph2text"] = Field("triple2text", description="Community2Text of the chains "
+                                                       "in the reasoning prompt")
+    graph2text: Literal["llm", "seq2seq"] = Field("llm", description="graph2text by the configured LLM (one call "
+                                                  "per chain and round) or by a local seq2seq folder")
+    seq2seq_path: str | None = Field(None, description="local Hugging Face seq2seq folder (AutoModelForSeq2SeqLM, "
+                                     "e.g. a T5 fine-tuned on WebNLG); required by graph2text: seq2seq")
+    text_tokens: int = Field(96, ge=1, description="max tokens of a graph2text output")
+    seq2seq_max_input_tokens: int = Field(512, ge=8, description="graph2text: seq2seq input cut at this many "
+                                          "tokens (T5's usual limit)")
+    prune_temperature: float = Field(0.4, ge=0.0, description="sampling temperature of the pruning calls (the "
+                                     "paper's 0.4)")
+    reason_temperature: float = Field(0.1, ge=0.0, description="sampling temperature of the reasoning calls (the "
+                                      "paper's 0.1)")
+    fallback: Literal["io", "cot"] = Field("cot", description="baseline answering when no answer after D_max rounds")
+    seed: int = Field(0, description="seed of the neighbour sampling and of the community detector")
+    max_nodes: int = Field(300, ge=2, description="local subgraph size cap (sampled nodes past it dropped, seeded)")
+    max_edges: int = Field(5000, ge=1, description="incident edges read per hop (past it a hub's edges are a "
+                           "seeded random subsample)")
+    max_community_triples: int = Field(8, ge=1, description="triples shown per community (links to the current "
+                                       "community first)")
+    prune_tokens: int = Field(24, ge=1, description="max tokens of a pruning reply")
+    decide: dc.Decide = Field("generate", description=dc.DECIDE_HELP + "; the initial multiple-choice and each "
+                              "chain's single-choice community pruning (\"None of the above\" scored too) are "
+                              "scored, and with answer: rank the reasoning check (Yes / No scored)")
+    answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the entities of the chains' last "
+                                   "communities, the chains' triples as the facts")
+    stop: Literal["check", "rank"] = Field(
+        "check", description="with decide: score and answer: rank, when the search stops: check = when the scored "
+        "sufficiency check prefers Yes to No (else after D_max rounds); rank = rank's call in the initial phase and "
+        "every round over the entities of the chains' last communities, the search runs D_max rounds (or until the "
+        "chains are exhausted) and answers with the depth whose best name scores highest")
+
+    @field_validator("detector")
+    @classmethod
+    def _known_detector(cls, v: str) -> str:
+        from kgrag.reasoning.community import DETECTORS
+
+        DETECTORS.get(v)  # raises listing the valid names
+        return v
+
+    @model_validator(mode="after")
+    def _detector_params_valid(self) -> "FastToGParams":
+        self.detector_model()  # an unknown or ill-typed key is an error naming it
+        return self
+
+    def detector_model(self) -> BaseModel:
+        """The chosen detector's validated params."""
+        from kgrag.reasoning.community import DETECTORS
+
+        return DETECTORS.get(self.detector).params.model_validate(self.detector_params)
+
+    @model_validator(mode="after")
+    def _seq2seq_needs_a_path(self) -> "FastToGParams":
+        if self.text == "graph2text" and self.graph2text == "seq2seq" and not self.seq2seq_path:
+            raise ValueError("graph2text: seq2seq needs seq2seq_path (a local model folder)")
+        return self
+
+
+def community2text(p: FastToGParams) -> Community2Text:
+    """The converter the params select."""
+    if p.text == "triple2text":
+        return Triple2Text()
+    if p.graph2text == "llm":
+        return LLMGraph2Text(p.text_tokens)
+    return Seq2SeqGraph2Text(str(p.seq2seq_path), p.text_tokens, p.seq2seq_max_input_tokens)
+
+
+def call_bound(width: int, d_max: int) -> int:
+    """The paper's worst case of LLM calls: 2·W·D_max + D_max + 2 (section "Reasoning")."""
+    return 2 * width * d_max + d_max + 2
+
+
+def implementation_bound(width: int, d_max: int, llm_text: bool) -> int:
+    """This implementation's worst case: the paper's (``call_bound``) — which holds with Triple2Text, fallback
+    included (W·D_max + D_max + 3 calls at most) — plus, with graph2text by the LLM (the paper's G2T is a local
+    T5, not an LLM call), the W graph2text calls of the head communities and the fallback."""
+    return call_bound(width, d_max) + (width + 1 if llm_text else 0)
+
+
+# ------------------------------------------------------------------------------------------ LCS
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate community: its new nodes, the triples that textualize it (links to the current
+    community and internal edges), its modularity Q(c)."""
+
+    nodes: frozenset[int]
+    edges: tuple[int, ...]
+    modularity: float
+
+
+def local_subgraph(kg: KGView, community: frozenset[int], *, r_max: int, rho: float, rng: np.random.Generator,
+                   max_nodes: int, max_edges: int, graph_id: str | None) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(nodes, triple indices, nodes kept per hop) of the subgraph within ``r_max`` hops of ``community``.
+
+    A node first reached at hop n is kept with probability rho^(n-1) (hop 1 always); only kept nodes are
+    expanded. Past ``max_nodes`` a hop's kept nodes are subsampled (seeded). The edges are those walked
+    between kept nodes.
+
+    References
+    ----------
+    Liang et al., FastToG (2024), "Community Detection on Subgraph": Pr(x = 1) = rho^(n-1).
+    """
+    seen = set(community)
+    kept = set(community)
+    per_hop = [len(kept)]
+    frontier = sorted(community)
+    walked: list[np.ndarray] = []
+    for n in range(1, r_max + 1):
+        if not frontier:
+            break
+        e = incident_edges(kg, frontier, graph_id, max_edges, rng=rng)
+        walked.append(e)
+        ends = np.unique(np.concatenate([kg.heads[e], kg.tails[e]])) if len(e) else np.zeros(0, dtype=np.int64)
+        new = np.asarray([x for x in ends.tolist() if x not in seen], dtype=np.int64)
+        seen.update(new.tolist())
+        draw = rng.random(len(new))
+        take = new[draw < rho ** (n - 1)]
+        room = max_nodes - len(kept)
+        if len(take) > room:
+            take = np.sort(rng.permutation(take)[: max(room, 0)])
+        kept.update(take.tolist())
+        per_hop.append(int(len(take)))
+        frontier = take.tolist()
+    nodes = np.asarray(sorted(kept), dtype=np.int64)
+    edges = np.unique(np.concatenate(walked)) if walked else np.zeros(0, dtype=np.int64)
+    ok = np.isin(kg.heads[edges], nodes) & np.isin(kg.tails[edges], nodes)
+    return nodes, edges[ok], per_hop
+
+
+def lcs_candidates(kg: KGView, current: frozenset[int], visited: set[int], history: set[frozenset[int]],
+                   p: FastToGParams, rng: np.random.Generator, graph_id: str | None
+                   ) -> tuple[list[Candidate], dict[str, Any]]:
+    """Algorithm 2 up to the fine pruning: subgraph, community detection, coarse pruning.
+
+    Each detected community loses the nodes the chain has already visited; what remains is a candidate
+    when it is non-empty, one hop from the current community (the paper excludes candidates farther away)
+    and not in the history H. The N of highest modularity are kept.
+    """
+    nodes, edges, per_hop = local_subgraph(kg, current, r_max=p.r_max, rho=p.rho, rng=rng, max_nodes=p.max_nodes,
+                                           max_edges=p.max_edges, graph_id=graph_id)
+    n = len(nodes)
+    src = np.searchsorted(nodes, kg.heads[edges]).astype(np.int64)
+    dst = np.searchsorted(nodes, kg.tails[edges]).astype(np.int64)
+    pairs = np.stack([src, dst], axis=1) if len(edges) else np.zeros((0, 2), dtype=np.int64)
+    comms = detect(n=n, edges=pairs, method=p.detector, max_size=p.max_size, seed=p.seed,
+                   params=p.detector_model())
+    pos = {int(g): i for i, g in enumerate(nodes.tolist())}
+    cur = np.zeros(n, dtype=bool)
+    cur[[pos[g] for g in current if g in pos]] = True
+    vis = np.zeros(n, dtype=bool)
+    vis[[pos[g] for g in visited if g in pos]] = True
+    rests = []
+    for c in comms:
+        rest = c[~vis[c]]
+        if not len(rest):
+            continue
+        inr = np.zeros(n, dtype=bool)
+        inr[rest] = True
+        if np.any((inr[src] & cur[dst]) | (inr[dst] & cur[src])):
+            rests.append(rest)
+    hist = {frozenset(pos[g] for g in h) for h in history if all(g in pos for g in h)}
+    kept = coarse_prune(n=n, edges=pairs, communities=rests, history=hist, keep=p.candidates,
+                        exclude=np.nonzero(vis)[0].tolist())
+    out = []
+    for c, q in kept:
+        inc = np.zeros(n, dtype=bool)
+        inc[c] = True
+        link = (inc[src] & cur[dst]) | (inc[dst] & cur[src])
+        internal = inc[src] & inc[dst]
+        chosen = np.concatenate([np.nonzero(link)[0], np.nonzero(internal & ~link)[0]])[: p.max_community_triples]
+        out.append(Candidate(frozenset(int(x) for x in nodes[c]), tuple(int(x) for x in edges[chosen]), float(q)))
+    info = {"subgraph_nodes": int(n), "subgraph_edges": int(len(edges)), "kept_per_hop": per_hop,
+            "communities": len(comms), "adjacent_new": len(rests), "coarse_kept": len(out),
+            "sampled": sorted(int(x) for x in nodes.tolist())}
+    return out, info
+
+
+def _triples(kg: KGView, edges: Sequence[int]) -> list[Triple]:
+    e = np.asarray(list(edges), dtype=np.int64)
+    return kg.named_triples(kg.heads[e], kg.relations[e], kg.tails[e]) if len(e) else []
+
+
+def parse_fine(reply: str, n: int, k: int) -> tuple[list[int] | None, bool]:
+    """(chosen positions, parsed) of a fine-pruning reply over ``n`` options plus the "none" option.
+
+    ``[]`` when the LLM picks "none" first; None with parsed False when no valid letter is found.
+    """
+    got = parse_choices(reply, n + 1, n + 1)
+    if got is None:
+        return None, False
+    if got[0] == n:
+        return [], True
+    return [g for g in got if g != n][:k], True
+
+
+@dataclass
+class Chain:
+    """A reasoning chain: communities (global node ids, head first), the triples that textualize each,
+    and their text segments (``converted`` communities turned into text so far)."""
+
+    communities: list[frozenset[int]] = field(default_factory=list)
+    edges: list[tuple[int, ...]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    converted: int = 0
+    active: bool = True
+
+    def visited(self, start: frozenset[int]) -> set[int]:
+        return set(start).union(*self.communities)
+
+
+@REASONERS.register("fasttog", params=FastToGParams, version="3")
+def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
+    """FastToG: W community chains grown by Local Community Search (modularity coarse pruning, LLM fine
+    pruning), Community2Text, a reasoning call per round, IO / CoT fallback after D_max rounds.
+
+    LLM calls: 1 multiple-choice pruning and 1 reasoning (initial phase; ≤ W graph2text calls before it with
+    ``graph2text: llm``); per round ≤ W single-choice prunings, ≤ W graph2text calls (``graph2text: llm`` only;
+    one per chain covering its communities not yet in text) and 1 reasoning; 1 fallback: at most
+    2·W·D_max + D_max + 2, the paper's worst case, with Triple2Text (``implementation_bound`` with graph2text
+    by the LLM). The count is checked before returning (an ``AssertionError`` if ever exceeded) and logged in
+    ``trace.call_bound``. Pruning calls use ``prune_temperature``, reasoning calls ``reason_temperature``.
+
+    Fallbacks (each recorded in the trace):
+
+    * no KG or no topic entity in the KG: straight to the fallback (``stop: no_topic_entity``), depth 0;
+    * no candidate community around c0, or the LLM says none of them fits: the fallback answers
+      (``stop: no_candidates`` / ``pruned_all``);
+    * the initial reasoning over the head communities answers: depth 0 (``stop: answered``);
+    * a chain with no candidate left, or whose single-choice reply picks "none": it stops growing; when no
+      chain grew and the chains were already reasoned over, the rounds end (``stop: exhausted``);
+    * a pruning reply without a valid letter: counted in ``unparseable``; the top-k candidates by
+      modularity are taken instead (k = W initially, 1 per chain afterwards);
+    * a reasoning reply neither ``Answer: ...`` nor Unknown: counted in ``unparseable``, treated as Unknown;
+    * an empty graph2text output: counted in ``unparseable``, replaced by Triple2Text;
+    * no answer after D_max rounds: the fallback answers (``stop: max_depth``).
+
+    ``decide: score`` is kgrag's adaptation for small models, not the paper's setting
+    (``kgrag.reasoning.reasoners.decide``): a pruning call asks the same question without option letters and scores each
+    candidate community's Triple2Text as the reply by the LLM's log-likelihood (``score_normalize``); nothing
+    is parsed. The initial multiple-choice pruning keeps the W best communities; a chain's single-choice
+    pruning scores "None of the above" too and keeps the best candidate, or stops the chain when "None of the
+    above" scores best. A failed scoring call keeps the pre-rank (the top W, or the top 1, by modularity) and is
+    not counted in ``unparseable``. With ``answer: rank`` as well, each reasoning call is the sufficiency check
+    scored ("Yes" against "No" over the chains' triples); with ``answer: generate`` the reasoning reply is
+    generated and parsed as in the paper.
+
+    ``answer: rank`` (kgrag's adaptation): the answer is ``rank``'s selection over the entities of the chains'
+    last communities (the entities reached), with the chains' triples as the facts, once the reasoning call
+    answers (or the scored check says Yes), after D_max rounds, or when the chains are exhausted, in place of
+    the generated answer or the IO / CoT fallback (before any chain exists the fallback still answers).
+    Scored calls replace generated ones one for one and rank's call replaces the fallback, so the call bound
+    holds unchanged. Every score is in the trace (``scores`` of each pruning and check, ``rank_top``).
+
+    ``stop: rank`` (with ``decide: score`` and ``answer: rank`` only; kgrag's adaptation: with SmolLM2-135M the
+    scored check preferred "No" on every dev question, so the search always ran D_max rounds): in the initial phase
+    and every round rank's call over the entities of the chains' last communities replaces the check call one
+    for one (each depth's ``reasoning: {"rank_top": ...}``); the search runs D_max rounds or until the chains
+    are exhausted, and the depth whose best name scores highest answers (the earlier one on a tie;
+    ``answer_depth`` in the trace and ``depth`` of the result), with no further call. When no depth's rank
+    call gave scores (failed calls), rank's call at the end answers as with ``stop: check``. The call bound
+    holds unchanged.
+
+    References
+    ----------
+    Liang et al., Fast Think-on-Graph: Wider, Deeper and Faster Reasoning of Large Language Model on Knowledge
+    Graph (2024), Algorithms 1 and 2, equations 4-6, Appendix C. ``answer: rank``: Luo et al., Graph-constrained
+    Reasoning (GCR, 2024), answers constrained to KG entities ranked by the LLM's likelihood.
+    """
+    s, kg, q = inp.sampling, inp.kg, inp.question
+    question = clean_question(q.text)
+    W, D = params.width, params.d_max
+    bound = implementation_bound(W, D, params.text == "graph2text" and params.graph2text == "llm")
+    calls: list[str] = []  # the purpose of every LLM request, in order
+    trace: dict[str, Any] = {"reasoner": "fasttog", "width": W, "d_max": D, "detector": params.detector,
+                             "text": params.text if params.text == "triple2text" else f"graph2text-{params.graph2text}",
+                             "depths": [], "llm_requests": calls}
+    scored = params.decide == "score"
+    scored_check = scored and params.answer == "rank"
+    rank_stop = scored_check and params.stop == "rank"  # rank at every depth in place of the check
+    if scored or params.answer == "rank":
+        trace.update(decide=params.decide, answer=params.answer)
+    unparseable = 0
+    qkey = zlib.crc32(q.question_id.encode())
+    chains: list[Chain] = []
+
+    def rng(phase: int, chain: int) -> np.random.Generator:
+        return np.random.default_rng([params.seed, qkey, phase, chain])
+
+    def check() -> None:
+        trace["call_bound"] = {"calls": len(calls), "bound": bound, "holds": len(calls) <= bound}
+        if len(calls) > bound:
+            raise AssertionError(f"fasttog made {len(calls)} LLM requests > its worst case {bound}")
+
+    def finish(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+        nonlocal unparseable
+        (rec,) = yield [fallback_step(params.fallback, inp)]
+        calls.append("fallback")
+        ans, bad = fallback_answer(params.fallback, rec)
+        unparseable += bad
+        trace.update(stop=stop, depth_reached=depth, fallback_reply=text_of(rec))
+        check()
+        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
+
+    def chain_facts() -> list[str]:
+        """The chains' triples as ``(head, relation, tail)``, chain by chain, each once."""
+        facts: list[str] = []
+        for ch in chains:
+            for e in ch.edges:
+                facts.extend(t for t in (_fmt(_triple(kg, x)) for x in e) if t not in facts)
+        return facts
+
+    best_depth: list = []  # stop: rank: (best score, answer, depth, top names) of the best depth so far
+
+    def ranked_last() -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
+        """rank's call over the entities of the chains' last communities (the entities reached), the chains'
+        triples as the facts: (answer, top names)."""
+        ids: dict[str, int] = {}
+        for ch in chains:
+            last = sorted(ch.communities[-1])
+            for n, e in zip(kg.names(np.asarray(last)), last):
+                ids.setdefault(str(n), int(e))
+        reached = list(ids)
+        (rec,) = yield [dc.rank_request(question=q, facts=chain_facts(), names=reached, s=s)]
+        calls.append("rank")
+        return dc.rank_answer(rec, q.choices or reached, s, margin=params.margin, ids=ids)
+
+    def conclude(stop: str, depth: int, ans: str | None = None
+                 ) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+        """The search's answer: with answer: rank, rank's selection over the entities of the chains' last
+        communities (stop: rank: the best-scored depth's, no further call); otherwise the generated ``ans``, or
+        the fallback when there is none."""
+        if best_depth:
+            _, got, d_best, top = best_depth
+            trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top, answer_depth=d_best)
+            check()
+            return Reasoning(answer=got, depth=d_best, trace=trace, unparseable=unparseable)
+        if params.answer == "rank" and chains:
+            got, top = yield from ranked_last()
+            trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
+            check()
+            return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable)
+        if ans is not None:
+            trace.update(stop=stop, depth_reached=depth)
+            check()
+            return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)
+        return (yield from finish(stop, depth))
+
+    topics = valid_topics(inp)
+    if not topics:
+        trace["start"] = []
+        return (yield from finish("no_topic_entity", 0))
+    c0 = frozenset(topics)
+    start_text = ", ".join(kg.names(np.asarray(sorted(c0))))
+    trace["start"] = start_text
+    history: set[frozenset[int]] = {c0}
+    converter = community2text(params)
+
+    def names(c: frozenset[int]) -> list[str]:
+        return kg.names(np.asarray(sorted(c)))
+
+    # ---- initial phase: W head communities by one multiple-choice pruning
+    cands, info = lcs_candidates(kg, c0, set(c0), history, params, rng(0, 0), q.graph_id)
+    opts = [triple2text(_triples(kg, c.edges)) for c in cands]
+    init: dict[str, Any] = {"lcs": info, "options": opts, "modularity": [c.modularity for c in cands]}
+    trace["initial"] = init
+    if not cands:
+        return (yield from finish("no_candidates", 0))
+    if scored:
+        (rec,) = yield [dc.score_request(SCORE_MULTI.format(question=question, premise=start_text), opts, s)]
+        calls.append("prune_multi")
+        chosen, scores = dc.choose(rec, len(cands), W, params.score_normalize)
+        init.update(reply="", parsed=True, chosen=chosen, scores=dc.scored_options(opts, scores))
+    else:
+        prompt = PRUNE_PROMPT.format(
+            question=question, premise=start_text, options=option_lines(opts + [NONE_OPTION]),
+            instruction=PRUNE_MULTI.format(k=W, example=example_letters(W, len(opts)),
+                                           none=letters(len(opts) + 1)[-1]))
+        (rec,) = yield [prune_request(prompt, s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)]
+        calls.append("prune_multi")
+        got, ok = parse_fine(text_of(rec), len(cands), W)
+        if not ok:
+            unparseable += 1
+            got = list(range(min(W, len(cands))))
+        chosen = got or []
+        init.update(reply=text_of(rec), parsed=ok, chosen=chosen)
+    if not chosen:
+        return (yield from finish("pruned_all", 0))
+    for i in chosen:
+        chains.append(Chain([cands[i].nodes], [cands[i].edges]))
+        history.add(cands[i].nodes)
+
+    last_context: str | None = None
+
+    def text_and_reason(rd: dict[str, Any], depth: int
+                        ) -> Generator[list[LLMRequest], list[CallRecord], tuple[bool, str | None, bool]]:
+        """Community2Text of every community not yet in text (one segment per chain), then one reasoning call
+        over all chains; (answered, the generated answer or None, stale) — stale: the context is the last one
+        reasoned over (no call). With the scored check, answered: "Yes" scored above "No". With stop: rank,
+        rank's call over the chains' last communities instead (never answered; the best-scored depth is
+        kept in ``best_depth``)."""
+        nonlocal unparseable, last_context
+        todo = [ci for ci, ch in enumerate(chains) if ch.converted < len(ch.communities)]
+        segs = [[t for e in chains[ci].edges[chains[ci].converted:] for t in _triples(kg, e)] for ci in todo]
+        reqs = converter.requests(segs, s)
+        replies: list[str] = []
+        if reqs:
+            recs = yield reqs
+            calls.extend(["graph2text"] * len(reqs))
+            replies = [text_of(r) for r in recs]
+        texts, bad = converter.texts(segs, replies)
+        unparseable += bad
+        for ci, t in zip(todo, texts):
+            chains[ci].texts.append(t)
+            chains[ci].converted = len(chains[ci].communities)
+        context = "\n".join(f"Chain {i + 1}: " + " -> ".join(ch.texts) for i, ch in enumerate(chains))
+        rd["context"] = context
+        if context == last_context:
+            return False, None, True
+        last_context = context
+        if rank_stop:
+            got, top = yield from ranked_last()
+            rd["reasoning"] = {"rank_top": top}
+            if top and (not best_depth or top[0][1] > best_depth[0]):
+                best_depth[:] = [top[0][1], got, depth, top]
+            return False, None, False
+        if scored_check:
+            (rec,) = yield [dc.enough_request("\n".join(chain_facts()), question, s)]
+            calls.append("reason")
+            yes, sc = dc.enough(rec)
+            rd["reasoning"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
+            return yes, None, False
+        demo = (("user", REASON_DEMO[0]), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
+        user = REASON_PROMPT.format(start=start_text, chains=context, question=question)
+        (rec,) = yield [LLMRequest(messages=(("system", REASON_SYSTEM), *demo, ("user", user)),
+                                   temperature=params.reason_temperature, top_p=s.top_p, max_tokens=s.max_tokens,
+                                   seed=s.seed)]
+        calls.append("reason")
+        ans, ok = parse_reasoning(text_of(rec))
+        unparseable += int(not ok)
+        rd["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
+        return ans is not None, ans, False
+
+    # ---- initial phase, reasoning over the head communities (the paper's "1 round of ... reasoning in the
+    # initial phase"): an answer here is depth 0
+    init["chains"] = [[names(c) for c in ch.communities] for ch in chains]
+    answered, ans, _ = yield from text_and_reason(init, 0)
+    if answered:
+        return (yield from conclude("answered", 0, ans))
+    for it in range(D):
+        rd: dict[str, Any] = {"depth": it + 1, "pruning": []}
+        trace["depths"].append(rd)
+        # ---- pruning: LCS around each active chain's last community, one single-choice call per chain
+        asks: list[tuple[int, list[Candidate]]] = []
+        for ci, ch in enumerate(chains):
+            if not ch.active:
+                continue
+            cs, info = lcs_candidates(kg, ch.communities[-1], ch.visited(c0), history, params, rng(it + 1, ci),
+                                      q.graph_id)
+            entry = {"chain": ci, "lcs": info, "options": [triple2text(_triples(kg, c.edges)) for c in cs],
+                     "modularity": [c.modularity for c in cs]}
+            rd["pruning"].append(entry)
+            if not cs:
+                ch.active = False
+                entry["stopped"] = "no_candidates"
+                continue
+            asks.append((ci, cs))
+        if asks:
+            reqs = []
+            for ci, cs in asks:
+                premise = "; ".join([start_text] + [triple2text(_triples(kg, e)) for e in chains[ci].edges])
+                opts = [triple2text(_triples(kg, c.edges)) for c in cs]
+                if scored:
+                    reqs.append(dc.score_request(SCORE_SINGLE.format(question=question, premise=premise),
+                                                 opts + [NONE_OPTION], s))
+                    continue
+                reqs.append(prune_request(PRUNE_PROMPT.format(
+                    question=question, premise=premise, options=option_lines(opts + [NONE_OPTION]),
+                    instruction=PRUNE_SINGLE.format(none=letters(len(opts) + 1)[-1])), s, params.prune_tokens,
+                    PRUNE_SYSTEM, params.prune_temperature))
+            recs = yield reqs
+            calls.extend(["prune"] * len(reqs))
+            by_chain = {e["chain"]: e for e in rd["pruning"]}
+            for (ci, cs), r in zip(asks, recs):
+                if scored:
+                    # "None of the above" is the last option: chosen when it scores best
+                    best, sc = dc.choose(r, len(cs) + 1, 1, params.score_normalize)
+                    got = [] if best == [len(cs)] else best
+                    by_chain[ci].update(reply="", parsed=True, chosen=got,
+                                        scores=dc.scored_options(by_chain[ci]["options"] + [NONE_OPTION], sc))
+                else:
+                    got, ok = parse_fine(text_of(r), len(cs), 1)
+                    if not ok:
+                        unparseable += 1
+                        got = [0]
+                    by_chain[ci].update(reply=text_of(r), parsed=ok, chosen=got)
+                if not got:
+                    chains[ci].active = False
+                    by_chain[ci]["stopped"] = "llm_none"
+                    continue
+                c = cs[got[0]]
+                chains[ci].communities.append(c.nodes)
+                chains[ci].edges.append(c.edges)
+                history.add(c.nodes)
+        rd["chains"] = [[names(c) for c in ch.communities] for ch in chains]
+        answered, ans, stale = yield from text_and_reason(rd, it + 1)
+        if stale:  # nothing new since the last reasoning call
+            return (yield from conclude("exhausted", it))
+        if answered:
+            return (yield from conclude("answered", it + 1, ans))
+    return (yield from conclude("max_depth", D))

@@ -1,0 +1,477 @@
+"""``tog``: Think-on-Graph, as FastToG describes it (n-d 1-w beam search over entity-relation chains).
+
+From the question's topic entities, each depth does *relation pruning* (up to W (entity, relation,
+direction) candidates among the current entities' relations), then *entity pruning* (up to W of the tail
+entities those relations reach, each extending one chain by a triple), then a *reasoning* call asking
+whether the chains collected so far suffice ("Answer: ..." or "Unknown"). Without an answer by depth D
+the reasoner falls back to the IO or CoT baseline (the LLM's own knowledge).
+
+Pruning is by the LLM (a multiple-choice prompt whose options carry letters in braces, read by
+``parse_choices``) or, with no LLM call, by BM25 or sentence-transformer similarity to the question
+(``kgrag.retrieval.lego.SCORERS``). The shared pieces (reasoning prompt and parser, fallback step, scoring) are
+reused by ``fasttog``.
+
+References
+----------
+Sun et al., Think-on-Graph: Deep and Responsible Reasoning of Large Language Model on Knowledge Graph
+(ICLR 2024), section 2 (search pruning, reasoning, Algorithm 1); Liang et al., FastToG (2024), related work
+and Table 1 (ToG as the n-d 1-w baseline).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Generator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import ConfigDict, Field
+
+from kgrag import ranking
+from kgrag.llm.prompts import clean_question
+from kgrag.llm.calls import CallRecord, LLMRequest
+from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request, io_request
+from kgrag.reasoning.reasoners import decide as dc
+from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
+from kgrag.reasoning.reasoners.parsing import final_answer, is_unknown, letters, parse_choices
+from kgrag.kg.kgview import KGView
+
+
+# ------------------------------------------------------------------------------------------ prompts
+
+TOG_SYSTEM = "You explore a knowledge graph to answer a question. Follow the instructions exactly."
+
+TOG_RELATION_PROMPT = (
+    "Question: {question}\n"
+    "Current entities: {entities}\n"
+    "Relations of the current entities ('?' is the entity the relation leads to):\n"
+    "{options}\n"
+    "Choose up to {k} relations most likely to lead to the answer. "
+    "Reply only with their letters in braces, e.g. {example}."
+)
+
+TOG_ENTITY_PROMPT = (
+    "Question: {question}\n"
+    "Candidate facts (head, relation, tail) extending the reasoning paths:\n"
+    "{options}\n"
+    "Choose up to {k} facts most likely to lead to the answer. "
+    "Reply only with their letters in braces, e.g. {example}."
+)
+
+REASON_SYSTEM = (
+    "You answer a question from the knowledge graph facts you are given. If the facts are enough, reply "
+    "'Answer: name | name' with the answer names only. If they are not enough, reply 'Answer: Unknown'."
+)
+
+TOG_REASON_PROMPT = (
+    "Knowledge graph paths (head, relation, tail):\n{paths}\n\n"
+    "Question: {question}\n"
+    "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not."
+)
+
+# one worked example of the reasoning format (shown when ``generate.few_shot``); its entities are placeholders
+# no KG holds (``kgrag.llm.prompts.DEMO_NAMES``), so an answer copied from it cannot score
+REASON_DEMO = (
+    "Knowledge graph paths (head, relation, tail):\n(Example Film One, starred_actors, Example Actor)\n"
+    "(Example Film One, directed_by, Example Director One)\n\nQuestion: who directed the movies starred by "
+    "Example Actor\n"
+    "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not.",
+    "Answer: Example Director One",
+)
+
+MAX_OPTIONS = 25  # letters A..Y for candidates; the 26th letter is kept for FastToG's "none of them"
+
+
+# ------------------------------------------------------------------------------------------ shared parts
+
+def prune_request(prompt: str, s: Sampling, max_tokens: int, system: str = TOG_SYSTEM,
+                  temperature: float | None = None) -> LLMRequest:
+    """A pruning request (the generate section's sampling settings unless ``temperature`` is given, short reply)."""
+    return LLMRequest(messages=(("system", system), ("user", prompt)),
+                      temperature=s.temperature if temperature is None else temperature, top_p=s.top_p,
+                      max_tokens=max_tokens, seed=s.seed)
+
+
+def option_lines(texts: Sequence[str]) -> str:
+    """``{A} text`` lines."""
+    return "\n".join(f"{{{c}}} {t}" for c, t in zip(letters(len(texts)), texts))
+
+
+def example_letters(k: int, n: int) -> str:
+    """The answer-format example of a choice prompt: ``{A}`` or ``{A} {B}``."""
+    return " ".join(f"{{{c}}}" for c in letters(min(k, n, 2)))
+
+
+def reason_request(user: str, s: Sampling) -> LLMRequest:
+    """The reasoning call: facts + question, reply ``Answer: ...`` or ``Answer: Unknown``."""
+    demo = (("user", REASON_DEMO[0]), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
+    return LLMRequest(messages=(("system", REASON_SYSTEM), *demo, ("user", user)), temperature=s.temperature,
+                      top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed)
+
+
+def parse_reasoning(text: str) -> tuple[str | None, bool]:
+    """(answer or None for Unknown, parsed) of a reasoning reply.
+
+    An ``Answer:`` line gives the answer (``Answer: Unknown`` means not yet); a reply that declines
+    (``Unknown``, ``I don't know``) or is empty (failed call) means not yet. Anything else is
+    *unparseable* (second element False) and, as documented in the reasoners, treated as Unknown: the
+    search goes on and, at worst, the fallback answers.
+    """
+    ans = final_answer(text)
+    if ans is not None:
+        return (None if is_unknown(ans) else ans), True
+    if is_unknown(text):
+        return None, True
+    return None, False
+
+
+def fallback_step(kind: str, inp: ReasonInput) -> LLMRequest:
+    """The fallback request: the IO prompt (question alone) or chain of thought."""
+    q = inp.question
+    return (io_request(q.text, inp.sampling, choices=q.choices) if kind == "io"
+            else cot_request(q.text, inp.sampling, choices=q.choices))
+
+
+def fallback_answer(kind: str, rec: CallRecord) -> tuple[str, int]:
+    """(answer, unparseable) of the fallback reply: IO's text as is; CoT's ``Answer:`` line, else its last
+    line (counted unparseable, as in the ``cot`` baseline)."""
+    text = text_of(rec)
+    if kind == "io":
+        return text.strip(), 0
+    ans, ok = cot_answer(text)
+    return ans, int(not ok and bool(text))
+
+
+def incident_edges(kg: KGView, ids: Sequence[int], graph_id: str | None, max_edges: int,
+                   rng: np.random.Generator | None = None) -> np.ndarray:
+    """Triple indices of the edges touching ``ids`` that a question over ``graph_id`` sees (its own graph
+    when it has one, else the global KG: ``KGStore.question_neighbourhood``), sorted.
+
+    Past ``max_edges`` (a hub): with ``rng`` a uniform random subsample of ``max_edges`` of them (seeded by the
+    caller, so reproducible; no draw is made below the cap), without it the first ``max_edges`` in KB order
+    (which favours whatever the loader wrote first).
+    """
+    ids_ = np.asarray(list(ids), dtype=np.int64)
+    nb = kg.question_neighbourhood(ids_, 1, max_edges if rng is None else 10**12, graph_id=graph_id)
+    e = np.sort(nb.edges)
+    if rng is not None and len(e) > max_edges:
+        e = np.sort(rng.choice(e, size=max_edges, replace=False))
+    return e
+
+
+def valid_topics(inp: ReasonInput) -> list[int]:
+    """The question's topic entity ids present in the KG, in order, without repeats."""
+    kg = inp.kg
+    if kg is None:
+        return []
+    out: list[int] = []
+    for t in inp.question.topic_ids:
+        if t is not None and 0 <= int(t) < kg.num_entities and int(t) not in out:
+            out.append(int(t))
+    return out
+
+
+class Scorer:
+    """Relevance of texts to the question by BM25 or sentence-transformer similarity (the LEGO scorers).
+
+    ``st`` needs the embedding index; without one (``ReasonInput.index`` is None) it scores by BM25
+    instead and says so in ``used``.
+    """
+
+    def __init__(self, kind: str, inp: ReasonInput) -> None:
+        from kgrag.retrieval.lego import SCORERS
+        from kgrag.retrieval.lego.types import Context
+
+        self.question = clean_question(inp.question.text)
+        self.used = kind if kind in ("bm25", "st") else "bm25"
+        if self.used == "st" and inp.index is None:
+            self.used = "bm25"
+        self.entry = SCORERS.get(self.used)
+        qvec = inp.index.encode([self.question])[0] if self.used == "st" else np.zeros(1, dtype=np.float32)
+        self.ctx = Context(question=self.question, query_vec=qvec, kg=inp.kg, index=inp.index)
+
+    def __call__(self, docs: Sequence[str]) -> np.ndarray:
+        if not docs:
+            return np.zeros(0)
+        return np.asarray(self.entry.impl(query=self.question, docs=list(docs), params=self.entry.params(),
+                                          ctx=self.ctx), dtype=np.float64)
+
+    def rank(self, docs: Sequence[str]) -> list[int]:
+        """Doc positions by descending score rounded per ``kgrag.ranking``, ties in input order."""
+        return [int(i) for i in ranking.order(self(docs))]
+
+
+def rel_words(name: Any) -> str:
+    """A relation name as words (for scoring)."""
+    return str(name).replace("_", " ").replace(".", " ")
+
+
+# ------------------------------------------------------------------------------------------ params
+
+class ToGParams(dc.ScoreFields):
+    """Params of ``tog``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    width: int = Field(3, ge=1, le=MAX_OPTIONS, description="beam width W: relations kept and chains kept per depth")
+    depth: int = Field(3, ge=1, description="maximum depth D (exploration + reasoning rounds)")
+    prune: Literal["llm", "bm25", "st"] = Field(
+        "llm", description="pruner of relations and entities: llm (multiple-choice prompt), bm25 or st "
+        "(sentence-transformer similarity to the question; no LLM call)")
+    fallback: Literal["io", "cot"] = Field("cot", description="baseline answering when no answer by depth D")
+    max_relations: int = Field(
+        20, ge=1, le=MAX_OPTIONS, description="relation candidates considered per depth (best BM25 / ST first; "
+        "the LLM sees them as options {A}, {B}, ...)")
+    max_entities: int = Field(20, ge=1, le=MAX_OPTIONS, description="tail-entity candidates considered per depth")
+    max_edges: int = Field(5000, ge=1, description="incident edges read per depth (past it a hub's edges are a "
+                           "seeded random subsample)")
+    prune_tokens: int = Field(24, ge=1, description="max tokens of a pruning reply")
+    decide: dc.Decide = Field("generate", description=dc.DECIDE_HELP + "; with prune: llm, relation and entity "
+                              "pruning and the sufficiency check (Yes / No scored) are scored")
+    answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the ends of the kept chains")
+    stop: Literal["check", "rank"] = Field(
+        "check", description="with decide: score and answer: rank, when the search stops: check = when the scored "
+        "sufficiency check prefers Yes to No (else at depth D); rank = rank's call at every depth over the kept "
+        "chains' ends, the search runs D depths (or to a dead end) and answers with the depth whose best name "
+        "scores highest")
+
+
+# ------------------------------------------------------------------------------------------ prompts of decide: score
+
+TOG_RELATION_SCORE = ("Question: {question}\nCurrent entities: {entities}\n"
+                      "Which relation of the current entities leads to the answer? Reply with it as "
+                      "(head, relation, tail), '?' for the entity it leads to.")
+TOG_ENTITY_SCORE = ("Question: {question}\n"
+                    "Which fact (head, relation, tail) extends the reasoning path towards the answer?")
+
+
+# ------------------------------------------------------------------------------------------ the reasoner
+
+def _triple(kg: KGView, e: int) -> tuple[str, str, str]:
+    return (str(kg.entity_names[kg.heads[e]]), str(kg.relation_names[kg.relations[e]]),
+            str(kg.entity_names[kg.tails[e]]))
+
+
+def _fmt(t: tuple[str, str, str]) -> str:
+    return f"({t[0]}, {t[1]}, {t[2]})"
+
+
+def _choose(kind: str, k: int, rec: CallRecord | None, n: int) -> tuple[list[int], bool, str]:
+    """Positions chosen among ``n`` options (already in pre-rank order): by the LLM's letters, else the
+    first ``k`` (the pre-rank). Returns (chosen, parsed, reply)."""
+    if kind != "llm" or rec is None:
+        return list(range(min(k, n))), True, ""
+    reply = text_of(rec)
+    got = parse_choices(reply, n, k)
+    if got is None:
+        return list(range(min(k, n))), False, reply
+    return got, True, reply
+
+
+def _hub_rng(seed: int, question_id: str, depth: int) -> np.random.Generator:
+    """The generator of a hub's edge subsample: seeded by the sampling seed, the question and the depth."""
+    return np.random.default_rng([seed, zlib.crc32(str(question_id).encode()), depth])
+
+
+@REASONERS.register("tog", params=ToGParams, version="3")
+def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
+    """Think-on-Graph: beam search of width W and depth D over relation then entity pruning, a reasoning
+    call after each depth, IO / CoT fallback.
+
+    Fallbacks (each recorded in the trace):
+
+    * no KG, or no topic entity of the question in the KG: no exploration, straight to the fallback
+      (``stop: no_topic_entity``), depth 0;
+    * a depth with no relation (or no new tail entity) to explore: the search stops (``stop: dead_end``)
+      and the fallback answers;
+    * no answer by depth D (every reasoning reply Unknown): the fallback answers (``stop: max_depth``);
+    * an LLM pruning reply without a valid option letter: counted in ``unparseable`` and the first W
+      candidates of the pre-ranking (BM25, or ST when ``prune: st``) are kept instead;
+    * a reasoning reply neither ``Answer: ...`` nor Unknown: counted in ``unparseable`` and treated as
+      Unknown (the search goes deeper);
+    * ``prune: st`` without an embedding index: BM25 is used (``scorer`` in the trace says which).
+
+    ``decide: score`` (with ``prune: llm``; ``kgrag.reasoning.reasoners.decide``): the relation and entity pruning
+    score every option as the reply and keep the W best (a failed scoring call keeps the pre-rank's first W);
+    with ``answer: rank`` as well, the sufficiency check scores "Yes" against "No". ``answer: rank``: the answer
+    is ``rank``'s selection over the ends of the kept chains, with their triples as the facts, once the check
+    says the facts suffice, at depth D, or at a dead end (no chain walked yet: the fallback answers).
+    Every score is in the trace (``scores`` of each decision, ``rank_top``).
+
+    At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback or
+    rank's answer), D + 1 otherwise.
+
+    References
+    ----------
+    Sun et al., Think-on-Graph (ICLR 2024), section 2.1; Liang et al., FastToG (2024).
+    """
+    s, kg, q = inp.sampling, inp.kg, inp.question
+    question = clean_question(q.text)
+    topics = valid_topics(inp)
+    trace: dict[str, Any] = {"reasoner": "tog", "width": params.width, "max_depth": params.depth,
+                             "prune": params.prune, "depths": []}
+    unparseable = 0
+    calls = 0
+
+    def finish(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+        nonlocal unparseable, calls
+        (rec,) = yield [fallback_step(params.fallback, inp)]
+        calls += 1
+        ans, bad = fallback_answer(params.fallback, rec)
+        unparseable += bad
+        trace.update(stop=stop, depth_reached=depth, llm_requests=calls, fallback_reply=text_of(rec))
+        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
+
+    best: list = []  # stop: rank: (best score, answer, depth, top names) of the best depth so far
+
+    def ranked_ends() -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
+        """rank's call over the walked chains' ends, their triples as the facts: (answer, top names)."""
+        nonlocal calls
+        walked = [(p, e) for p, e in chains if p]
+        ids: dict[str, int] = {}
+        for _, e in walked:
+            ids.setdefault(str(kg.entity_names[e]), e)
+        facts: list[str] = []
+        for p, _ in walked:
+            facts.extend(t for t in (_fmt(_triple(kg, x)) for x in p) if t not in facts)
+        names = list(ids)
+        (rec,) = yield [dc.rank_request(question=q, facts=facts, names=names, s=s)]
+        calls += 1
+        return dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
+
+    def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+        """With answer: rank, rank's selection over the kept chains' ends (stop: rank: the best depth's); no
+        chain walked yet: the fallback."""
+        if best:
+            _, ans, d_best, top = best
+            trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top,
+                         answer_depth=d_best)
+            return Reasoning(answer=ans, depth=d_best, trace=trace, unparseable=unparseable)
+        if params.answer != "rank" or not any(p for p, _ in chains):
+            return (yield from finish(stop, depth))
+        ans, top = yield from ranked_ends()
+        trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top)
+        return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)
+
+    if not topics:
+        trace["topic"] = []
+        return (yield from finish("no_topic_entity", 0))
+    trace["topic"] = kg.names(np.asarray(topics))
+    scorer = Scorer("bm25" if params.prune == "llm" else params.prune, inp)
+    trace["scorer"] = scorer.used
+    scored = params.prune == "llm" and params.decide == "score"
+    if params.decide == "score" or params.answer == "rank":
+        trace.update(decide=params.decide, answer=params.answer)
+    # a chain: the triple indices walked from a topic entity, and the entity it ends at
+    chains: list[tuple[tuple[int, ...], int]] = [((), t) for t in topics]
+    for d in range(1, params.depth + 1):
+        rec_d: dict[str, Any] = {"depth": d}
+        trace["depths"].append(rec_d)
+        # ---- relation pruning: (entity, relation, direction) candidates of the chains' end entities
+        ends = sorted({e for _, e in chains})
+        edges = incident_edges(kg, ends, q.graph_id, params.max_edges, rng=_hub_rng(s.seed, q.question_id, d))
+        used = {x for path, _ in chains for x in path}
+        cands: dict[tuple[int, int, str], list[int]] = {}
+        end_set = set(ends)
+        for e in edges.tolist():
+            if e in used:
+                continue
+            h, r, t = int(kg.heads[e]), int(kg.relations[e]), int(kg.tails[e])
+            if h in end_set:
+                cands.setdefault((h, r, "out"), []).append(e)
+            if t in end_set and t != h:
+                cands.setdefault((t, r, "in"), []).append(e)
+        keys = list(cands)
+        if not keys:
+            rec_d["relations"] = {"options": [], "chosen": []}
+            return (yield from conclude("dead_end", d - 1))
+        order = scorer.rank([rel_words(kg.relation_names[r]) for _, r, _ in keys])[: params.max_relations]
+        keys = [keys[i] for i in order]
+        texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
+                  else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
+        rec, scores = None, None
+        if scored:
+            prompt = TOG_RELATION_SCORE.format(question=question, entities=", ".join(kg.names(np.asarray(ends))))
+            (rec,) = yield [dc.score_request(prompt, texts, s)]
+            calls += 1
+            chosen, scores = dc.choose(rec, len(keys), params.width, params.score_normalize)
+            ok, reply = True, ""
+        else:
+            if params.prune == "llm":
+                prompt = TOG_RELATION_PROMPT.format(
+                    question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
+                    k=params.width, example=example_letters(params.width, len(texts)))
+                (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
+                calls += 1
+            chosen, ok, reply = _choose(params.prune, params.width, rec, len(keys))
+        unparseable += int(not ok)
+        rec_d["relations"] = {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}
+        if scored:
+            rec_d["relations"]["scores"] = dc.scored_options(texts, scores)
+        # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
+        ext: list[tuple[tuple[int, ...], int]] = []
+        for i in chosen:
+            ent, r, dr = keys[i]
+            for path, end in chains:
+                if end != ent:
+                    continue
+                on_path = {end} | {int(kg.heads[x]) for x in path} | {int(kg.tails[x]) for x in path}
+                for e in cands[keys[i]]:
+                    nxt = int(kg.tails[e]) if dr == "out" else int(kg.heads[e])
+                    if nxt not in on_path:
+                        ext.append((path + (e,), nxt))
+        if not ext:
+            rec_d["entities"] = {"options": [], "chosen": []}
+            return (yield from conclude("dead_end", d - 1))
+        etexts = [_fmt(_triple(kg, p[-1])) for p, _ in ext]
+        order = scorer.rank(etexts)[: params.max_entities]
+        ext, etexts = [ext[i] for i in order], [etexts[i] for i in order]
+        rec, scores = None, None
+        if scored:
+            (rec,) = yield [dc.score_request(TOG_ENTITY_SCORE.format(question=question), etexts, s)]
+            calls += 1
+            chosen, scores = dc.choose(rec, len(ext), params.width, params.score_normalize)
+            ok, reply = True, ""
+        else:
+            if params.prune == "llm":
+                prompt = TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts), k=params.width,
+                                                  example=example_letters(params.width, len(etexts)))
+                (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
+                calls += 1
+            chosen, ok, reply = _choose(params.prune, params.width, rec, len(ext))
+        unparseable += int(not ok)
+        rec_d["entities"] = {"options": etexts, "chosen": [etexts[i] for i in chosen], "parsed": ok, "reply": reply}
+        if scored:
+            rec_d["entities"]["scores"] = dc.scored_options(etexts, scores)
+        chains = [ext[i] for i in chosen]
+        paths = [[_fmt(_triple(kg, x)) for x in p] for p, _ in chains]
+        rec_d["chains"] = paths
+        # ---- reasoning over every triple of the kept chains
+        lines: list[str] = []
+        for p in paths:
+            lines.extend(t for t in p if t not in lines)
+        if params.decide == "score" and params.answer == "rank" and params.stop == "rank":
+            ans, top = yield from ranked_ends()
+            rec_d["reasoning"] = {"rank_top": top}
+            if top and (not best or top[0][1] > best[0]):
+                best[:] = [top[0][1], ans, d, top]
+            continue
+        if params.decide == "score" and params.answer == "rank":
+            # the sufficiency check scored (Yes / No); the answer then comes from rank
+            (rec,) = yield [dc.enough_request("\n".join(lines), question, s)]
+            calls += 1
+            yes, sc = dc.enough(rec)
+            rec_d["reasoning"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
+            if yes:
+                return (yield from conclude("answered", d))
+            continue
+        (rec,) = yield [reason_request(TOG_REASON_PROMPT.format(paths="\n".join(lines), question=question), s)]
+        calls += 1
+        ans, ok = parse_reasoning(text_of(rec))
+        unparseable += int(not ok)
+        rec_d["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
+        if ans is not None:
+            if params.answer == "rank":
+                return (yield from conclude("answered", d))
+            trace.update(stop="answered", depth_reached=d, llm_requests=calls)
+            return Reasoning(answer=ans, depth=d, trace=trace, unparseable=unparseable)
+    return (yield from conclude("max_depth", params.depth))

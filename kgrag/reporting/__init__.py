@@ -1,0 +1,1 @@
+"""Reporting: report.md, report.html and the comparison of experiments."""

@@ -1,0 +1,245 @@
+"""``relpath``: relation-path retrieval, a beam over relation sequences scored against the question.
+
+MetaQA-style k-hop questions name a chain of relations ("the directors of the films written by the writer
+of [X]"). Instead of cutting the k-hop neighbourhood (whose last hop, the one holding the answers, is the
+one a size cap cuts), this retriever grows relation sequences from the topic entities one hop at a time,
+scores each sequence's text (its relation names, in order) against the question with the ``st`` scorer,
+keeps the ``beam`` best, and returns the triples of the best sequence(s) of any length 1..``max_hops``,
+walked back from their end nodes so that no dead-end branch is kept. The question's hop count is not read:
+only with ``retrieve.oracle_hops`` (the question file's declared count handed to the retriever) are the
+sequences exactly that long.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kgrag import ranking
+
+from kgrag.index import relplan
+from kgrag.retrieval.lego.registries import SCORERS
+from kgrag.retrieval.lego.types import Context
+from kgrag.registry import RETRIEVERS
+from kgrag.types import Subgraph
+
+
+class RelPathParams(BaseModel):
+    """Params of the ``relpath`` retriever."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    beam: int = Field(8, ge=1, description="relation sequences kept after each hop")
+    paths: int = Field(5, ge=1, description="best full-length sequences whose triples are returned, best first, "
+                       "until max_triples")
+    max_triples: int = Field(100, ge=1, description="triples returned at most (the last hop's first)")
+    max_frontier: int = Field(20_000, ge=1, description="nodes a sequence may reach per hop (hub guard)")
+    inverse: Literal["plain", "of", "shares"] = Field(
+        "plain", description="how a step against an edge's direction is written in the scored text: plain = "
+        "the relation alone, of = 'r of', shares = 'shares r with'")
+    plan: str | None = Field(
+        None, description="folder of a relation-path plan learnt from a held-out split (kgrag.index.relplan), e.g. "
+        "data/relplan written by `dvc repro relplan`; None = zero-shot (cosine alone)")
+    max_hops: int = Field(3, ge=1, le=4, description="longest relation sequence walked; the best sequence of any "
+                          "length 1..max_hops is returned (a question's declared hop count is used instead only "
+                          "with retrieve.oracle_hops)")
+    plan_k: int = Field(16, ge=1, description="nearest training questions that vote for a sequence")
+    plan_weight: float = Field(1.0, ge=0.0, description="weight of the plan's vote share (0..1) added to the "
+                               "cosine of question and sequence")
+    scorer: str = Field(
+        "st", description="what scores a sequence's text against the question (a registered LEGO scorer): st = "
+        "the index's sentence transformer (cosine); loglik = the LLM's log-likelihood of the sequence as the "
+        "reply to the question (a zero-shot LLM planner, RoG / GCR style; `llm` below); the plan's votes are "
+        "added to either")
+    scorer_params: dict = Field(
+        default_factory=dict, description="the scorer's params (e.g. loglik: {normalize: mean}); {} = its defaults")
+    llm: dict = Field(
+        default_factory=dict, description="the LLM of scorer loglik: retrieve.lego.llm's keys (backend, "
+        "backend_params, cache, ...); {} = the embedded llamacpp model")
+    fallback: str | None = Field(
+        "khop", description="retriever (its default params) for a question with no relation sequence to walk: no "
+        "topic entity in the KG, or no edge from the topics to another node (e.g. ExplaGraphs, whose topics are "
+        "every node of the question's graph: khop gives the graph whole); None = an empty subgraph")
+
+
+    @field_validator("scorer")
+    @classmethod
+    def _known_scorer(cls, v: str) -> str:
+        from kgrag.registry import UnknownModuleError
+
+        try:
+            SCORERS.get(v)
+        except UnknownModuleError as e:  # a ValueError for pydantic: the params error names file, line, key
+            raise ValueError(str(e)) from None  # the message lists the registered scorers
+        return v
+
+    @model_validator(mode="after")
+    def _scorer_params(self) -> "RelPathParams":
+        from pydantic import ValidationError
+
+        try:
+            SCORERS.get(self.scorer).params.model_validate(self.scorer_params)  # extra="forbid": typos named
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(f"scorer_params.{'.'.join(map(str, err['loc']))}: {err['msg']} (scorer "
+                             f"{self.scorer}: {', '.join(SCORERS.get(self.scorer).params.model_fields)})") from None
+        return self
+
+    @field_validator("llm")
+    @classmethod
+    def _llm_settings(cls, v: dict) -> dict:
+        from kgrag.retrieval.retrievers.lego import LLMSettings
+
+        LLMSettings(**v)  # the same keys and checks as retrieve.lego.llm
+        return v
+
+
+INVERSE = {"plain": "{}", "of": "{} of", "shares": "shares {} with"}
+
+
+def _seq_text(kg, seq: tuple[tuple[int, bool], ...], inverse: str = "plain") -> str:
+    """A sequence's text: its relation names as words, in walking order; a step walked against the edge's
+    direction is written with the ``inverse`` template."""
+    words = [str(kg.relation_names[r]).replace("_", " ").replace(".", " ") for r, _ in seq]
+    return ", ".join(w if fwd else INVERSE[inverse].format(w) for w, (_, fwd) in zip(words, seq))
+
+
+def _step(kg, frontier: np.ndarray, graph_id, exclude: np.ndarray, max_frontier: int):
+    """One hop from ``frontier``: {(relation, forward): (edges, from-nodes, to-nodes)}."""
+    nb = kg.question_neighbourhood(frontier, 1, 10**9, graph_id=graph_id)
+    e = np.asarray(nb.edges, dtype=np.int64)
+    h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
+    out = {}
+    in_f = np.isin(h, frontier)
+    for fwd, mask in ((True, in_f), (False, np.isin(t, frontier))):
+        src, dst = (h, t) if fwd else (t, h)
+        keep = mask & ~np.isin(dst, exclude)
+        for rel in np.unique(r[keep]).tolist():
+            sel = keep & (r == rel)
+            if len(np.unique(dst[sel])) <= max_frontier:
+                out[(int(rel), fwd)] = (e[sel], src[sel], dst[sel])
+    return out
+
+
+@RETRIEVERS.register("relpath", params=RelPathParams, version="5")
+def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
+    """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
+
+    Sequences grow one hop at a time up to ``max_hops``; after each hop the ``beam`` best are kept, scored by
+    the cosine of the question and the sequence's relation names (the ``st`` scorer with the index's model;
+    texts repeat across questions and are encoded once per process) plus, with a learnt plan (``params.plan``,
+    :mod:`kgrag.index.relplan`), ``plan_weight`` x the share of the ``plan_k`` nearest training questions (topic
+    names masked) whose label starts with the sequence. The returned sequences are the best of every length
+    kept, scored by the cosine plus ``plan_weight`` x the share whose label *is* the sequence (comparable
+    across lengths: every training question votes with its own label's length); rounded and tie-broken by
+    sequence (``kgrag.ranking``). A question with a declared hop count (``question.hops``: set only with
+    ``retrieve.oracle_hops``) gets sequences of exactly that length and votes of that hop count's training
+    questions alone. ``hops`` and ``max_edges`` are not used: the beam bounds the work (they are passed on to
+    the ``fallback`` retriever, called with its default params when there is no sequence to walk).
+
+    The trace names the chosen sequences and lists ``ends``: the entity ids the best sequences end at (best
+    sequence first, each sequence's by id; those of the returned triples only), the answer candidates of the
+    ``rank`` reasoner's ``candidates: ends``.
+
+    References
+    ----------
+    Cao et al., LEGO-GraphRAG (2024), section 4.1 "Iterative Path-Filtering" (beam search with a semantic
+    scorer), here over relation sequences as in Luo et al., Reasoning on Graphs (RoG, ICLR 2024) relation
+    paths, with an embedding scorer instead of a fine-tuned LLM; the learnt plan is RoG's planning step
+    (section 4.2) as a nearest-neighbour vote over weakly labelled training questions.
+    """
+    topics = np.unique(np.asarray([t for t in question.topic_ids if 0 <= t < kg.num_entities], dtype=np.int64))
+
+    def fallback(reason: str) -> Subgraph:
+        if params.fallback is None:
+            return Subgraph.empty(method="relpath", reason=reason)
+        other = RETRIEVERS.get(params.fallback)
+        sub = other.impl(question=question, query_vec=query_vec, kg=kg, index=index, params=other.params(),
+                         hops=hops, max_edges=max_edges)
+        return replace(sub, trace={**sub.trace, "relpath_fallback": params.fallback, "reason": reason})
+
+    if not len(topics):
+        return fallback("no topic entity in the KG")
+    entry = SCORERS.get(params.scorer)
+    scorer_params = entry.params(**params.scorer_params)
+
+    def client():
+        from kgrag.retrieval.retrievers.lego import LLMSettings, llm_client
+
+        return llm_client(LLMSettings(**params.llm))
+
+    ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
+                  topic_names=tuple(kg.names(topics)), llm=client)
+    prefix: dict = {}
+    whole: dict = {}
+    declared = int(question.hops) if question.hops else None  # only with retrieve.oracle_hops
+    if params.plan is not None:
+        plan = relplan.load_cached(params.plan)
+        if plan.model != index.model:
+            raise ValueError(f"retrieve.relpath.plan: {params.plan} was trained with the encoder {plan.model!r}, "
+                             f"the index uses {index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
+        masked = relplan.mask_topics(question.text, kg.names(topics))
+        prefix, whole = plan.votes(index.encode([masked])[0], params.plan_k, declared)
+
+    def named(s: tuple) -> tuple:
+        return tuple((str(kg.relation_names[r]), bool(f)) for r, f in s)
+
+    # a beam state: sequence -> list of per-hop (edges, from, to); every length's kept states stay candidates
+    beam: dict[tuple, list] = {(): []}
+    frontiers: dict[tuple, np.ndarray] = {(): topics}
+    kept: dict[tuple, list] = {}
+    cosines: dict[tuple, float] = {}
+    for _ in range(declared or params.max_hops):
+        cands: dict[tuple, list] = {}
+        for seq, steps in beam.items():
+            for key, step in _step(kg, frontiers[seq], question.graph_id, topics, params.max_frontier).items():
+                cands[seq + (key,)] = steps + [step]
+        if not cands:
+            break  # sequences end here: the best shorter ones are returned
+        seqs = sorted(cands)
+        cos = np.asarray(entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
+                                    params=scorer_params, ctx=ctx), dtype=np.float64)
+        scores = cos
+        if prefix:
+            scores = ranking.rounded(cos + params.plan_weight * np.asarray([prefix.get(named(s), 0.0) for s in seqs]))
+        best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
+        beam = {seqs[i]: cands[seqs[i]] for i in best}
+        frontiers = {s: np.unique(st[-1][2]) for s, st in beam.items()}
+        cosines.update({seqs[i]: float(cos[i]) for i in best})
+        if declared is None or len(seqs[0]) == declared:
+            kept.update(beam)
+    if not kept:
+        if declared is not None and beam and beam != {(): []}:  # shorter than declared: the longest reached
+            kept = beam
+        else:  # not one step from the topics to another node
+            return fallback("no relation sequence from the topic entities to another node")
+    order = sorted(kept)
+    final = np.asarray([cosines[s] for s in order], dtype=np.float64)
+    if whole:
+        final = final + params.plan_weight * np.asarray([whole.get(named(s), 0.0) for s in order])
+    chosen = [order[i] for i in ranking.top_k(ranking.rounded(final), params.paths, decimals=ranking.COSINE_DECIMALS)]
+    edges: dict[int, None] = {}
+    ends: dict[int, None] = {}
+    for seq in chosen:  # best sequence first; within one, the last hop (the answers) first
+        steps = kept[seq]
+        keep_nodes = np.unique(steps[-1][2])
+        ends.update(dict.fromkeys(keep_nodes.tolist()))
+        for e, src, dst in reversed(steps):  # walk back: only edges leading to the kept ends
+            sel = np.isin(dst, keep_nodes)
+            edges.update(dict.fromkeys(np.sort(e[sel]).tolist()))
+            keep_nodes = np.unique(src[sel])
+    edges = list(edges)
+    eidx = np.asarray(edges[: params.max_triples], dtype=np.int64)
+    h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
+    nodes = np.unique(np.concatenate([topics, h, t]))
+    returned = set(h.tolist()) | set(t.tolist())
+    return Subgraph(
+        heads=h, relations=r, tails=t, node_ids=nodes, neighbourhood_nodes=len(nodes),
+        neighbourhood_edges=len(edges),
+        trace={"method": "relpath", "sequences": [_seq_text(kg, s) for s in chosen],
+               "directions": [[int(f) for _, f in s] for s in chosen], "truncated": len(edges) > params.max_triples,
+               "ends": [x for x in ends if x in returned]},
+    )

@@ -1,0 +1,84 @@
+"""Per-shard work of the retrieve flow: plain functions, no Prefect, no file output (the generate flow's is
+``kgrag.reasoning.answering``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Sequence
+
+import numpy as np
+
+from kgrag import schema as S
+from kgrag.index.embed import EmbeddingIndex
+from kgrag.params import RetrieveParams
+from kgrag.registry import RETRIEVERS, TEXTUALIZERS
+from kgrag.types import Question, Subgraph, retrieval_recall
+from kgrag.kg.kgview import KGView
+
+
+def retrieve_one(
+    *, question: Question, query_vec: np.ndarray, kg: KGView, index: EmbeddingIndex, params: RetrieveParams
+) -> tuple[Subgraph, float]:
+    """Run the selected retriever on one question; returns the subgraph and its wall time in ms."""
+    return _retrieve(RETRIEVERS.get(params.method), question=question, query_vec=query_vec, kg=kg, index=index,
+                     params=params)
+
+
+def _retrieve(entry, *, question: Question, query_vec: np.ndarray, kg: KGView, index: EmbeddingIndex,
+              params: RetrieveParams) -> tuple[Subgraph, float]:
+    t0 = time.perf_counter()
+    sub = entry.impl(
+        question=question, query_vec=query_vec, kg=kg, index=index, params=params.module_params(),
+        hops=params.hops, max_edges=params.max_neighbourhood_edges,
+    )
+    return sub, (time.perf_counter() - t0) * 1000
+
+
+def retrieve_rows(
+    *, questions: Sequence[Question], kg: KGView, index: EmbeddingIndex, params: RetrieveParams
+) -> list[dict]:
+    """Retrieved rows of a shard of questions (``schema.RETRIEVED`` and the run-record columns of
+    ``schema.RETRIEVE_TIMINGS``: ``retrieve_ms``, ``stage_ms``); questions are embedded in one batch."""
+    vecs = index.encode([q.text for q in questions])
+    entry = RETRIEVERS.get(params.method)  # looked up once for the shard
+    triples_text, csv_text = TEXTUALIZERS.get("triples").impl, TEXTUALIZERS.get("csv").impl
+    rows = []
+    for q, v in zip(questions, vecs):
+        sub, ms = _retrieve(entry, question=q, query_vec=v, kg=kg, index=index, params=params)
+        named = kg.named_triples(sub.heads, sub.relations, sub.tails)
+        rows.append(
+            {
+                S.QUESTION_ID: q.question_id,
+                S.MODULE: params.method,
+                S.TRIPLE_HEADS: sub.heads.tolist(),
+                S.TRIPLE_RELATIONS: sub.relations.tolist(),
+                S.TRIPLE_TAILS: sub.tails.tolist(),
+                S.NODE_IDS: sub.node_ids.tolist(),
+                S.CONTEXT_TRIPLES: triples_text(named),
+                S.CONTEXT_CSV: csv_text(named),
+                S.NEIGHBOURHOOD_NODES: sub.neighbourhood_nodes,
+                S.NEIGHBOURHOOD_EDGES: sub.neighbourhood_edges,
+                S.RETRIEVE_MS: ms,
+                S.STAGE_MS: list(sub.stage_ms) if sub.stage_ms else None,
+                S.TRACE: json.dumps(
+                    {**sub.trace, "answer_recall": retrieval_recall(answer_ids=q.answer_ids, node_ids=sub.node_ids.tolist())},
+                    default=str,
+                ),
+            }
+        )
+    return rows
+
+
+def retrieve_with(exp, questions: Sequence[Question]) -> list[dict]:
+    """:func:`retrieve_rows` with the parts of an experiment (``kgrag.experiment.Experiment``: its KG store,
+    index and ``retrieve`` section)."""
+    return retrieve_rows(questions=questions, kg=exp.kg, index=exp.index, params=exp.params.retrieve)
+
+
+def retrieve_question(exp, question: Question, query_vec: np.ndarray | None = None) -> tuple[Subgraph, float]:
+    """:func:`retrieve_one` with the parts of an experiment; the question is embedded when no vector is given."""
+    if query_vec is None:
+        query_vec = exp.index.encode([question.text])[0]
+    return retrieve_one(question=question, query_vec=query_vec, kg=exp.kg, index=exp.index,
+                        params=exp.params.retrieve)
