@@ -48,22 +48,24 @@ def _deps(args: argparse.Namespace) -> int:
     return 1 if missing and args.check else 0
 
 
-def _params(args: argparse.Namespace):
-    """The validated params of ``--params`` with ``--set`` overrides, or None after printing the error."""
+def _params(args: argparse.Namespace, modules: str = "selected"):
+    """The validated params of ``--params`` with ``--set`` overrides, or None after printing the error
+    (``modules``: how deep, ``kgrag.params.parse``)."""
     from kgrag.params import ParamsError, load
 
     try:
-        return load(args.params, args.set)
+        return load(args.params, args.set, modules=modules)
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
         return None
 
 
 def _check(args: argparse.Namespace) -> int:
-    p = _params(args)
+    p = _params(args, modules="all")  # every module's sub-section, selected or not (stages check the chosen ones)
     if p is None:
         return 2
-    print(f"{args.params}: ok (retrieve={p.retrieve.method}, backend={p.generate.backend})")
+    print(f"{args.params}: ok, every section validated (retrieve={p.retrieve.method}, reason={p.reason.method}, "
+          f"backend={p.generate.backend})")
     return 0
 
 
@@ -278,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("modules", help="list every registered module as `kind name`")
     m.add_argument("--json", action="store_true", help="print {kind: [names]} as JSON")
     m.set_defaults(fn=_modules)
-    c = sub.add_parser("check", help="validate params.yaml (with --set overrides) and exit")
+    c = sub.add_parser("check", help="validate params.yaml (with --set overrides), every module's sub-section "
+                       "included (stages validate the chosen modules' only), and exit")
     a = sub.add_parser("ask", help="answer one question on the ingested KG with the current params")
     a.add_argument("question", help='the question, e.g. "who directed the movies starred by [Al Pacino]"')
     a.add_argument("--show", type=int, default=20, help="retrieved triples to print (default 20)")

@@ -1,7 +1,14 @@
 """Typed params: one pydantic model per ``params.yaml`` section, validated once, ``extra="forbid"``.
 
-Module choices (``retrieve.method``, ``generate.backend``) are checked against the registries, and a
-sub-section named after a module (``retrieve.pcst``) is validated by that module's own params model.
+Module choices (``retrieve.method``, ``generate.backend``) are checked against the registries by name (the
+catalogue: nothing imported), and a sub-section named after a module (``retrieve.pcst``) is validated by that
+module's own params model. How deep loading goes (``load(..., modules=...)``):
+
+- ``selected`` (the default, every stage): the sub-sections of the modules the params choose are validated, which
+  imports those modules and no other; an unselected module's sub-section is checked to be a mapping under a known
+  name, and validated when it is first used (``ModuleSection.module_params``);
+- ``all`` (``kgrag check``): every sub-section is validated, importing every module the file names.
+
 Errors name the file, line and key, and list the valid choices.
 """
 
@@ -9,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -16,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from kgrag.registry import BACKENDS, GRAPH_ENCODERS, LOADERS, REASONERS, RETRIEVERS, TASK_RUNNERS, TEXTUALIZERS, \
-    Registry, UnknownModuleError
+    Registry
 
 
 class Strict(BaseModel):
@@ -25,20 +34,55 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: how deep params validation goes: "selected" (the chosen modules' sub-sections) or "all" (every sub-section)
+_DEPTH: ContextVar[str] = ContextVar("kgrag_params_depth", default="selected")
+DEPTHS = ("selected", "all")
+
+
+@contextmanager
+def _depth(modules: str):
+    if modules not in DEPTHS:
+        raise ValueError(f"modules: {modules!r}; valid: {', '.join(DEPTHS)}")
+    token = _DEPTH.set(modules)
+    try:
+        yield
+    finally:
+        _DEPTH.reset(token)
+
+
+def _validate_module(reg: Registry[Any], key: str, value: Any) -> BaseModel:
+    """A module's sub-section validated by its params model (imports that module); ValueError "key.loc: msg"."""
+    if isinstance(value, BaseModel):
+        return value
+    try:
+        return reg.get(key).params.model_validate(value or {})
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(p) for p in (key, *first["loc"]))
+        raise ValueError(f"{loc}: {first['msg']}") from None
+
+
+def _unknown(reg: Registry[Any], field: str, name: Any) -> ValueError:
+    return ValueError(f"{field}: unknown {reg.kind} module {name!r}; valid choices: {', '.join(reg.names())}")
+
+
 class ModuleSection(BaseModel):
-    """A section that picks a module by name and may hold per-module sub-sections."""
+    """A section that picks a module by name and may hold per-module sub-sections. The choice is checked by
+    name (nothing imported); the chosen module's sub-section is validated at load, the others when first used
+    (or all of them under ``load(..., modules="all")``, ``kgrag check``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     _registry: ClassVar[Registry[Any]]
     _selector: ClassVar[str]
+    _section: ClassVar[str]  # its key path in params.yaml (error messages)
 
     @model_validator(mode="after")
     def _check_modules(self) -> "ModuleSection":
         reg = self._registry
-        try:
-            reg.get(getattr(self, self._selector))
-        except UnknownModuleError as e:
-            raise ValueError(f"{self._selector}: {e}") from None
+        chosen = getattr(self, self._selector)
+        if chosen not in reg:
+            raise _unknown(reg, self._selector, chosen)
+        everything = _DEPTH.get() == "all"
         extra = self.model_extra or {}
         for key, value in list(extra.items()):
             if key not in reg:
@@ -47,12 +91,10 @@ class ModuleSection(BaseModel):
                     f"unknown key {key!r}: neither a field ({fields}) nor a {reg.kind} module "
                     f"({', '.join(reg.names())})"
                 )
-            try:
-                extra[key] = reg.get(key).params.model_validate(value or {})
-            except ValidationError as e:
-                first = e.errors()[0]
-                loc = ".".join(str(p) for p in (key, *first["loc"]))
-                raise ValueError(f"{loc}: {first['msg']}") from None
+            if value is not None and not isinstance(value, (dict, BaseModel)):
+                raise ValueError(f"{key}: a module's section must be a mapping, got {type(value).__name__}")
+            if everything or key == chosen:
+                extra[key] = _validate_module(reg, key, value)
         return self
 
     @property
@@ -61,10 +103,22 @@ class ModuleSection(BaseModel):
         return str(getattr(self, self._selector))
 
     def module_params(self, name: str | None = None) -> BaseModel:
-        """Validated params of module ``name`` (default: the selected one), defaults filled in."""
+        """Validated params of module ``name`` (default: the selected one), defaults filled in. An unselected
+        module's sub-section is validated here, on first use (a ``ParamsError`` names its key)."""
         name = name or self.name
-        got = (self.model_extra or {}).get(name)
-        return got if got is not None else self._registry.get(name).params()
+        extra = self.model_extra if self.model_extra is not None else {}
+        got = extra.get(name)
+        if isinstance(got, BaseModel):
+            return got
+        if name not in self._registry:
+            raise ParamsError(f"params: {self._section}: {_unknown(self._registry, 'module', name)}")
+        try:
+            model = _validate_module(self._registry, name, got)
+        except ValueError as e:
+            raise ParamsError(f"params: {self._section}.{e} (`kgrag check` validates every section)") from None
+        if name in extra:
+            extra[name] = model  # validated once
+        return model
 
 
 def inside(path: str, root: str) -> bool:
@@ -112,10 +166,8 @@ class DataParams(BaseModel):
 
     @model_validator(mode="after")
     def _check_loaders(self) -> "DataParams":
-        try:
-            LOADERS.get(self.dataset)
-        except UnknownModuleError as e:
-            raise ValueError(f"dataset: {e}") from None
+        if self.dataset not in LOADERS:
+            raise _unknown(LOADERS, "dataset", self.dataset)
         extra = self.model_extra or {}
         for key, value in list(extra.items()):
             if key not in LOADERS:
@@ -127,7 +179,7 @@ class DataParams(BaseModel):
                 raise ValueError("metaqa: MetaQA's params are data.path, data.hops, data.split (no data.metaqa section)")
             if value is not None and not isinstance(value, dict):
                 raise ValueError(f"{key}: a loader's section must be a mapping, got {type(value).__name__}")
-            if key == self.dataset:
+            if key == self.dataset or _DEPTH.get() != "all":  # an unselected loader's section: `kgrag check`
                 continue
             try:  # a null (params.yaml lists every loader's keys, `path: null` until the user sets one) = left out
                 LOADERS.get(key).params.model_validate({k: v for k, v in (value or {}).items() if v is not None})
@@ -235,6 +287,7 @@ class RetrieveParams(ModuleSection):
 
     _registry = RETRIEVERS
     _selector = "method"
+    _section = "retrieve"
     method: str = "relpath"  # as params.yaml (tests/test_params.py checks the two agree)
     hops: int = Field(2, ge=0, le=4, description="k of the topic entities' k-hop neighbourhood (edges undirected)")
     max_neighbourhood_edges: int = Field(
@@ -256,6 +309,7 @@ class GenerateParams(ModuleSection):
 
     _registry = BACKENDS
     _selector = "backend"
+    _section = "generate"
     backend: str = "llamacpp"
     context: str = Field(
         "triples", description="textualizer of the prompt's context (`kgrag modules`: triples text, G-Retriever's "
@@ -287,6 +341,7 @@ class ReasonParams(ModuleSection):
 
     _registry = REASONERS
     _selector = "method"
+    _section = "reason"
     method: str = "rank"  # as params.yaml
     max_batch: int = Field(0, ge=0, description="prompts per backend batch; 0 = every active question of a shard")
     constrain_answer: bool = Field(
@@ -301,6 +356,7 @@ class JudgeBackendParams(ModuleSection):
 
     _registry = BACKENDS
     _selector = "backend"
+    _section = "evaluate.judge_backend"
     backend: str = "llamacpp"
     max_tokens: int = Field(8, ge=1, description="tokens of the judge's reply (it should say Yes or No)")
     seed: int = Field(0, description="sampling seed (greedy decoding)")
@@ -334,6 +390,7 @@ class ClusterParams(ModuleSection):
 
     _registry = TASK_RUNNERS
     _selector = "task_runner"
+    _section = "cluster"
     task_runner: str = "local"
 
 
@@ -566,10 +623,12 @@ def _valid_keys(loc: tuple[str, ...]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def parse(raw: dict[str, Any], *, source: str = "params.yaml", text: str = "") -> Params:
-    """Validate a raw params dict; errors name the source, line and key."""
+def parse(raw: dict[str, Any], *, source: str = "params.yaml", text: str = "", modules: str = "selected") -> Params:
+    """Validate a raw params dict; errors name the source, line and key. ``modules``: ``selected`` validates the
+    chosen modules' sub-sections (importing only them), ``all`` every sub-section (module docstring)."""
     try:
-        return Params.model_validate(raw)
+        with _depth(modules):
+            return Params.model_validate(raw)
     except ValidationError as e:
         lines = _lines(text)
         msgs = []
@@ -595,8 +654,8 @@ def parse(raw: dict[str, Any], *, source: str = "params.yaml", text: str = "") -
         raise ParamsError("invalid params\n  " + "\n  ".join(msgs)) from None
 
 
-def load(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Params:
-    """Read, override and validate ``params.yaml``."""
+def load(path: str | Path = "params.yaml", overrides: list[str] | None = None, modules: str = "selected") -> Params:
+    """Read, override and validate ``params.yaml`` (``modules``: how deep, see :func:`parse`)."""
     path = Path(path)
     text = path.read_text() if path.exists() else ""
     try:
@@ -607,4 +666,4 @@ def load(path: str | Path = "params.yaml", overrides: list[str] | None = None) -
         raise ParamsError(f"{path}: top level must be a mapping")
     for o in overrides or []:
         set_override(raw, o)
-    return parse(raw, source=str(path), text=text)
+    return parse(raw, source=str(path), text=text, modules=modules)

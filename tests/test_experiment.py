@@ -25,8 +25,8 @@ ALLOWED = {
     ("kgrag/kg/store.py", "KGStore"), ("kgrag/kg/store.py", "DuckKGStore"), ("kgrag/index/embed.py", "EmbeddingIndex.load"),
     ("kgrag/reasoning/answering.py", "Sampling"),  # sampling_of: the reasoners' settings from Params
     ("kgrag/reasoning/reasoners/core.py", "Sampling"),  # ReasonInput's default (tests, reasoners run alone)
-    # another section's client: LEGO's LLM stages (retrieve.lego.llm) and the evaluate judge
-    ("kgrag/retrieval/retrievers/lego.py", "client_for"), ("stages/evaluate.py", "client_for"),
+    ("kgrag/llm/clients.py", "client_for"),  # llm_client: a retrieval module's own LLM (retrieve.lego.llm)
+    ("stages/evaluate.py", "client_for"),  # another section's client: the evaluate judge
     # stages that read the whole KG into memory by design (index embeds every name; relplan / finetune walk it)
     ("stages/index.py", "KGStore"), ("stages/relplan.py", "KGStore"), ("stages/finetune.py", "KGStore"),
     # G-Retriever's training pipeline (its own dvc.yaml, not the experiment)

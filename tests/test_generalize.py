@@ -260,7 +260,7 @@ def test_zero_shot_llm_planner_scores_relation_sequences_with_the_real_model(kg,
     from kgrag.retrieval.lego import SCORERS
     from kgrag.retrieval.lego.types import Context
     from kgrag.llm.calls import LLMClient, LLMReply
-    from kgrag.retrieval.retrievers.lego import LLMSettings, llm_client
+    from kgrag.llm.clients import LLMSettings, llm_client
 
     q = "who directed Heat"
     ctx = Context(question=q, query_vec=index.encode([q])[0], kg=kg, index=index, topic_names=("Heat",),

@@ -47,17 +47,60 @@ def test_wrong_type_fails():
     assert "generate.temperature" in str(e.value)
 
 
-def test_module_subsection_for_unselected_module_is_validated_too():
-    with pytest.raises(ParamsError):
-        parse({"generate": {"backend": "llamacpp", "openai": {"base_urll": "x"}}})
+def test_unselected_module_subsection_is_validated_on_use_and_by_kgrag_check(tmp_path):
+    """Loading checks an unselected module's sub-section by name only (its module is not imported); it is
+    validated when first used, and `kgrag check` (modules="all") validates it at once with file, line, key."""
+    raw = {"generate": {"backend": "llamacpp", "openai": {"base_urll": "x"}}}
+    p = parse(raw)  # the chosen backend (llamacpp) is validated; openai's section only by name
+    assert p.generate.module_params().n_ctx > 0
+    with pytest.raises(ParamsError) as e:
+        p.generate.module_params("openai")
+    assert "generate.openai.base_urll" in str(e.value) and "kgrag check" in str(e.value)
+    with pytest.raises(ParamsError) as e:
+        parse(raw, modules="all")
+    assert "generate.openai.base_urll" in str(e.value)
+    with pytest.raises(ParamsError):  # a chosen module's typo fails at load, whatever the depth
+        parse({"generate": {"backend": "openai", "openai": {"base_urll": "x"}}})
+    with pytest.raises(ParamsError) as e:  # not a mapping
+        parse({"reason": {"method": "rank", "tog": 3}})
+    assert "reason.tog" in str(e.value) and "mapping" in str(e.value)
+    f = tmp_path / "params.yaml"
+    f.write_text("generate:\n  backend: llamacpp\n  openai:\n    base_urll: x\n")
+    from kgrag.cli import main
+
+    assert main(["check", "--params", str(f)]) == 2
+
+
+def test_loading_params_imports_only_the_chosen_modules():
+    """The committed params.yaml loads without importing an unchosen module: of each kind, only the module
+    the params choose (or none) is imported. Run in a fresh interpreter; fails when loading imports them all."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import sys, json; from kgrag.params import load; p = load('params.yaml'); "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kgrag'))))")
+    mods = json.loads(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                                     check=True).stdout)
+    from kgrag.catalogue import BUILTINS
+
+    p = load(ROOT / "params.yaml")
+    chosen = {"loader": {p.data.dataset}, "retriever": {p.retrieve.method}, "reasoner": {p.reason.method},
+              "backend": {p.generate.backend}, "task_runner": {p.cluster.task_runner}}
+    for kind, picked in chosen.items():
+        loaded = {name for name, mod in BUILTINS[kind].items() if mod in mods}
+        assert loaded <= picked, (kind, sorted(loaded - picked))
+    assert not [m for m in mods if m.startswith("kgrag.reasoning.community.")], mods  # no detector chosen
 
 
 def test_overrides_apply_and_validate():
     p = load(ROOT / "params.yaml", ["retrieve.method=pcst", "retrieve.pcst.topk=7", "generate.max_tokens=5"])
     assert p.retrieve.module_params().topk == 7
     assert p.generate.max_tokens == 5
-    with pytest.raises(ParamsError):
-        load(ROOT / "params.yaml", ["retrieve.pcst.topk=-1"])
+    with pytest.raises(ParamsError):  # the chosen retriever's section: at load
+        load(ROOT / "params.yaml", ["retrieve.method=pcst", "retrieve.pcst.topk=-1"])
+    with pytest.raises(ParamsError):  # an unchosen one's: by `kgrag check` (modules="all")
+        load(ROOT / "params.yaml", ["retrieve.pcst.topk=-1"], modules="all")
 
 
 def test_committed_data_section_selects_metaqa_with_its_params():
@@ -197,3 +240,37 @@ def test_params_models_and_params_yaml_have_one_set_of_defaults():
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     problems = [p for p in _section_defaults_that_differ(Params, raw) if not p.startswith("data.input:")]
     assert not problems, problems
+
+
+def test_the_ingest_stage_imports_only_the_modules_its_params_choose(tmp_path):
+    """`python -m stages.ingest`, run for real on 5 MetaQA questions, imports one loader (the chosen one) and no
+    retriever, reasoner, backend or task-runner module but those params.yaml chooses; of kgrag's modules it
+    imports fewer than half (counted in the stage's own interpreter)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import METAQA, need
+
+    need(METAQA.is_dir(), f"real MetaQA data not found at {METAQA}")
+    code = ("import sys, json, runpy; sys.argv = ['stages.ingest'] + sys.argv[1:]; "
+            "runpy.run_module('stages.ingest', run_name='__main__'); "
+            "print('MODULES=' + json.dumps(sorted(m for m in sys.modules if m.startswith('kgrag'))))")
+    out = subprocess.run([sys.executable, "-c", code, "--params", str(ROOT / "params.yaml"), "--set", "data.sample=5",
+                          "--set", f"data.path={METAQA}", "--set", f"data.input={METAQA}"],
+                         cwd=tmp_path, capture_output=True, text=True, env={**__import__("os").environ,
+                                                                           "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    mods = json.loads(out.stdout.split("MODULES=")[-1])
+    assert (tmp_path / "data" / "ingest" / "questions.parquet").exists()
+    from kgrag.catalogue import BUILTINS
+
+    p = load(ROOT / "params.yaml")
+    chosen = {"loader": {"metaqa"}, "retriever": {p.retrieve.method}, "reasoner": {p.reason.method},
+              "backend": {p.generate.backend}, "task_runner": {p.cluster.task_runner}, "metric": set(),
+              "community_detector": set(), "lego_extractor": set(), "lego_filter": set(), "lego_refiner": set()}
+    for kind, picked in chosen.items():
+        loaded = {name for name, mod in BUILTINS[kind].items() if mod in mods}
+        assert loaded <= picked, (kind, sorted(loaded - picked))
+    total = sum(1 for p in (ROOT / "kgrag").rglob("*.py"))
+    assert len(mods) < total / 2, (len(mods), total)

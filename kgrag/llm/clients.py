@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kgrag.llm.calls import CallCache, LLMClient
 from kgrag.registry import BACKENDS
@@ -77,3 +77,33 @@ def client_for(section: Any, *, cache: str | Path | None = DEFAULT_CACHE, overri
         if key not in _CLIENTS:
             _CLIENTS[key] = build()
         return _CLIENTS[key]
+
+
+class LLMSettings(BaseModel):
+    """The LLM of a retrieval module that calls one (``retrieve.lego.llm``: LEGO's LLM scorers and refiner;
+    ``retrieve.relpath.llm``: the loglik planner), built only when a chosen stage calls it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    backend: str = Field("llamacpp", description="registered LLM backend (`kgrag modules`)")
+    backend_params: dict[str, Any] = Field(default_factory=dict, description="the backend's params")
+    timeout_s: float = Field(120.0, gt=0.0, description="per-call timeout")
+    retries: int = Field(2, ge=0, description="retries after a failed call")
+    backoff_s: float = Field(0.5, ge=0.0, description="first retry delay; doubles each retry")
+    cache: str | None = Field(".kgrag_cache/llm_calls.sqlite", description="SQLite call cache; None = no cache")
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> "LLMSettings":
+        BACKENDS.get(self.backend).params.model_validate(self.backend_params)
+        return self
+
+
+_SETTINGS_CLIENTS: dict[str, Any] = {}
+
+
+def llm_client(settings: LLMSettings) -> Any:
+    """A process-wide ``LLMClient`` per settings (backend loaded on first use)."""
+    key = json.dumps(settings.model_dump(mode="json"), sort_keys=True)
+    with _LOCK:
+        if key not in _SETTINGS_CLIENTS:
+            _SETTINGS_CLIENTS[key] = client_for(settings, cache=settings.cache, shared=False)
+        return _SETTINGS_CLIENTS[key]

@@ -18,8 +18,6 @@ of the retrieve stage's DVC output, the times are run records (``data/timings/re
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,26 +30,10 @@ from kgrag.retrieval.lego.presets import PRESETS
 from kgrag.retrieval.lego.prune import PruneParams, prune_extracted
 from kgrag.retrieval.lego.spec import ExtractorSpec, FilterSpec, RefinerSpec
 from kgrag.retrieval.lego.types import Context, LocalGraph, Path, path_text
-from kgrag.registry import BACKENDS, RETRIEVERS
+from kgrag.llm.clients import LLMSettings, llm_client
+from kgrag.registry import RETRIEVERS
 from kgrag.types import Subgraph
 from kgrag.kg.kgview import KGView
-
-
-class LLMSettings(BaseModel):
-    """The LLM used by LLM scorers and the LLM refiner (built only when a chosen stage calls it)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    backend: str = Field("llamacpp", description="registered LLM backend (`kgrag modules`)")
-    backend_params: dict[str, Any] = Field(default_factory=dict, description="the backend's params")
-    timeout_s: float = Field(120.0, gt=0.0, description="per-call timeout")
-    retries: int = Field(2, ge=0, description="retries after a failed call")
-    backoff_s: float = Field(0.5, ge=0.0, description="first retry delay; doubles each retry")
-    cache: str | None = Field(".kgrag_cache/llm_calls.sqlite", description="SQLite call cache; None = no cache")
-
-    @model_validator(mode="after")
-    def _check_backend(self) -> "LLMSettings":
-        BACKENDS.get(self.backend).params.model_validate(self.backend_params)
-        return self
 
 
 def _default(stage: str) -> Any:
@@ -94,21 +76,6 @@ class LegoParams(BaseModel):
                 raise ValueError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
             return {**PRESETS[name], **data}
         return data
-
-
-_CLIENTS: dict[str, Any] = {}
-_LOCK = threading.Lock()
-
-
-def llm_client(settings: LLMSettings) -> Any:
-    """A process-wide ``LLMClient`` per settings (backend loaded on first use)."""
-    from kgrag.llm.clients import client_for
-
-    key = json.dumps(settings.model_dump(mode="json"), sort_keys=True)
-    with _LOCK:
-        if key not in _CLIENTS:
-            _CLIENTS[key] = client_for(settings, cache=settings.cache, shared=False)
-        return _CLIENTS[key]
 
 
 class PathTexts(Sequence):

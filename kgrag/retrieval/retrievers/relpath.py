@@ -91,7 +91,7 @@ class RelPathParams(BaseModel):
     @field_validator("llm")
     @classmethod
     def _llm_settings(cls, v: dict) -> dict:
-        from kgrag.retrieval.retrievers.lego import LLMSettings
+        from kgrag.llm.clients import LLMSettings
 
         LLMSettings(**v)  # the same keys and checks as retrieve.lego.llm
         return v
@@ -167,7 +167,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     scorer_params = entry.params(**params.scorer_params)
 
     def client():
-        from kgrag.retrieval.retrievers.lego import LLMSettings, llm_client
+        from kgrag.llm.clients import LLMSettings, llm_client
 
         return llm_client(LLMSettings(**params.llm))
 
