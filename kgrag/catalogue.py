@@ -88,6 +88,9 @@ BUILTINS: dict[str, dict[str, str]] = {
         for name in ("answerable", "answers", "baselines", "cost", "demo_echoes", "intervals", "judge", "labels", "retrieval",
                      "retrieval_llm", "rouge_l")
     },
+    # report.html's view of a reasoner's trace (a reasoner without one gets the generic table and the scored
+    # decisions); a plugin reasoner registers its own with @TRACE_VIEWS.register(name)
+    "trace_view": {name: "kgrag.reporting.report_html" for name in ("agent", "explore", "fasttog", "tog")},
     "graph_encoder": {
         "gat": "kgrag.gretriever.encoders",
         "gcn": "kgrag.gretriever.encoders",

@@ -128,11 +128,14 @@ SCORERS: Registry[Any] = Registry("lego_scorer")
 TASK_RUNNERS: Registry[Any] = Registry("task_runner")
 GRAPH_ENCODERS: Registry[Any] = Registry("graph_encoder")
 METRICS: Registry[Any] = Registry("metric")
+#: report.html's view of a reasoner's trace, registered under the reasoner's name:
+#: ``(trace, graph_index, marks, question_data, uid) -> html`` (``kgrag.reporting.report_html``)
+TRACE_VIEWS: Registry[Any] = Registry("trace_view")
 
 ALL: dict[str, Registry[Any]] = {
     r.kind: r
     for r in (LOADERS, RETRIEVERS, TEXTUALIZERS, BACKENDS, REASONERS, DETECTORS, EXTRACTORS, FILTERS, REFINERS,
-              SCORERS, TASK_RUNNERS, GRAPH_ENCODERS, METRICS)
+              SCORERS, TASK_RUNNERS, GRAPH_ENCODERS, METRICS, TRACE_VIEWS)
 }
 assert set(ALL) == set(BUILTINS), "every kind in kgrag.catalogue needs its registry here"
 

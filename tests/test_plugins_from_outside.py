@@ -1,7 +1,8 @@
 """A reasoner and a metric registered from outside the package, as a user's own module registers them: each is
 one definition plus its registration, and nothing in kgrag is edited. They are listed by `kgrag modules`, the
 reasoner answers in a real generate flow, the metric scores the run and names its row in the report and its
-column (label and direction) in `kgrag compare`."""
+column (label and direction) in `kgrag compare`; the reasoner's own trace view (registered beside it) draws its
+trace in report.html."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from kgrag import schema as S
 from kgrag.reasoning.reasoners.core import Reasoning
-from kgrag.registry import METRICS, REASONERS
+from kgrag.registry import METRICS, REASONERS, TRACE_VIEWS
 from kgrag.kg.store import KGStore
 from kgrag.types import MetricKey
 from tests.conftest import experiment_params, flow_inputs, shard_rows, write_index
@@ -42,15 +43,22 @@ class AnswerChars:
         return {"toy_answer_chars": statistics.fmean(r["toy_chars"] for r in rows) if rows else None}
 
 
+def toy_view(trace, gi, marks, data, uid):
+    """The toy reasoner's trace view in report.html (its own file registers it; the page builder is not edited)."""
+    return f'<p class="toy-view">toy-first answered from the first of {len(data.subgraph.edges)} triples</p>'
+
+
 @pytest.fixture
 def registered():
     """The toy reasoner and metric registered for one test, and only their names taken out again (a copy of the
     registries put back instead would lose the modules that lazy lookups registered meanwhile)."""
     REASONERS.register("toy-first")(toy_first)
     METRICS.register("toy_answer_chars")(AnswerChars)
+    TRACE_VIEWS.register("toy-first")(toy_view)
     yield
     REASONERS._entries.pop("toy-first", None)
     METRICS._entries.pop("toy_answer_chars", None)
+    TRACE_VIEWS._entries.pop("toy-first", None)
 
 
 def test_a_reasoner_and_a_metric_from_outside_reach_modules_a_run_the_report_and_compare(
@@ -99,6 +107,20 @@ def test_a_reasoner_and_a_metric_from_outside_reach_modules_a_run_the_report_and
 
     md = render(metrics={**metrics, "setup": {}}, rows=rows, figure="f.png", examples=0, validation=None)
     assert f"| Toy: characters / answer (`toy_answer_chars`) | {metrics['toy_answer_chars']:.3f} |" in md
+
+    # report.html draws the toy reasoner's trace with the view it registered (and the built-ins with theirs)
+    from kgrag.reporting.report_html import QuestionData, question_view, subgraph_from_ids
+
+    r0 = io.read_parquet(retrieved).to_pylist()[0]
+    sub = subgraph_from_ids(heads=r0[S.TRIPLE_HEADS], relations=r0[S.TRIPLE_RELATIONS], tails=r0[S.TRIPLE_TAILS],
+                            node_ids=r0[S.NODE_IDS], entity_name=kg.names,
+                            relation_name=lambda ids: [str(x) for x in kg.relation_names[np.asarray(ids)]])
+    html = question_view(QuestionData(row={**gens[0], "question": questions[0][S.TEXT]}, subgraph=sub,
+                                      topic_ids=topic))
+    assert f'class="toy-view">toy-first answered from the first of {len(sub.edges)} triples' in html
+    TRACE_VIEWS._entries.pop("toy-first")
+    assert "toy-view" not in question_view(QuestionData(row={**gens[0], "question": "q"}, subgraph=sub,
+                                                        topic_ids=topic))  # the generic view without it
 
     assert C.label("toy_answer_chars") == "answer chars" and C.direction("toy_answer_chars") == -1
     exps = [C.Experiment(name=n, rev=n, baseline="b", kind="experiment", params={"reason.method": "toy-first"},

@@ -39,6 +39,7 @@ REGISTRY_NAMES = {
     "REASONERS": "reasoner", "DETECTORS": "community_detector", "EXTRACTORS": "lego_extractor",
     "FILTERS": "lego_filter", "REFINERS": "lego_refiner", "SCORERS": "lego_scorer",
     "TASK_RUNNERS": "task_runner", "GRAPH_ENCODERS": "graph_encoder", "METRICS": "metric",
+    "TRACE_VIEWS": "trace_view",
 }
 #: files that may name registries without declaring kinds (see the module docstring)
 VALIDATION_ONLY = {"kgrag/params.py", "kgrag/registry.py", "kgrag/code/depgraph.py", "kgrag/cli.py"}

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kgrag import schema as S
 from kgrag.evaluation.evaluate import normalize
+from kgrag.registry import TRACE_VIEWS
 from kgrag.timings import call_runs
 
 # roles of a drawn node (a node can have several: a gold answer the LLM also predicted)
@@ -383,6 +384,7 @@ def _walk_svg(chains: Sequence[Sequence[str]], topics: Sequence[str], data: Ques
             f'<div class="graph walk">{graph_svg(view, marks=marks, uid=f"{uid}w", cls="walk")}</div>')
 
 
+@TRACE_VIEWS.register("tog")
 def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """ToG (Sun et al. 2024): per depth the relation and entity pruning, the kept chains (coloured on the
     graph where their triples are retrieved ones), the reasoning reply."""
@@ -420,6 +422,7 @@ def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, u
     return "".join(out)
 
 
+@TRACE_VIEWS.register("fasttog")
 def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """FastToG (Liang et al. 2024): chains of communities per round (the last round's chains coloured on the
     graph where their entities are retrieved ones), the pruning choices and the reasoning reply."""
@@ -549,6 +552,7 @@ def _agent_done(e: dict) -> bool:
     return bool(e.get("valid")) and str(e.get("action") or "").startswith("Finish")
 
 
+@TRACE_VIEWS.register("agent")
 def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Graph-CoT agent (Jin et al. 2024): the best chain's Thought / Action / Observation steps; with a ToT /
     GoT strategy the whole search as a tree."""
@@ -568,6 +572,7 @@ def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData,
     return "".join(out)
 
 
+@TRACE_VIEWS.register("explore")
 def _trace_explore(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Thought-guided exploration (ToT / GoT, Yao et al. 2023; Besta et al. 2024): each thought, the entities
     it named and the triples explored from them (their entities coloured on the graph by step)."""
@@ -642,11 +647,6 @@ def _scores_html(trace: dict) -> str:
             f'{len(found)} decisions):</p>{"".join(blocks)}</div>')
 
 
-TRACE_VIEWS: dict[str, Callable[[dict, _GraphIndex, Marks, QuestionData, str], str]] = {
-    "tog": _trace_tog, "fasttog": _trace_fasttog, "agent": _trace_agent, "explore": _trace_explore,
-}
-
-
 def calls_table(calls: Sequence[Mapping[str, Any]], runs: Sequence[tuple[Any, Any]] = ()) -> str:
     """The LLM calls of a question: key (the prompt is in the call cache under it), tokens, cached, attempts,
     and the reply (or error). ``runs``: (cached, attempts) per call, the run records
@@ -702,7 +702,8 @@ def question_view(data: QuestionData, *, index: int = 0, seed: int = 0) -> str:
     reasoner = str(trace.get("reasoner") or row.get(S.REASONER) or "")
     gi = _GraphIndex(data.subgraph)
     marks = Marks()
-    trace_html = TRACE_VIEWS.get(reasoner, _trace_generic)(trace, gi, marks, data, str(index)) if trace else ""
+    view = TRACE_VIEWS.get(reasoner).impl if reasoner in TRACE_VIEWS else _trace_generic  # the reasoner's own
+    trace_html = view(trace, gi, marks, data, str(index)) if trace else ""
     trace_html += _scores_html(trace) if trace else ""
     st = status(row) if "hit_at_1" in row or row.get(S.FAILED) else ""
     miss = missing_gold(data)
