@@ -28,8 +28,14 @@ def test_cluster_params_pick_a_registered_runner():
     with pytest.raises(ParamsError) as e:
         parse({"cluster": {"task_runner": "dask", "dask": {"n_worker": 2}}})
     assert "cluster.dask.n_worker" in str(e.value)
+    with pytest.raises(ParamsError):  # dask chosen: at load
+        parse({"cluster": {"task_runner": "dask", "dask": {"n_workers": 0}}})
+    unchosen = {"cluster": {"dask": {"n_workers": 0}}}  # local chosen: dask's section on use, or by `kgrag check`
     with pytest.raises(ParamsError):
-        parse({"cluster": {"dask": {"n_workers": 0}}})
+        parse(unchosen, modules="all")
+    with pytest.raises(ParamsError) as e:
+        parse(unchosen).cluster.module_params("dask")
+    assert "cluster.dask.n_workers" in str(e.value)
 
 
 def test_runners_build_prefect_task_runners():

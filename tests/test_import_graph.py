@@ -184,3 +184,24 @@ def test_the_top_level_holds_about_a_dozen_modules():
     top = sorted(p.stem for p in (ROOT / "kgrag").glob("*.py") if p.stem != "__init__")
     assert len(top) <= 12, top
     assert all(LAYERS.get(m) in (0, 8) for m in top), [m for m in top if LAYERS.get(m) not in (0, 8)]
+
+
+def test_an_old_flat_module_name_says_where_it_moved():
+    """Code written against the flat layout gets the new place in its import error (kgrag.MOVED)."""
+    import importlib
+
+    import pytest
+
+    with pytest.raises(ModuleNotFoundError) as e:
+        importlib.import_module("kgrag.store")
+    assert "kgrag.store moved to kgrag.kg.store" in str(e.value)
+    with pytest.raises(ModuleNotFoundError) as e:
+        importlib.import_module("kgrag.reasoners.tog")
+    assert "kgrag.reasoners moved to kgrag.reasoning.reasoners" in str(e.value)  # the parent package first
+    with pytest.raises(ModuleNotFoundError) as e:  # a name that never existed: Python's own error
+        importlib.import_module("kgrag.no_such_module")
+    assert "moved" not in str(e.value)
+    import kgrag
+
+    for old, new in kgrag.MOVED.items():  # every new place exists
+        assert importlib.util.find_spec(f"kgrag.{new}") is not None, new
