@@ -35,7 +35,7 @@ from kgrag.params import load  # noqa: E402
 from kgrag.reasoning.reasoners import ReasonInput, run_batched  # noqa: E402
 from kgrag.reasoning.reasoners.answer import answer  # noqa: E402
 from kgrag.registry import NoParams  # noqa: E402
-from kgrag.reasoning.answering import contexts_for, sampling_of  # noqa: E402
+from kgrag.reasoning.generate import contexts_for, sampling_of  # noqa: E402
 from kgrag.kg.store import questions_from_table  # noqa: E402
 
 

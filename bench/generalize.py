@@ -5,7 +5,7 @@ It reads the KG and index a pipeline run built (``data/validated/kg.duckdb``, ``
 plan ``data/relplan``), draws ``--per-hop`` questions of each hop count's ``--split`` file (seeded), and runs
 the experiment of ``params.yaml`` (with ``-S key=value`` overrides, as ``dvc exp run -S``) on them through the
 same parts and functions as the retrieve and generate flows (one ``kgrag.experiment.Experiment`` per
-configuration; ``kgrag.retrieval.run.retrieve_with``, ``kgrag.reasoning.answering.reason_rows``) and scores them with every
+configuration; ``kgrag.retrieval.run.retrieve_with``, ``kgrag.reasoning.generate.reason_rows``) and scores them with every
 registered metric (``kgrag.evaluation.evaluate.evaluate_rows``).
 Questions are loaded with ``declared_hops`` off unless ``retrieve.oracle_hops`` is set, so no module can read
 their hop count.
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import schema as S  # noqa: E402
-from kgrag.reasoning.answering import contexts_for, proposals_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.reasoning.generate import contexts_for, proposals_for, reason_rows, sampling_of  # noqa: E402
 from kgrag.evaluation.evaluate import evaluate_rows  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.evaluation.metrics import bootstrap_ci  # noqa: E402

@@ -38,7 +38,7 @@ from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.llm.calls import CallCache, LLMClient  # noqa: E402
 from kgrag.params import ReasonParams, load  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.reasoning.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.reasoning.generate import contexts_for, reason_rows, sampling_of  # noqa: E402
 from kgrag.kg.store import questions_from_table  # noqa: E402
 
 

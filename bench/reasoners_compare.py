@@ -22,7 +22,7 @@ from kgrag.evaluation.evaluate import answer_scores, summarize  # noqa: E402
 from kgrag.llm.clients import backend_params  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.params import load  # noqa: E402
-from kgrag.reasoning.answering import contexts_for, reason_rows, sampling_of  # noqa: E402
+from kgrag.reasoning.generate import contexts_for, reason_rows, sampling_of  # noqa: E402
 from kgrag.kg.store import questions_from_table  # noqa: E402
 
 CONFIGS = [

@@ -31,7 +31,7 @@ from flows.cache import (closure_version, partial_file, progress_bar, ranges, sh
                          shard_key_parts)
 
 from kgrag import io, schema as S  # noqa: E402
-from kgrag.reasoning.answering import answer_rows, proposed_ends  # noqa: E402
+from kgrag.reasoning.generate import answer_rows, proposed_ends  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
 from kgrag.params import Params, section_hash  # noqa: E402
 from kgrag.registry import BACKENDS  # noqa: E402

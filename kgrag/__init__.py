@@ -19,7 +19,7 @@ MOVED = {
     "llm.calls": "llm.calls", "clients": "llm.clients", "backends": "llm.backends", "generate": "llm.prompts",
     "textualize": "llm.textualize", "constrain": "llm.constrain",
     "runner": "retrieval.run", "retrievers": "retrieval.retrievers", "lego": "retrieval.lego",
-    "reasoners": "reasoning.reasoners", "community": "reasoning.community", "answering": "reasoning.answering",
+    "reasoners": "reasoning.reasoners", "community": "reasoning.community", "answering": "reasoning.generate",
     "evaluate": "evaluation.evaluate", "metrics": "evaluation.metrics",
     "report": "reporting.report", "report_html": "reporting.report_html", "compare": "reporting.compare",
     "ask": "apps.ask", "serve": "apps.serve",

@@ -16,8 +16,8 @@ The parts (each built on first use, and shared per process: stores, indexes and 
 - ``client``: the LLM client of the ``generate`` section (backend, call cache, retries).
 
 The two sides run on it: ``kgrag.retrieval.run.retrieve_with`` (the retriever ``retrieve.method`` names) and
-``kgrag.reasoning.answering.answer_rows`` / ``reason_job`` (the reasoner ``reason.method`` names, with
-``answering.sampling_of``). They live beside their code and not here, so that a stage's import closure (its DVC
+``kgrag.reasoning.generate.answer_rows`` / ``reason_job`` (the reasoner ``reason.method`` names, with
+``generate.sampling_of``). They live beside their code and not here, so that a stage's import closure (its DVC
 code deps, ``kgrag.code.depgraph``) holds its own side only: editing a reasoner does not re-run retrieve.
 
 Where the files are is :class:`Files` (absolute paths, since shard tasks may run in other processes). The stage

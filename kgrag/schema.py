@@ -73,7 +73,7 @@ CALL_CACHED = "call_cached"
 CALL_ATTEMPTS = "call_attempts"
 FAILED = "failed"
 BASELINE_FIRST = "baseline_first"  # no-LLM baselines of a generations row: the first candidate answer ...
-BASELINE_RANDOM = "baseline_random"  # ... and a seeded random one (kgrag.reasoning.answering.baselines)
+BASELINE_RANDOM = "baseline_random"  # ... and a seeded random one (kgrag.reasoning.generate.baselines)
 ERROR = "error"
 SEED = "seed"
 

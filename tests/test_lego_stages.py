@@ -15,7 +15,7 @@ from kgrag.retrieval.lego.presets import PRESETS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph, Path, path_text
 from kgrag.llm.calls import LLMClient, LLMReply
 from kgrag.params import RetrieveParams
-from kgrag.retrieval.retrievers import lego as lego_retriever
+from kgrag.llm import clients as llm_clients
 from kgrag.retrieval.run import retrieve_one
 from kgrag.kg.store import KGStore, write_duckdb
 from kgrag.types import Question
@@ -380,7 +380,7 @@ def test_every_preset_runs_on_the_tiny_kg(preset, kg, index, monkeypatch, finetu
     params = RetrieveParams(method="lego", lego={"preset": preset, "trace_ms": True})
     lp = params.module_params()
     key = json.dumps(lp.llm.model_dump(mode="json"), sort_keys=True)
-    monkeypatch.setitem(lego_retriever._CLIENTS, key, LLMClient(Scripted(first_paths_reply), cache=None))
+    monkeypatch.setitem(llm_clients._SETTINGS_CLIENTS, key, LLMClient(Scripted(first_paths_reply), cache=None))
     q = Question("q", QUESTION, tuple(kg.find_entities("[Al Pacino]")),
                  tuple(kg.find_entities("[Michael Mann]") + kg.find_entities("[Martin Scorsese]")))
     sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=kg, index=index, params=params)

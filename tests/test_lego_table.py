@@ -87,12 +87,12 @@ def test_llm_scorer_with_the_real_llm(kg, index, real_llm):
 
 
 def test_llm_refiner_and_a_whole_llm_preset_with_the_real_llm(kg, index, real_llm, monkeypatch):
-    from kgrag.retrieval.retrievers import lego as lego_retriever
+    from kgrag.llm import clients as llm_clients
 
     params = RetrieveParams(method="lego", lego={"preset": "lego-19", "refine": {
         "name": "llm", "params": {"top_k": 4, "max_tokens": 80}}, "llm": {"cache": None}})
     key = json.dumps(params.module_params().llm.model_dump(mode="json"), sort_keys=True)
-    monkeypatch.setitem(lego_retriever._CLIENTS, key, real_llm)
+    monkeypatch.setitem(llm_clients._SETTINGS_CLIENTS, key, real_llm)
     q = Question("q", QUESTION, kg.ids_of(["Al Pacino"]), kg.ids_of(["Michael Mann", "Martin Scorsese"]))
     before = real_llm.backend.calls
     rows = retrieve_rows(questions=[q], kg=kg, index=index, params=params)

@@ -389,7 +389,7 @@ def test_loader_params_come_from_the_loader_section():
 @pytest.mark.parametrize("data,msg", [
     ({"dataset": "triples"}, "data.triples.path: required when data.dataset is triples"),
     ({"dataset": "triples", "triples": {"path": "x", "delim": ","}}, "data.triples.delim: Extra inputs are not permitted"),
-    ({"ntriples": {"lable": "x"}}, "data.ntriples.lable: Extra inputs are not permitted"),
+    ({"dataset": "ntriples", "ntriples": {"path": "x", "lable": "x"}}, "data.ntriples.lable: Extra inputs are not permitted"),
     ({"dataset": "explagraphs", "explagraphs": {"split": "test"}}, "data.explagraphs.split: Input should be 'train' or 'dev'"),
     ({"dataset": "triples", "triples": {"path": "x", "head": "h"}}, "need header: true"),
     ({"metaqa": {"hops": 3}}, "MetaQA's params are data.path, data.hops, data.split"),
@@ -400,6 +400,16 @@ def test_bad_loader_params_fail_naming_the_key(data, msg):
     with pytest.raises(ParamsError) as e:
         parse({"data": data})
     assert msg in str(e.value)
+
+
+def test_an_unchosen_loaders_section_is_checked_by_kgrag_check():
+    """An unchosen loader's typo does not stop a stage (its module is not even imported), and `kgrag check`
+    (modules="all") names it."""
+    data = {"data": {"ntriples": {"lable": "x"}}}
+    assert parse(data).data.dataset == "metaqa"
+    with pytest.raises(ParamsError) as e:
+        parse(data, modules="all")
+    assert "data.ntriples.lable: Extra inputs are not permitted" in str(e.value)
 
 
 def test_validate_keeps_the_same_triple_in_two_graphs(tmp_path):

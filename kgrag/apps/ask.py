@@ -60,7 +60,7 @@ class Asker:
     def ask(self, text: str, question_id: str = "ask") -> Answer:
         """Answer ``text``: topic entities named in it (else the nearest entity name by embedding), the
         subgraph of ``retrieve.method``, the reasoner ``reason.method`` on its textualized context."""
-        from kgrag.reasoning.answering import contexts_for, proposals_for, reason_job
+        from kgrag.reasoning.generate import contexts_for, proposals_for, reason_job
         from kgrag.llm.prompts import parse_answers
         from kgrag.reasoning.reasoners import run_one
         from kgrag.retrieval.run import retrieve_question

@@ -294,7 +294,7 @@ def judge_scores(*, client: "LLMClient", items: Sequence[tuple[str, Sequence[str
 
 def prompt_triples(retrieved: dict, max_triples: int | None) -> tuple[int, list[int]]:
     """(triples, entity ids of those triples) of what the prompt holds: the first ``max_triples`` retrieved
-    triples (``kgrag.reasoning.answering.contexts_for``; None = all)."""
+    triples (``kgrag.reasoning.generate.contexts_for``; None = all)."""
 
     heads = list(retrieved.get(S.TRIPLE_HEADS) or [])
     tails = list(retrieved.get(S.TRIPLE_TAILS) or [])

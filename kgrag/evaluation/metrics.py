@@ -322,7 +322,7 @@ class Baselines:
     """What the LLM adds over no-LLM picks on the same contexts. ``baseline_first`` / ``baseline_random``: Hit@1
     (label tasks: accuracy) of the first and of a seeded random candidate answer (the generate stage's
     ``schema.BASELINE_FIRST`` / ``BASELINE_RANDOM``: the candidates the ``rank`` reasoner scores,
-    ``kgrag.reasoning.answering.baselines``); label tasks also ``baseline_majority``, the accuracy of always answering the
+    ``kgrag.reasoning.generate.baselines``); label tasks also ``baseline_majority``, the accuracy of always answering the
     most frequent gold label. ``llm_lift`` = Hit@1 (label tasks: accuracy) minus the best baseline: the share
     of questions the LLM's choice adds. Unanswerable questions score 0 for every baseline, as for the answer.
     ``by_hops`` (a question set mixing declared hop counts): per hop count, questions, Hit@1, the baselines and

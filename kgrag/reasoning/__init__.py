@@ -1,1 +1,1 @@
-"""Reasoning: the reasoners, community detectors, and the per-shard answering run."""
+"""Reasoning: the reasoners, community detectors, and the generate stage's per-shard run (generate.py)."""

@@ -1,5 +1,5 @@
 """Per-shard work of the retrieve flow: plain functions, no Prefect, no file output (the generate flow's is
-``kgrag.reasoning.answering``)."""
+``kgrag.reasoning.generate``)."""
 
 from __future__ import annotations
 

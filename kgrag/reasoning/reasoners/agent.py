@@ -474,10 +474,8 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
         names = list(ids)
     if params.answer == "rank" and (names or q.choices):
         facts = [ln for ln in dom.observations(best).splitlines() if ln.strip()]
-        (rec,) = yield [dc.rank_request(question=q, facts=facts, names=names, s=s)]
-        ans, top = dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
-        trace.update(answer_from="rank", rank_top=top)
-        return Reasoning(answer=ans, depth=res.steps, trace=trace, unparseable=unparseable)
+        return (yield from dc.rank_reached(question=q, facts=facts, ids=ids, s=s, margin=params.margin,
+                                           trace=trace, depth=res.steps, unparseable=unparseable))
     if best.answer is not None:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
     facts = dom.observations(best)

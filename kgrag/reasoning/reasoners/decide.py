@@ -33,7 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.llm.calls import CallRecord, LLMRequest, scores_of
-from kgrag.reasoning.reasoners.core import Sampling
+from kgrag.reasoning.reasoners.core import Reasoning, Sampling
 
 Decide = Literal["generate", "score"]
 FinalAnswer = Literal["generate", "rank"]
@@ -139,3 +139,16 @@ def rank_answer(rec: CallRecord, names: Sequence[str], s: Sampling, *, normalize
     ranked = rank_candidates(list(names), got, normalize=normalize, ids=ids)
     chosen = [n for n, sc in ranked if sc >= ranked[0][1] - margin]
     return f" {s.separator} ".join(chosen), [[n, sc] for n, sc in ranked[:10]]
+
+
+def rank_reached(*, question, facts: Sequence[str], ids: dict[str, int], s: Sampling, margin: float, trace: dict,
+                 depth: int, unparseable: int):
+    """``answer: rank`` at the end of a search (the agent's, the explorer's): ``rank``'s call over the names of the
+    entities it reached (``ids``: name -> entity id; a label task's choices instead where it has them), with the
+    facts it collected as context. Yields the one request; returns the :class:`Reasoning` (``rank_top`` and
+    ``answer_from`` in ``trace``)."""
+    names = list(ids)
+    (rec,) = yield [rank_request(question=question, facts=facts, names=names, s=s)]
+    ans, top = rank_answer(rec, question.choices or names, s, margin=margin, ids=ids)
+    trace.update(answer_from="rank", rank_top=top)
+    return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)

@@ -378,12 +378,9 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
         reached = [e for e in best.seen if e not in init.seen]
         ids = {str(n): e for n, e in zip(kg.names(reached), reached)}
     if params.answer == "rank" and (ids or q.choices):
-        names = list(ids)
         facts = triple_text(kg, best.edges[: params.max_context_triples]) if kg is not None else []
-        (rec,) = yield [dc.rank_request(question=q, facts=facts, names=names, s=s)]
-        ans, top = dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
-        trace.update(answer_from="rank", rank_top=top)
-        return Reasoning(answer=ans, depth=res.steps, trace=trace, unparseable=unparseable)
+        return (yield from dc.rank_reached(question=q, facts=facts, ids=ids, s=s, margin=params.margin,
+                                           trace=trace, depth=res.steps, unparseable=unparseable))
     if best.answer is not None:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
     facts = dom.facts(best) if kg is not None else ""

@@ -255,6 +255,23 @@ def _fmt(t: tuple[str, str, str]) -> str:
     return f"({t[0]}, {t[1]}, {t[2]})"
 
 
+def _prune(params, s, texts: list[str], *, score_prompt, prompt):
+    """One pruning decision of ToG (relations or entities) over ``texts``: with ``prune: llm`` and ``decide: score``
+    the options scored
+    (``score_prompt()``, W best kept), else the paper's prompt (``prompt()``, ``prune: llm``) parsed, or the
+    embedding / random pre-rank. Yields its one request, if any; returns (chosen, scores or None, parsed, reply,
+    calls)."""
+    if params.prune == "llm" and params.decide == "score":
+        (rec,) = yield [dc.score_request(score_prompt(), texts, s)]
+        chosen, scores = dc.choose(rec, len(texts), params.width, params.score_normalize)
+        return chosen, scores, True, "", 1
+    rec = None
+    if params.prune == "llm":
+        (rec,) = yield [prune_request(prompt(), s, params.prune_tokens)]
+    chosen, ok, reply = _choose(params.prune, params.width, rec, len(texts))
+    return chosen, None, ok, reply, int(rec is not None)
+
+
 def _choose(kind: str, k: int, rec: CallRecord | None, n: int) -> tuple[list[int], bool, str]:
     """Positions chosen among ``n`` options (already in pre-rank order): by the LLM's letters, else the
     first ``k`` (the pre-rank). Returns (chosen, parsed, reply)."""
@@ -358,7 +375,6 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     trace["topic"] = kg.names(np.asarray(topics))
     scorer = Scorer("bm25" if params.prune == "llm" else params.prune, inp)
     trace["scorer"] = scorer.used
-    scored = params.prune == "llm" and params.decide == "score"
     if params.decide == "score" or params.answer == "rank":
         trace.update(decide=params.decide, answer=params.answer)
     # a chain: the triple indices walked from a topic entity, and the entity it ends at
@@ -388,24 +404,17 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         keys = [keys[i] for i in order]
         texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
                   else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
-        rec, scores = None, None
-        if scored:
-            prompt = TOG_RELATION_SCORE.format(question=question, entities=", ".join(kg.names(np.asarray(ends))))
-            (rec,) = yield [dc.score_request(prompt, texts, s)]
-            calls += 1
-            chosen, scores = dc.choose(rec, len(keys), params.width, params.score_normalize)
-            ok, reply = True, ""
-        else:
-            if params.prune == "llm":
-                prompt = TOG_RELATION_PROMPT.format(
-                    question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
-                    k=params.width, example=example_letters(params.width, len(texts)))
-                (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
-                calls += 1
-            chosen, ok, reply = _choose(params.prune, params.width, rec, len(keys))
+        chosen, scores, ok, reply, n_calls = yield from _prune(
+            params, s, texts,
+            score_prompt=lambda: TOG_RELATION_SCORE.format(question=question,
+                                                           entities=", ".join(kg.names(np.asarray(ends)))),
+            prompt=lambda: TOG_RELATION_PROMPT.format(
+                question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
+                k=params.width, example=example_letters(params.width, len(texts))))
+        calls += n_calls
         unparseable += int(not ok)
         rec_d["relations"] = {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}
-        if scored:
+        if scores is not None:
             rec_d["relations"]["scores"] = dc.scored_options(texts, scores)
         # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
         ext: list[tuple[tuple[int, ...], int]] = []
@@ -425,22 +434,14 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         etexts = [_fmt(_triple(kg, p[-1])) for p, _ in ext]
         order = scorer.rank(etexts)[: params.max_entities]
         ext, etexts = [ext[i] for i in order], [etexts[i] for i in order]
-        rec, scores = None, None
-        if scored:
-            (rec,) = yield [dc.score_request(TOG_ENTITY_SCORE.format(question=question), etexts, s)]
-            calls += 1
-            chosen, scores = dc.choose(rec, len(ext), params.width, params.score_normalize)
-            ok, reply = True, ""
-        else:
-            if params.prune == "llm":
-                prompt = TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts), k=params.width,
-                                                  example=example_letters(params.width, len(etexts)))
-                (rec,) = yield [prune_request(prompt, s, params.prune_tokens)]
-                calls += 1
-            chosen, ok, reply = _choose(params.prune, params.width, rec, len(ext))
+        chosen, scores, ok, reply, n_calls = yield from _prune(
+            params, s, etexts, score_prompt=lambda: TOG_ENTITY_SCORE.format(question=question),
+            prompt=lambda: TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts),
+                                                    k=params.width, example=example_letters(params.width, len(etexts))))
+        calls += n_calls
         unparseable += int(not ok)
         rec_d["entities"] = {"options": etexts, "chosen": [etexts[i] for i in chosen], "parsed": ok, "reply": reply}
-        if scored:
+        if scores is not None:
             rec_d["entities"]["scores"] = dc.scored_options(etexts, scores)
         chains = [ext[i] for i in chosen]
         paths = [[_fmt(_triple(kg, x)) for x in p] for p, _ in chains]
