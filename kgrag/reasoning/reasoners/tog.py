@@ -355,6 +355,8 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         calls += 1
         return dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
 
+    scored = params.prune == "llm" and params.decide == "score"  # pruning decisions scored (decide.py)
+
     def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
         """With answer: rank, rank's selection over the kept chains' ends (stop: rank: the best depth's); no
         chain walked yet: the fallback."""
@@ -414,7 +416,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         calls += n_calls
         unparseable += int(not ok)
         rec_d["relations"] = {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}
-        if scores is not None:
+        if scored:  # a failed scoring call records None scores
             rec_d["relations"]["scores"] = dc.scored_options(texts, scores)
         # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
         ext: list[tuple[tuple[int, ...], int]] = []
@@ -441,7 +443,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         calls += n_calls
         unparseable += int(not ok)
         rec_d["entities"] = {"options": etexts, "chosen": [etexts[i] for i in chosen], "parsed": ok, "reply": reply}
-        if scores is not None:
+        if scored:  # a failed scoring call records None scores
             rec_d["entities"]["scores"] = dc.scored_options(etexts, scores)
         chains = [ext[i] for i in chosen]
         paths = [[_fmt(_triple(kg, x)) for x in p] for p, _ in chains]
