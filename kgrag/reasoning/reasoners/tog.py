@@ -259,17 +259,19 @@ def _prune(params, s, texts: list[str], *, score_prompt, prompt):
     """One pruning decision of ToG (relations or entities) over ``texts``: with ``prune: llm`` and ``decide: score``
     the options scored
     (``score_prompt()``, W best kept), else the paper's prompt (``prompt()``, ``prune: llm``) parsed, or the
-    embedding / random pre-rank. Yields its one request, if any; returns (chosen, scores or None, parsed, reply,
-    calls)."""
+    embedding / random pre-rank. Yields its one request, if any; returns (chosen positions, the trace record:
+    options, chosen, parsed, reply and, when scored, every option's score (None after a failed call), calls)."""
     if params.prune == "llm" and params.decide == "score":
         (rec,) = yield [dc.score_request(score_prompt(), texts, s)]
         chosen, scores = dc.choose(rec, len(texts), params.width, params.score_normalize)
-        return chosen, scores, True, "", 1
+        return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": True, "reply": "",
+                        "scores": dc.scored_options(texts, scores)}, 1
     rec = None
     if params.prune == "llm":
         (rec,) = yield [prune_request(prompt(), s, params.prune_tokens)]
     chosen, ok, reply = _choose(params.prune, params.width, rec, len(texts))
-    return chosen, None, ok, reply, int(rec is not None)
+    return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}, \
+        int(rec is not None)
 
 
 def _choose(kind: str, k: int, rec: CallRecord | None, n: int) -> tuple[list[int], bool, str]:
@@ -355,8 +357,6 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         calls += 1
         return dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
 
-    scored = params.prune == "llm" and params.decide == "score"  # pruning decisions scored (decide.py)
-
     def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
         """With answer: rank, rank's selection over the kept chains' ends (stop: rank: the best depth's); no
         chain walked yet: the fallback."""
@@ -406,7 +406,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         keys = [keys[i] for i in order]
         texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
                   else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
-        chosen, scores, ok, reply, n_calls = yield from _prune(
+        chosen, rec_d["relations"], n_calls = yield from _prune(
             params, s, texts,
             score_prompt=lambda: TOG_RELATION_SCORE.format(question=question,
                                                            entities=", ".join(kg.names(np.asarray(ends)))),
@@ -414,10 +414,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
                 question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
                 k=params.width, example=example_letters(params.width, len(texts))))
         calls += n_calls
-        unparseable += int(not ok)
-        rec_d["relations"] = {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}
-        if scored:  # a failed scoring call records None scores
-            rec_d["relations"]["scores"] = dc.scored_options(texts, scores)
+        unparseable += int(not rec_d["relations"]["parsed"])
         # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
         ext: list[tuple[tuple[int, ...], int]] = []
         for i in chosen:
@@ -436,15 +433,12 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         etexts = [_fmt(_triple(kg, p[-1])) for p, _ in ext]
         order = scorer.rank(etexts)[: params.max_entities]
         ext, etexts = [ext[i] for i in order], [etexts[i] for i in order]
-        chosen, scores, ok, reply, n_calls = yield from _prune(
+        chosen, rec_d["entities"], n_calls = yield from _prune(
             params, s, etexts, score_prompt=lambda: TOG_ENTITY_SCORE.format(question=question),
             prompt=lambda: TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts),
                                                     k=params.width, example=example_letters(params.width, len(etexts))))
         calls += n_calls
-        unparseable += int(not ok)
-        rec_d["entities"] = {"options": etexts, "chosen": [etexts[i] for i in chosen], "parsed": ok, "reply": reply}
-        if scored:  # a failed scoring call records None scores
-            rec_d["entities"]["scores"] = dc.scored_options(etexts, scores)
+        unparseable += int(not rec_d["entities"]["parsed"])
         chains = [ext[i] for i in chosen]
         paths = [[_fmt(_triple(kg, x)) for x in p] for p, _ in chains]
         rec_d["chains"] = paths
