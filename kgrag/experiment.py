@@ -85,14 +85,6 @@ class Experiment:
         """The same experiment with another ``retrieve`` section (``kgrag lego-table``: one per instance)."""
         return Experiment(self.params.model_copy(update={"retrieve": retrieve}), self.files, self.client_overrides)
 
-    def with_params(self, **sections: Any) -> "Experiment":
-        """The same experiment with whole sections replaced (``reason=ReasonParams(...)``), validated."""
-        data = self.params.model_dump(mode="json", by_alias=True)
-        for name, sec in sections.items():
-            data["validate" if name == "validate_" else name] = (
-                sec.model_dump(mode="json", by_alias=True) if hasattr(sec, "model_dump") else sec)
-        return Experiment(Params.model_validate(data), self.files, self.client_overrides)
-
     # ---- parts --------------------------------------------------------------------------------------------
     @functools.cached_property
     def kg(self):

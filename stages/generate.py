@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow.compute as pc
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
+from kgrag.experiment import Files
 from kgrag.kg.duckdb_io import file_hash, kg_hash, questions_file
 
 
@@ -17,16 +20,16 @@ def main(argv: list[str] | None = None) -> None:
     from flows.generate import generate_flow
     from flows.runners import run_flow
 
-    db = (io.VALIDATED / "kg.duckdb").resolve()  # absolute: shard tasks may run in other processes
+    files = Files.of()  # the experiment's files, absolute: shard tasks may run in other processes
+    db = Path(files.db)
     out = io.GENERATE / "generations.parquet"
     with timed("generate", timings.stage_dir("generate"), outputs=[out]) as info:
         # graph reasoners walk the KG themselves: the questions' topic ids and the index are inputs too
         index_hash = "-".join(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")
                               if (io.INDEX / f).exists())
         res = run_flow(generate_flow, params.cluster, questions=str(questions_file(db, io.CACHE)),
-                       retrieved=str((io.RETRIEVE / "retrieved.parquet").resolve()), db_path=str(db),
-                       params=params, cache_path=str((io.CACHE / "llm_calls.sqlite").resolve()),
-                       shard_dir=str(io.SHARDS.resolve()), index_dir=str(io.INDEX.resolve()),
+                       retrieved=str((io.RETRIEVE / "retrieved.parquet").resolve()), db_path=files.db,
+                       params=params, cache_path=files.cache, shard_dir=files.shards, index_dir=files.index,
                        inputs_hash=f"{kg_hash(db)}-{index_hash}")
         # the DVC output holds the answers only; wall times and call-cache use go to the run records
         record = timings.questions_path("generate")

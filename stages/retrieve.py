@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
+from kgrag.experiment import Files
 from kgrag.kg.duckdb_io import file_hash, kg_hash, questions_file
 
 
@@ -17,15 +20,16 @@ def main(argv: list[str] | None = None) -> None:
     from flows.retrieve import retrieve_flow
     from flows.runners import run_flow
 
-    db = (io.VALIDATED / "kg.duckdb").resolve()  # absolute: shard tasks may run in other processes
+    files = Files.of()  # the experiment's files, absolute: shard tasks may run in other processes
+    db = Path(files.db)
     out = io.RETRIEVE / "retrieved.parquet"
     with timed("retrieve", timings.stage_dir("retrieve"), outputs=[out]) as info:
         # the fine-tuned scorer model (presets lego-05/12/18) and relpath's plan are inputs too
         index_hash = "-".join([*(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")),
                                folder_hash(io.ST_MODEL), folder_hash(io.RELPLAN)])
         shards = run_flow(retrieve_flow, params.cluster, questions=str(questions_file(db, io.CACHE)),
-                          db_path=str(db), db_hash=kg_hash(db), index_dir=str(io.INDEX.resolve()),
-                          index_hash=index_hash, params=params, shard_dir=str(io.SHARDS.resolve()))
+                          db_path=files.db, db_hash=kg_hash(db), index_dir=files.index,
+                          index_hash=index_hash, params=params, shard_dir=files.shards)
         # the DVC output holds the results only; the wall times go to the run records (kgrag.timings)
         record = timings.questions_path("retrieve")
         n = io.stream_shards(shards, {out: S.RETRIEVED, record: S.RETRIEVE_TIMINGS})

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from kgrag import schema as S
+
+
 class NotIngested(RuntimeError):
     """No ingested KG and index in the working directory."""
 
@@ -86,7 +88,6 @@ class Asker:
 
     def view_data(self, ans: Answer):
         """The :class:`kgrag.reporting.report_html.QuestionData` of an answer (a generations row's fields, no gold)."""
-        from kgrag import schema as S
         from kgrag.reasoning.reasoners import rows_of
         from kgrag.reporting.report_html import QuestionData, subgraph_from_ids
 
