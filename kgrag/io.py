@@ -83,6 +83,80 @@ def stream_shards(paths: Iterable[str | Path], outputs: dict[str | Path, pa.Sche
     return n
 
 
+def stream_tables(path: str | Path, tables: Iterable[pa.Table], row_group_size: int | None = None) -> int:
+    """Write tables whose schemas may differ (a column all null in one, typed in another, as ``from_pylist``
+    infers them) into one Parquet file, atomically, holding one table at a time: each is spilled to an Arrow file
+    beside ``path``, then all are cast to their unified schema and streamed into the file. One table gives the
+    same file as :func:`write_parquet`. Returns the number of rows."""
+    import shutil
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spill = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        parts, schemas = [], []
+        for i, t in enumerate(tables):
+            parts.append(write_arrow(spill / f"{i:06d}.arrow", t))
+            schemas.append(t.schema)
+        if not parts:
+            raise ValueError(f"stream_tables: no table to write to {path}")
+        schema = pa.unify_schemas(schemas, promote_options="permissive") if len(schemas) > 1 else schemas[0]
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        n = 0
+        with pq.ParquetWriter(tmp, schema) as w:
+            for part in parts:
+                t = read_arrow(part)
+                if t.schema != schema:  # a column another table has: nulls here; then the unified types
+                    for name in schema.names:
+                        if name not in t.column_names:
+                            t = t.append_column(name, pa.nulls(t.num_rows, schema.field(name).type))
+                    t = t.select(schema.names).cast(schema)
+                w.write_table(t, row_group_size=row_group_size)
+                n += t.num_rows
+                del t
+        os.replace(tmp, path)
+        return n
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+class RowsById:
+    """A Parquet file's rows looked up by a key column, read in order a batch at a time: ``take(keys)`` returns
+    the rows of those keys, reading on until each is found (or the file ends: a key without a row is left out)
+    and forgetting the rows it returns. Files written in the order they are asked for (a stage's outputs follow
+    the questions' order) so hold about one batch; any other order is still answered, holding what it skipped."""
+
+    def __init__(self, path: str | Path, key: str, *, columns: Sequence[str] | None = None,
+                 batch_size: int = ROW_GROUP) -> None:
+        self.key = key
+        pf = pq.ParquetFile(path)
+        cols = list(columns) if columns is not None else None
+        if cols is not None and key not in cols:
+            cols.append(key)
+        self._batches = pf.iter_batches(batch_size=batch_size, columns=cols)
+        self._held: dict[Any, dict] = {}
+        self._done = False
+
+    def take(self, keys: Sequence[Any]) -> list[dict]:
+        want = [k for k in keys if k not in self._held]
+        need = set(want)
+        while need and not self._done:
+            b = next(self._batches, None)
+            if b is None:
+                self._done = True
+                break
+            for row in b.to_pylist():
+                self._held[row[self.key]] = row
+                need.discard(row[self.key])
+        return [self._held.pop(k) for k in keys if k in self._held]
+
+    @property
+    def held(self) -> int:
+        """Rows read but not yet taken."""
+        return len(self._held)
+
+
 def write_arrow(path: str | Path, table: pa.Table) -> Path:
     """Write a table as an Arrow IPC file, atomically (temp file + rename): the flows' shard results."""
     path = Path(path)

@@ -11,9 +11,12 @@ import pyarrow as pa
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
-from kgrag.evaluation.evaluate import evaluate_rows, stage_metrics
+from kgrag.evaluation.evaluate import TEXT_COLUMNS, aggregate_rows, chosen_metrics, score_rows, stage_metrics
 from kgrag.kg.duckdb_io import read_tables
 
+#: questions scored at a time: the stage holds one chunk's retrieved and generation rows (traces, contexts) and
+#: every question's scores without ``TEXT_COLUMNS`` (numbers and short lists), so its memory follows the chunk
+CHUNK = 2048
 
 
 def upstream_stages() -> list[str]:
@@ -51,21 +54,46 @@ def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
     with timed("evaluate", timings.stage_dir("evaluate"), outputs=[io.REPORTS / "metrics.json"]):
-        questions = read_tables(io.VALIDATED / "kg.duckdb", ("questions",))["questions"].to_pylist()
-        retrieved = io.read_parquet(io.RETRIEVE / "retrieved.parquet").to_pylist()
-        generations = io.read_parquet(io.GENERATE / "generations.parquet").to_pylist()
+        qtable = read_tables(io.VALIDATED / "kg.duckdb", ("questions",))["questions"]
         ev = params.evaluate
         judge = judge_client(ev.judge_backend) if ev.judge else None  # off: no model is loaded
-        rows, metrics = evaluate_rows(questions=questions, retrieved=retrieved, generations=generations, judge=judge,
-                                      judge_max_tokens=ev.judge_backend.max_tokens, judge_seed=ev.judge_backend.seed,
-                                      max_context_triples=params.generate.max_context_triples)
+        chosen = chosen_metrics(judge=judge, judge_max_tokens=ev.judge_backend.max_tokens,
+                                judge_seed=ev.judge_backend.seed)
+        cap = params.generate.max_context_triples
+        ret = io.RowsById(io.RETRIEVE / "retrieved.parquet", S.QUESTION_ID)
+        gen = io.RowsById(io.GENERATE / "generations.parquet", S.QUESTION_ID)
+        kept: list[dict] = []  # every question's row without its text columns: what the aggregates read
+        plots = io.REPORTS / "plots"
+        plots.mkdir(parents=True, exist_ok=True)
+        with open(plots / "recall_vs_context.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["question_id", "context_triples", "retrieval_recall", "hit_any", "context_triples_uncapped",
+                        "retrieval_recall_uncapped"])
+
+            def chunks():
+                for start in range(0, max(qtable.num_rows, 1), CHUNK):
+                    qs = qtable.slice(start, CHUNK).to_pylist()
+                    ids = [q[S.QUESTION_ID] for q in qs]
+                    rows = score_rows(questions=qs, retrieved=ret.take(ids), generations=gen.take(ids),
+                                      metrics=chosen, max_context_triples=cap)
+                    for r in rows:
+                        w.writerow([r["question_id"], r["context_triples"], r["retrieval_recall"], r["hit_any"],
+                                    r["context_triples_uncapped"], r["retrieval_recall_uncapped"]])
+                        kept.append({k: v for k, v in r.items() if k not in TEXT_COLUMNS})
+                    yield pa.Table.from_pylist(rows)
+
+            io.stream_tables(io.REPORTS / "predictions.parquet", chunks())
+        metrics = aggregate_rows(kept, chosen, max_context_triples=cap)
         # what this run took: only records of the outputs evaluated here (a stale record is left out)
         retrieve_runs = timings.read_questions("retrieve")
-        # multi-stage retrievers (LEGO): per-module metrics here, their times (run records) in timings.json
+        # multi-stage retrievers (LEGO): per-module metrics here, their times (run records) in timings.json;
+        # retrieved.parquet's traces streamed a batch at a time
+        traces = (r for b in io.iter_batches(io.RETRIEVE / "retrieved.parquet", [S.QUESTION_ID, S.TRACE])
+                  for r in b.to_pylist())
         modules, modules_ms = timings.split_module_times(stage_metrics(
-            questions=questions, retrieved=retrieved,
+            questions=qtable.select([S.QUESTION_ID, S.ANSWER_IDS]).to_pylist(), retrieved=traces,
             stage_ms={q: r.get(S.STAGE_MS) for q, r in retrieve_runs.items()}))
-        run = timings.summary(question_ids=[q[S.QUESTION_ID] for q in questions],
+        run = timings.summary(question_ids=qtable.column(S.QUESTION_ID).to_pylist(),
                               stage_seconds=timings.stage_seconds(upstream_stages()), retrieve=retrieve_runs,
                               generate=timings.read_questions("generate"), retrieval_modules_ms=modules_ms)
         if modules:
@@ -78,18 +106,8 @@ def main(argv: list[str] | None = None) -> None:
                             "constrain_answer": params.reason.constrain_answer,
                             "judge": judge.model_id if judge else None,
                             "oracle_hops": params.retrieve.oracle_hops, "plan": plan_mode(params)}
-        io.write_parquet(io.REPORTS / "predictions.parquet", pa.Table.from_pylist(rows))
         io.write_json(io.REPORTS / "metrics.json", metrics)
         io.write_json(io.REPORTS / "timings.json", run)
-        plots = io.REPORTS / "plots"
-        plots.mkdir(parents=True, exist_ok=True)
-        with open(plots / "recall_vs_context.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["question_id", "context_triples", "retrieval_recall", "hit_any", "context_triples_uncapped",
-                        "retrieval_recall_uncapped"])
-            for r in rows:
-                w.writerow([r["question_id"], r["context_triples"], r["retrieval_recall"], r["hit_any"],
-                            r["context_triples_uncapped"], r["retrieval_recall_uncapped"]])
     if "accuracy" in metrics:
         print(f"[evaluate] {metrics['task']} task: accuracy={metrics['accuracy']} "
               f"accuracy_gretriever={metrics['accuracy_gretriever']} "

@@ -389,23 +389,25 @@ def default_metrics(*, judge: "LLMClient | None" = None, judge_max_tokens: int =
     return out
 
 
-def evaluate_rows(
-    *, questions: Sequence[dict], retrieved: Sequence[dict], generations: Sequence[dict],
-    judge: "LLMClient | None" = None, judge_max_tokens: int = 8, judge_seed: int = 0,
-    max_context_triples: int | None = None, metrics: Sequence | None = None,
-) -> tuple[list[dict], dict]:
-    """Join questions, retrieval and generation rows; score each question with every registered metric
-    (``kgrag.evaluation.metrics``: each states its rule) and aggregate.
+#: per-question text columns of ``reports/predictions.parquet`` that no aggregate reads: the evaluate stage streams
+#: them to disk and keeps every other column for the aggregates (``aggregate_rows``), so its memory holds a chunk
+#: of traces and contexts at a time, not the split's
+TEXT_COLUMNS = (S.TRACE, "retrieved_triples")
 
-    Failed generations score 0 and are counted in ``failed``; retrieval recall ignores questions
-    without answer entities. Label tasks (questions with ``choices``) get ``accuracy`` and its companions;
-    ``task`` says ``entity``, ``label`` or ``mixed``. With a ``judge`` client every prediction is also
-    LLM-judged (``judge``, ``judge_unparseable``); without one those metrics are absent.
-    ``retrieval_recall`` and ``context_triples`` count what the prompt holds, the first ``max_context_triples``
-    triples (``generate.max_context_triples``; None = no cap); ``*_uncapped`` the whole retrieved subgraph.
-    ``metrics`` replaces the registered set (objects with ``score`` or ``score_batch``, and ``aggregate``).
-    """
 
+def chosen_metrics(*, metrics: Sequence | None = None, judge: "LLMClient | None" = None, judge_max_tokens: int = 8,
+                   judge_seed: int = 0) -> list:
+    """``metrics`` when given, else every registered metric (``default_metrics``)."""
+    return list(metrics) if metrics is not None else default_metrics(
+        judge=judge, judge_max_tokens=judge_max_tokens, judge_seed=judge_seed)
+
+
+def score_rows(*, questions: Sequence[dict], retrieved: Sequence[dict], generations: Sequence[dict],
+               metrics: Sequence, max_context_triples: int | None = None) -> list[dict]:
+    """Join questions, retrieval and generation rows (by question id; a missing row is an empty dict) and score
+    each question with every metric of ``metrics``: the per-question rows of ``reports/predictions.parquet``, in
+    question order. Any subset of questions can be scored on its own (the stage scores the split a chunk at a
+    time)."""
     ret = {r[S.QUESTION_ID]: r for r in retrieved}
     gen = {g[S.QUESTION_ID]: g for g in generations}
     items = [Item(q, ret.get(q[S.QUESTION_ID], {}), gen.get(q[S.QUESTION_ID], {}), max_context_triples)
@@ -415,18 +417,45 @@ def evaluate_rows(
              S.PREDICTION: it.prediction, S.PREDICTED_ANSWERS: it.predicted, S.REASONER: it.generation.get(S.REASONER),
              S.FAILED: it.failed, S.ERROR: it.generation.get(S.ERROR), S.TRACE: it.generation.get(S.TRACE)}
             for it in items]
-    chosen = list(metrics) if metrics is not None else default_metrics(
-        judge=judge, judge_max_tokens=judge_max_tokens, judge_seed=judge_seed)
-    for m in chosen:
+    for m in metrics:
         scored = m.score_batch(items) if hasattr(m, "score_batch") else [m.score(it) for it in items]
         for row, s in zip(rows, scored):
             row.update(s)
+    return rows
+
+
+def aggregate_rows(rows: Sequence[dict], metrics: Sequence, *, max_context_triples: int | None = None) -> dict:
+    """``reports/metrics.json``'s aggregates of every question's row (``score_rows``; the ``TEXT_COLUMNS`` may be
+    left out): the totals, then each metric's ``aggregate``."""
     n = len(rows)
     failed = sum(x[S.FAILED] for x in rows)
     out: dict = {"questions": n, "failed": failed, "answered": n - failed, "max_context_triples": max_context_triples}
-    for m in chosen:
+    for m in metrics:
         out.update(m.aggregate(rows))
-    return rows, out
+    return out
+
+
+def evaluate_rows(
+    *, questions: Sequence[dict], retrieved: Sequence[dict], generations: Sequence[dict],
+    judge: "LLMClient | None" = None, judge_max_tokens: int = 8, judge_seed: int = 0,
+    max_context_triples: int | None = None, metrics: Sequence | None = None,
+) -> tuple[list[dict], dict]:
+    """Join questions, retrieval and generation rows; score each question with every registered metric
+    (``kgrag.evaluation.metrics``: each states its rule) and aggregate (``score_rows`` then ``aggregate_rows``,
+    in memory; the evaluate stage streams the same two steps a chunk at a time).
+
+    Failed generations score 0 and are counted in ``failed``; retrieval recall ignores questions
+    without answer entities. Label tasks (questions with ``choices``) get ``accuracy`` and its companions;
+    ``task`` says ``entity``, ``label`` or ``mixed``. With a ``judge`` client every prediction is also
+    LLM-judged (``judge``, ``judge_unparseable``); without one those metrics are absent.
+    ``retrieval_recall`` and ``context_triples`` count what the prompt holds, the first ``max_context_triples``
+    triples (``generate.max_context_triples``; None = no cap); ``*_uncapped`` the whole retrieved subgraph.
+    ``metrics`` replaces the registered set (objects with ``score`` or ``score_batch``, and ``aggregate``).
+    """
+    chosen = chosen_metrics(metrics=metrics, judge=judge, judge_max_tokens=judge_max_tokens, judge_seed=judge_seed)
+    rows = score_rows(questions=questions, retrieved=retrieved, generations=generations, metrics=chosen,
+                      max_context_triples=max_context_triples)
+    return rows, aggregate_rows(rows, chosen, max_context_triples=max_context_triples)
 
 
 RULES = (
@@ -465,7 +494,7 @@ def rescore_rows(rows: Sequence[dict]) -> dict[str, float | int | None]:
     return out
 
 
-def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict],
+def stage_metrics(*, questions: Sequence[dict], retrieved: Iterable[dict],
                   stage_ms: dict[str, Sequence[float] | None] | None = None) -> list[dict]:
     """Per-module retrieval metrics of multi-stage retrievers (the ``stages`` of a retrieved row's trace).
 
@@ -473,7 +502,8 @@ def stage_metrics(*, questions: Sequence[dict], retrieved: Sequence[dict],
     output nodes, mean output size and mean and median wall time (``ms_mean``, ``ms_median``; the median is
     robust to one-time model loads in the first question), averaged over questions with answer entities;
     ``llm_unparsed`` / ``llm_fallbacks``: LLM replies of the stage not used / fallbacks taken, summed.
-    Rows whose trace has no ``stages`` (single-shot retrievers) contribute nothing.
+    Rows whose trace has no ``stages`` (single-shot retrievers) contribute nothing. ``retrieved`` is read once,
+    in order (the evaluate stage streams it from retrieved.parquet).
 
     The wall times are run records, never in the trace: ``stage_ms`` maps a question id to its ``stage_ms``
     (the retrieve stage's ``data/timings/retrieve/questions.parquet``); without it each row's own
