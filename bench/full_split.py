@@ -22,6 +22,12 @@ intervals (``ci95`` of metrics.json).
     python bench/full_split.py --hops 1 --set generate.backend=openai \
         --set generate.openai.base_url=http://127.0.0.1:8123/v1 --set reason.method=answer     # ~13 minutes
     python bench/full_split.py --hops 2 --kill-resume 2000
+    python bench/full_split.py --hops 2 --workdir /work/fullsplit-2hop       # cut off? continue it with:
+    python bench/full_split.py --hops 2 --workdir /work/fullsplit-2hop --resume --no-sample
+
+A run cut off (a session's end, a SIGKILL) and continued with ``--resume`` recomputes no finished shard and
+repeats no stored LLM call; its stage seconds are the last part's, and ``question_seconds`` (the per-question run
+records, summed) gives the cost of all parts.
 """
 
 from __future__ import annotations
@@ -112,6 +118,28 @@ def one_run(work: Path, hops: int, sample: int, resume: bool, extra: list[str] =
            "answerable_fraction": m.get("answerable_fraction"), "failed": m.get("failed")}
     for stage in ("retrieve", "generate"):
         out[f"{stage}_questions_per_minute"] = round(n / stages[stage]["seconds"] * 60, 1)
+    out["question_seconds"] = question_seconds(work)
+    return out
+
+
+def question_seconds(work: Path) -> dict:
+    """Seconds spent on the questions themselves, summed from the per-question run records of retrieve and
+    generate (``data/timings/<stage>/questions.parquet``: each question's time as its shard measured it, kept in
+    the shard files), start-up left out; a run cut off and resumed (``--resume``) sums every part's, so its cost
+    per question is measured though no single process ran it all. ``llm_calls``: backend attempts of the
+    questions answered by this run (0 for answers from the call cache)."""
+    import pyarrow.parquet as pq
+
+    from kgrag import schema as S
+
+    out = {}
+    for stage, col in (("retrieve", S.RETRIEVE_MS), ("generate", S.GENERATE_MS)):
+        f = work / "data" / "timings" / stage / "questions.parquet"
+        if f.exists():
+            t = pq.read_table(f)
+            out[stage] = round(sum(x or 0.0 for x in t.column(col).to_pylist()) / 1000, 1)
+            if stage == "generate" and S.LLM_CALLS in t.column_names:
+                out["llm_calls"] = int(sum(x or 0 for x in t.column(S.LLM_CALLS).to_pylist()))
     return out
 
 
@@ -207,6 +235,10 @@ def main() -> None:
                 stage: round((full["stages"][stage]["seconds"] / full["questions"])
                              / (small["stages"][stage]["seconds"] / small["questions"]), 3)
                 for stage in ("retrieve", "generate", "evaluate", "report")}
+            qs_full, qs_small = full.get("question_seconds") or {}, small.get("question_seconds") or {}
+            entry["per_question_cost_ratio_answering"] = {  # start-up left out (the stages' per-question records)
+                stage: round((qs_full[stage] / full["questions"]) / (qs_small[stage] / small["questions"]), 3)
+                for stage in ("retrieve", "generate") if qs_full.get(stage) and qs_small.get(stage)}
         write_result(str(out_path), result)  # after each split: a cut-off bench keeps what it measured
 
 
