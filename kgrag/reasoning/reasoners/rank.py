@@ -48,30 +48,49 @@ class RankParams(BaseModel):
         "facts (GCR constrains answers to KG paths from the topic); 0 = every candidate; a question with none at "
         "that distance keeps them all. The question's hop count is never read here",
     )
+    calibrate: Literal["none", "labels", "all"] = Field(
+        "none", description="contextual calibration (Zhao et al. 2021): a candidate's score minus its score after "
+        "a content-free prompt (the same prompt with the question 'N/A' and no facts), so that a name or label the "
+        "model prefers whatever the input loses that head start; labels = label questions only (their "
+        "choices), all = entity candidates too; none = raw scores. One more scoring call per question (a label "
+        "task's content-free call is the same for every question: one call, then the call cache)",
+    )
+
+
+def candidate_score(lp: float, n: int, normalize: str) -> float:
+    """A candidate's score from its (sum of token log-probs, tokens): the sum, or the mean."""
+    return lp / n if normalize == "mean" and n > 0 else lp
 
 
 def rank_candidates(names: list[str], scores: list[tuple[float, int]], *, normalize: str,
-                    ids: dict[str, int] | None = None) -> list[tuple[str, float]]:
-    """(name, score) best first: score = sum or mean token log-prob, rounded to 4 decimals; ties broken by
+                    ids: dict[str, int] | None = None,
+                    content_free: list[tuple[float, int]] | None = None) -> list[tuple[str, float]]:
+    """(name, score) best first: score = sum or mean token log-prob, minus the same after the content-free
+    prompt when ``content_free`` is given (contextual calibration), rounded to 4 decimals; ties broken by
     entity id (by name for a name without id), so the order does not depend on float rounding.
 
     References
     ----------
     Luo et al., Graph-constrained Reasoning (GCR, 2024, arXiv 2410.13080), KG-constrained decoding: answers
     restricted to KG entities, ranked by the LLM's (length-normalized) log-likelihood.
+    Zhao et al., Calibrate Before Use: Improving Few-Shot Performance of Language Models (ICML 2021), section 5:
+    the label probabilities divided by those of a content-free input ("N/A"), i.e. ``log p(y | x) - log p(y |
+    N/A)`` in log space (their W = diag(p_cf)^-1, b = 0).
     """
     ids = ids or {}
     out = []
-    for name, (lp, n) in zip(names, scores):
-        s = lp / n if normalize == "mean" and n > 0 else lp
+    for j, (name, (lp, n)) in enumerate(zip(names, scores)):
+        s = candidate_score(lp, n, normalize)
+        if content_free is not None:
+            s -= candidate_score(*content_free[j], normalize)
         out.append((name, round(s, 4) if math.isfinite(s) else -1e9))
     return sorted(out, key=lambda x: (-x[1], ids.get(x[0], 1 << 62), x[0]))
 
 
-@REASONERS.register("rank", params=RankParams, version="4")
+@REASONERS.register("rank", params=RankParams, version="5")
 def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     """Score every candidate (context entity, or the question's ``choices`` for a label task) as the answer
-    after the ``answer`` reasoner's prompt; the answer is the ``top_k`` best joined by the separator, or with
+    after the ``answer`` reasoner's prompt (with ``calibrate``: minus its score after the content-free prompt); the answer is the ``top_k`` best joined by the separator, or with
     ``top_k: auto`` every candidate within ``margin`` of the best (one choice for a label task). No candidate: no call, empty answer. A failed scoring call: empty answer.
     """
     s = inp.sampling
@@ -87,6 +106,17 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
         trace["distance"] = params.distance
     if not names:
         return Reasoning(answer="", trace=trace)
+    content_free = None
+    if params.calibrate == "all" or (params.calibrate == "labels" and choices):
+        # the content-free prompt first, in its own step: a failed calibration call fails the question (the
+        # driver reads the last call), it never silently leaves the raw scores
+        cf = build_request(question="N/A", context="", temperature=s.temperature, top_p=s.top_p,
+                           max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices)
+        (crec,) = yield [replace(cf, continuations=tuple(names))]
+        content_free = scores_of(crec)
+        trace["calibrate"] = params.calibrate
+        if len(content_free) != len(names):
+            return Reasoning(answer="", trace=trace, unparseable=int(not crec.failed))
     (rec,) = yield [replace(req, continuations=tuple(names))]
     scores = scores_of(rec)
     if len(scores) != len(names):  # failed call (error in the trace), or a reply that is no score list
@@ -97,8 +127,11 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
             ids = {n: i for n in names for i in inp.kg.ids_of([n])}
         except Exception:
             ids = {}
-    ranked = rank_candidates(names, scores, normalize=params.normalize, ids=ids)
+    ranked = rank_candidates(names, scores, normalize=params.normalize, ids=ids, content_free=content_free)
     trace["top"] = [[n, sc] for n, sc in ranked[:10]]
+    if content_free is not None:  # each shown name's content-free score, what its score had taken off
+        cf_of = {n: round(candidate_score(*c, params.normalize), 4) for n, c in zip(names, content_free)}
+        trace["content_free"] = [[n, cf_of[n]] for n, _ in ranked[:10]]
     if choices:
         chosen = ranked[:1]
     elif params.top_k == "auto":
