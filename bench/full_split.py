@@ -229,6 +229,8 @@ def main() -> None:
             entry["sample_200"] = one_run(work, hops, 200, args.resume, args.sets)
             write_result(str(out_path), result)
         entry["full"] = one_run(work, hops, 0, args.resume, args.sets)
+        if args.resume:  # its stage seconds are this part's only: read question_seconds for the whole cost
+            entry["full"]["resumed"] = True
         full, small = entry["full"], entry.get("sample_200")
         if small:
             entry["per_question_cost_ratio"] = {
