@@ -40,7 +40,7 @@ def write_parquet(path: str | Path, table: pa.Table, row_group_size: int | None 
 
 
 def stream_parquet(path: str | Path, schema: pa.Schema, tables: Iterable[pa.Table],
-                   row_group_size: int = ROW_GROUP) -> int:
+                   row_group_size: int | None = ROW_GROUP) -> int:
     """Write the tables one after another into one Parquet file, atomically, holding one at a time.
 
     Each table is cast to ``schema`` (its columns selected by name, so a shard file's extra columns are left
@@ -102,21 +102,15 @@ def stream_tables(path: str | Path, tables: Iterable[pa.Table], row_group_size: 
         if not parts:
             raise ValueError(f"stream_tables: no table to write to {path}")
         schema = pa.unify_schemas(schemas, promote_options="permissive") if len(schemas) > 1 else schemas[0]
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        n = 0
-        with pq.ParquetWriter(tmp, schema) as w:
-            for part in parts:
-                t = read_arrow(part)
-                if t.schema != schema:  # a column another table has: nulls here; then the unified types
-                    for name in schema.names:
-                        if name not in t.column_names:
-                            t = t.append_column(name, pa.nulls(t.num_rows, schema.field(name).type))
-                    t = t.select(schema.names).cast(schema)
-                w.write_table(t, row_group_size=row_group_size)
-                n += t.num_rows
-                del t
-        os.replace(tmp, path)
-        return n
+
+        def conformed(part: Path) -> pa.Table:  # a column another table has: nulls here (stream_parquet casts)
+            t = read_arrow(part)
+            for name in schema.names:
+                if name not in t.column_names:
+                    t = t.append_column(name, pa.nulls(t.num_rows, schema.field(name).type))
+            return t
+
+        return stream_parquet(path, schema, (conformed(p) for p in parts), row_group_size=row_group_size)
     finally:
         shutil.rmtree(spill, ignore_errors=True)
 
@@ -139,8 +133,7 @@ class RowsById:
         self._done = False
 
     def take(self, keys: Sequence[Any]) -> list[dict]:
-        want = [k for k in keys if k not in self._held]
-        need = set(want)
+        need = {k for k in keys if k not in self._held}
         while need and not self._done:
             b = next(self._batches, None)
             if b is None:
