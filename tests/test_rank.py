@@ -184,6 +184,18 @@ def test_failed_scoring_gives_an_empty_answer():
     assert res.answer == "" and recs[0].failed and "ScoringUnsupported" in recs[0].reply.error
 
 
+def test_one_candidate_is_the_answer_without_a_call():
+    """A question with one candidate has no choice for the LLM to make: every setting would output it, so no
+    scoring call is made (none recorded, none cached, the backend never asked); with two, the call is made."""
+    q = Question("q1", "who directed the movies starred by [Al Pacino]", topic_ids=())
+    for params in (RankParams(), RankParams(top_k=1), RankParams(calibrate="all")):
+        res, recs, b = _run(q, params, {"Michael Mann": -30.0}, proposed=("Michael Mann", "Nobody"))
+        assert res.answer == "Michael Mann" and recs == [] and b.requests == []
+        assert res.trace["candidates"] == 1 and res.trace["top"] == [["Michael Mann", None]]
+    res, recs, b = _run(q, RankParams(), {"Michael Mann": -30.0}, proposed=("Michael Mann", "Martin Scorsese"))
+    assert len(recs) == 1 and b.requests[0].continuations == ("Michael Mann", "Martin Scorsese")
+
+
 # --- real SmolLM2 -------------------------------------------------------------------------------------------
 
 def _direct_scores(path, prompt, conts):

@@ -213,18 +213,23 @@ def test_sigkilled_default_generate_resumes_without_repeating_a_scoring_call(sha
     project = shared_project
     out = project / "data" / "generate" / "generations.parquet"
     reference = out.read_bytes()  # the uninterrupted run's (shared_project: as dvc.lock says)
+    import pyarrow.parquet as pq
+
+    # rank makes one scoring call per question with a choice to make (2+ candidates), none for one candidate
+    calls = sum(json.loads(t)["candidates"] >= 2 for t in pq.read_table(out, columns=[S.TRACE]).column(0).to_pylist())
+    assert calls >= 5, f"the e2e sample needs questions with a choice for a kill mid-run: {calls}"
     with own_kgrag_cache(project) as db:
         proc = _stage(project, [])
-        # rank makes one scoring call per question, seconds apart: stop after the first few are stored
+        # the calls come seconds apart: stop after the first few are stored
         _wait_for("3 stored scoring calls", lambda: len(_calls(db)) >= 3, proc)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         stored = _calls(db)
-        assert 3 <= len(stored) < E2E_SAMPLE, f"the kill must land mid-run: {len(stored)} calls stored"
+        assert 3 <= len(stored) < calls, f"the kill must land mid-run: {len(stored)} of {calls} calls stored"
         run([sys.executable, "-m", "stages.generate"], project)
         after = _calls(db)
         assert {k: t for k, t in after.items() if k in stored} == stored  # no stored call made again
-        assert len(after) == E2E_SAMPLE  # and every other question's call made once
+        assert len(after) == calls  # and every other question's call made once
     assert out.read_bytes() == reference
 
 

@@ -87,11 +87,13 @@ def rank_candidates(names: list[str], scores: list[tuple[float, int]], *, normal
     return sorted(out, key=lambda x: (-x[1], ids.get(x[0], 1 << 62), x[0]))
 
 
-@REASONERS.register("rank", params=RankParams, version="5")
+@REASONERS.register("rank", params=RankParams, version="6")
 def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     """Score every candidate (context entity, or the question's ``choices`` for a label task) as the answer
     after the ``answer`` reasoner's prompt (with ``calibrate``: minus its score after the content-free prompt); the answer is the ``top_k`` best joined by the separator, or with
-    ``top_k: auto`` every candidate within ``margin`` of the best (one choice for a label task). No candidate: no call, empty answer. A failed scoring call: empty answer.
+    ``top_k: auto`` every candidate within ``margin`` of the best (one choice for a label task). No candidate: no call, empty answer. One candidate: no call, it
+    is the answer (whatever the score, every setting outputs it; its trace score is None). A failed scoring call:
+    empty answer.
     """
     s = inp.sampling
     choices = inp.question.choices
@@ -106,6 +108,9 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
         trace["distance"] = params.distance
     if not names:
         return Reasoning(answer="", trace=trace)
+    if len(names) == 1:  # no choice to make: no call (every setting outputs the one candidate); no score traced
+        trace["top"] = [[names[0], None]]
+        return Reasoning(answer=names[0], trace=trace)
     content_free = None
     if params.calibrate == "all" or (params.calibrate == "labels" and choices):
         # the content-free prompt first, in its own step: a failed calibration call fails the question (the
