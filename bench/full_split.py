@@ -14,8 +14,9 @@ were repeated (backend attempts of the resumed run minus the calls it added to t
 
 Writes ``reports/bench/full_split.json`` (merged per split: one split can be run at a time) with, per split:
 questions, wall seconds and peak RSS per stage, questions per minute of retrieve / generate at 200 and at the
-full split and their per-question cost ratio, and Hit@1, Hit, F1 and retrieval recall with seeded bootstrap 95%
-intervals (``ci95`` of metrics.json).
+full split and their per-question cost ratio, where generate's time goes (``generate_cost``: seconds by
+candidates scored), and Hit@1, Hit, F1 and retrieval recall with seeded bootstrap 95% intervals (``ci95`` of
+metrics.json).
 
     python bench/full_split.py --hops 1              # default params: rank generate ~27 q/min on 1-hop (~6 h)
     python -m tests.fault_server --port 8123 &       # the LLM replaced by a no-LLM baseline (first triple's tail):
@@ -24,6 +25,7 @@ intervals (``ci95`` of metrics.json).
     python bench/full_split.py --hops 2 --kill-resume 2000
     python bench/full_split.py --hops 2 --workdir /work/fullsplit-2hop       # cut off? continue it with:
     python bench/full_split.py --hops 2 --workdir /work/fullsplit-2hop --resume --no-sample
+    python bench/full_split.py --hops 1 --workdir /work/fullsplit-1hop --cost-only   # generate_cost, ratios only
 
 A run cut off (a session's end, a SIGKILL) and continued with ``--resume`` recomputes no finished shard and
 repeats no stored LLM call; its stage seconds are the last part's, and ``question_seconds`` (the per-question run
@@ -143,6 +145,66 @@ def question_seconds(work: Path) -> dict:
     return out
 
 
+#: candidate-count buckets of :func:`generate_cost`: (label, lowest, highest)
+CANDIDATE_BUCKETS = (("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3-5", 3, 5), ("6-9", 6, 9), ("10-19", 10, 19),
+                     ("20-49", 20, 49), ("50+", 50, 1 << 30))
+
+
+def generate_cost(work: Path) -> dict | None:
+    """Where generate's time goes, from the work copy's outputs: each answered question's ``generate_ms`` (its run
+    record, answers from the call cache left out) by the number of candidates ``rank`` scored (its trace), with its
+    tokens (prompt + candidates, ``tokens_in``). ``rank`` evaluates the prompt on ``n_threads`` and the candidates
+    in per-sequence KV streams on one thread (kgrag/llm/backends/llamacpp_engine.py), so a question's cost grows
+    with its candidates. None without records or traces of ``rank``."""
+    import pyarrow.parquet as pq
+
+    from kgrag import schema as S
+
+    gen = work / "data" / "generate" / "generations.parquet"
+    rec = work / "data" / "timings" / "generate" / "questions.parquet"
+    if not (gen.exists() and rec.exists()):
+        return None
+    ms = {r[S.QUESTION_ID]: r for r in pq.read_table(rec, columns=[S.QUESTION_ID, S.GENERATE_MS, S.CACHED])
+          .to_pylist() if not r[S.CACHED] and r[S.GENERATE_MS] is not None}
+    rows = []
+    for r in pq.read_table(gen, columns=[S.QUESTION_ID, S.TOKENS_IN, S.TRACE]).to_pylist():
+        trace = json.loads(r[S.TRACE] or "{}")
+        if r[S.QUESTION_ID] in ms and trace.get("reasoner") == "rank":
+            rows.append((int(trace.get("candidates", 0)), r[S.TOKENS_IN] or 0, ms[r[S.QUESTION_ID]][S.GENERATE_MS]))
+    if not rows:
+        return None
+    total = sum(m for _, _, m in rows)
+    buckets = []  # a list: the buckets in order
+    for label, lo, hi in CANDIDATE_BUCKETS:
+        sel = [(t, m) for c, t, m in rows if lo <= c <= hi]
+        if sel:
+            buckets.append({"candidates": label, "questions": len(sel),
+                            "tokens_in_mean": round(sum(t for t, _ in sel) / len(sel), 1),
+                            "ms_mean": round(sum(m for _, m in sel) / len(sel), 1),
+                            "time_share": round(sum(m for _, m in sel) / total, 4)})
+    return {"questions": len(rows), "seconds": round(total / 1000, 1),
+            "candidates_mean": round(sum(c for c, _, _ in rows) / len(rows), 2),
+            "tokens_in_mean": round(sum(t for _, t, _ in rows) / len(rows), 1), "by_candidates": buckets}
+
+
+def derive(entry: dict) -> None:
+    """The entry's per-question cost ratios, whole split / 200 questions: ``per_question_cost_ratio`` from stage
+    wall times (start-up included; left out for a resumed whole split, whose stage seconds are its last part's)
+    and ``per_question_cost_ratio_answering`` from the per-question records (start-up left out; every part's)."""
+    full, small = entry.get("full"), entry.get("sample_200")
+    if not (full and small):
+        return
+    entry.pop("per_question_cost_ratio", None)
+    stages = ("evaluate", "report") if full.get("resumed") else ("retrieve", "generate", "evaluate", "report")
+    entry["per_question_cost_ratio"] = {
+        stage: round((full["stages"][stage]["seconds"] / full["questions"])
+                     / (small["stages"][stage]["seconds"] / small["questions"]), 3) for stage in stages}
+    qs_full, qs_small = full.get("question_seconds") or {}, small.get("question_seconds") or {}
+    entry["per_question_cost_ratio_answering"] = {
+        stage: round((qs_full[stage] / full["questions"]) / (qs_small[stage] / small["questions"]), 3)
+        for stage in ("retrieve", "generate") if qs_full.get(stage) and qs_small.get(stage)}
+
+
 def kill_resume(work: Path, hops: int, n: int, extra: list[str] = ()) -> dict:
     """SIGKILL generate on ``n`` questions about half-way (by shard files written), then run it again."""
     sets = [f"data.hops={hops}", f"data.sample={n}", *extra]
@@ -209,6 +271,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
                     help="a params override for every run (repeatable), e.g. reason.rank.max_candidates=1; the "
                          "split's entry then goes under 'hops-hop KEY=VALUE'")
+    ap.add_argument("--cost-only", action="store_true",
+                    help="only read the work copy's finished whole split: its generate_cost (time by candidates "
+                         "scored) and the entry's cost ratios")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     work = workcopy(Path(args.workdir))
@@ -217,6 +282,12 @@ def main() -> None:
     result.pop("machine", None), result.pop("load", None), result.pop("load_warning", None)
     result["note"] = ("default params, MetaQA test files, stage by stage in a work copy; seconds and peak RSS of "
                       "each stage process (/usr/bin/time); intervals: seeded bootstrap 95% (metrics.json ci95)")
+    if args.cost_only:  # a finished whole split's work copy: where its generate time went, ratios re-derived
+        entry = result["splits"][entry_key(args.hops[0], args.sets)]
+        entry["full"]["generate_cost"] = generate_cost(work)
+        derive(entry)
+        write_result(str(out_path), result)
+        return
     if args.kill_resume:
         result.setdefault("kill_resume", {})[entry_key(args.hops[0], args.sets)] = kill_resume(work, args.hops[0], args.kill_resume, args.sets)
         write_result(str(out_path), result)
@@ -231,16 +302,8 @@ def main() -> None:
         entry["full"] = one_run(work, hops, 0, args.resume, args.sets)
         if args.resume:  # its stage seconds are this part's only: read question_seconds for the whole cost
             entry["full"]["resumed"] = True
-        full, small = entry["full"], entry.get("sample_200")
-        if small:
-            entry["per_question_cost_ratio"] = {
-                stage: round((full["stages"][stage]["seconds"] / full["questions"])
-                             / (small["stages"][stage]["seconds"] / small["questions"]), 3)
-                for stage in ("retrieve", "generate", "evaluate", "report")}
-            qs_full, qs_small = full.get("question_seconds") or {}, small.get("question_seconds") or {}
-            entry["per_question_cost_ratio_answering"] = {  # start-up left out (the stages' per-question records)
-                stage: round((qs_full[stage] / full["questions"]) / (qs_small[stage] / small["questions"]), 3)
-                for stage in ("retrieve", "generate") if qs_full.get(stage) and qs_small.get(stage)}
+        entry["full"]["generate_cost"] = generate_cost(work)
+        derive(entry)
         write_result(str(out_path), result)  # after each split: a cut-off bench keeps what it measured
 
 

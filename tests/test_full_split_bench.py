@@ -1,0 +1,57 @@
+"""bench/full_split.py's own arithmetic: where generate's time goes (``generate_cost``) and the cost ratios of a
+whole split against its 200-question sample (``derive``), on a hand-made work copy."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bench.full_split import derive, generate_cost
+from kgrag import schema as S
+
+
+def _work(tmp_path, rows):
+    """rows: (question id, candidates, tokens_in, generate_ms, cached)."""
+    (tmp_path / "data" / "generate").mkdir(parents=True)
+    (tmp_path / "data" / "timings" / "generate").mkdir(parents=True)
+    pq.write_table(pa.table({
+        S.QUESTION_ID: [r[0] for r in rows], S.TOKENS_IN: [r[2] for r in rows],
+        S.TRACE: [json.dumps({"reasoner": "rank", "candidates": r[1]}) for r in rows]}),
+        tmp_path / "data" / "generate" / "generations.parquet")
+    pq.write_table(pa.table({
+        S.QUESTION_ID: [r[0] for r in rows], S.GENERATE_MS: [r[3] for r in rows], S.CACHED: [r[4] for r in rows]}),
+        tmp_path / "data" / "timings" / "generate" / "questions.parquet")
+    return tmp_path
+
+
+def test_generate_cost_buckets_by_candidates_and_leaves_cached_answers_out(tmp_path):
+    work = _work(tmp_path, [("a", 1, 100, 100.0, 0), ("b", 1, 120, 100.0, 0), ("c", 4, 200, 300.0, 0),
+                            ("d", 25, 800, 1500.0, 0), ("e", 25, 800, 9.0, 1)])  # e: from the call cache
+    got = generate_cost(work)
+    assert got["questions"] == 4 and got["seconds"] == 2.0 and got["candidates_mean"] == 7.75
+    assert [(b["candidates"], b["questions"], b["ms_mean"], b["time_share"]) for b in got["by_candidates"]] == [
+        ("1", 2, 100.0, 0.1), ("3-5", 1, 300.0, 0.15), ("20-49", 1, 1500.0, 0.75)]
+    assert got["by_candidates"][0]["tokens_in_mean"] == 110.0
+    assert generate_cost(tmp_path / "nothing") is None
+
+
+def _run(q, gen_s, rep_s, qs_gen, resumed=False):
+    stages = {s: {"seconds": v} for s, v in (("retrieve", 10.0), ("generate", gen_s), ("evaluate", 1.0),
+                                             ("report", rep_s))}
+    return {"questions": q, "stages": stages, "question_seconds": {"generate": qs_gen},
+            **({"resumed": True} if resumed else {})}
+
+
+def test_derive_leaves_a_resumed_splits_partial_stage_seconds_out():
+    entry = {"sample_200": _run(200, 100.0, 2.0, 90.0), "full": _run(20000, 5000.0, 20.0, 8100.0)}
+    derive(entry)
+    assert entry["per_question_cost_ratio"]["generate"] == 0.5  # (5000 / 20000) / (100 / 200)
+    assert entry["per_question_cost_ratio_answering"] == {"generate": 0.9}
+    entry["full"]["resumed"] = True  # its generate seconds are its last part's only
+    derive(entry)
+    assert set(entry["per_question_cost_ratio"]) == {"evaluate", "report"}
+    assert entry["per_question_cost_ratio"]["report"] == pytest.approx(0.1)
+    assert entry["per_question_cost_ratio_answering"] == {"generate": 0.9}
