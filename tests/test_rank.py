@@ -191,7 +191,7 @@ def test_one_candidate_is_the_answer_without_a_call():
     for params in (RankParams(), RankParams(top_k=1), RankParams(calibrate="all")):
         res, recs, b = _run(q, params, {"Michael Mann": -30.0}, proposed=("Michael Mann", "Nobody"))
         assert res.answer == "Michael Mann" and recs == [] and b.requests == []
-        assert res.trace["candidates"] == 1 and res.trace["top"] == [["Michael Mann", None]]
+        assert res.trace["candidates"] == 1 and res.trace["top"] == [["Michael Mann", None]] and res.trace["no_call"]
     res, recs, b = _run(q, RankParams(), {"Michael Mann": -30.0}, proposed=("Michael Mann", "Martin Scorsese"))
     assert len(recs) == 1 and b.requests[0].continuations == ("Michael Mann", "Martin Scorsese")
 

@@ -109,7 +109,7 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     if not names:
         return Reasoning(answer="", trace=trace)
     if len(names) == 1:  # no choice to make: no call (every setting outputs the one candidate); no score traced
-        trace["top"] = [[names[0], None]]
+        trace["top"], trace["no_call"] = [[names[0], None]], "one candidate: it is the answer, no score needed"
         return Reasoning(answer=names[0], trace=trace)
     content_free = None
     if params.calibrate == "all" or (params.calibrate == "labels" and choices):
