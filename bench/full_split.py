@@ -194,7 +194,6 @@ def derive(entry: dict) -> None:
     full, small = entry.get("full"), entry.get("sample_200")
     if not (full and small):
         return
-    entry.pop("per_question_cost_ratio", None)
     stages = ("evaluate", "report") if full.get("resumed") else ("retrieve", "generate", "evaluate", "report")
     entry["per_question_cost_ratio"] = {
         stage: round((full["stages"][stage]["seconds"] / full["questions"])
