@@ -30,6 +30,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     },
     "textualizer": {
         "csv": "kgrag.llm.textualize",
+        "grouped": "kgrag.llm.textualize",
         "none": "kgrag.llm.textualize",
         "triples": "kgrag.llm.textualize",
     },

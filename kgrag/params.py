@@ -312,8 +312,8 @@ class GenerateParams(ModuleSection):
     _section = "generate"
     backend: str = "llamacpp"
     context: str = Field(
-        "triples", description="textualizer of the prompt's context (`kgrag modules`: triples text, G-Retriever's "
-        "CSV, none)"
+        "triples", description="textualizer of the prompt's context (`kgrag modules`: triples text, grouped (one "
+        "line per head and relation), G-Retriever's CSV, none)"
     )
     max_context_triples: int = Field(60, ge=0, description="triples kept in the prompt (highest-scored first)")
     few_shot: bool = Field(True, description="show one worked example (answer format) before the question")

@@ -25,6 +25,18 @@ def test_request_and_context():
     assert csv.startswith("node_id,node_attr\n0,a\n1,b\n2,c") and "src,edge_attr,dst\n0,r,1\n1,r,2" in csv
 
 
+def test_grouped_context_keeps_every_fact_in_fewer_lines():
+    t = [("Heat", "starred_actors", "Al Pacino"), ("Heat", "directed_by", "Michael Mann"),
+         ("Heat", "starred_actors", "Robert De Niro"), ("Heat", "starred_actors", "Al Pacino"),
+         ("Ronin", "starred_actors", "Robert De Niro")]
+    text = context_text(t, form="grouped", max_triples=60)
+    assert text.splitlines() == ["(Heat, starred_actors, Al Pacino; Robert De Niro)",
+                                 "(Heat, directed_by, Michael Mann)", "(Ronin, starred_actors, Robert De Niro)"]
+    # every triple of the first max_triples is in the text once, and none past it
+    assert context_text(t, form="grouped", max_triples=1) == "(Heat, starred_actors, Al Pacino)"
+    assert len(text) < len(context_text(t, form="triples", max_triples=60))
+
+
 def test_scores():
     s = answer_scores(prediction="The Heat | Collateral", predicted=["The Heat", "Collateral"], gold=["Heat"])
     assert s["hit_at_1"] == 1.0 and s["hit_any"] == 1.0 and s["em"] == 0.0

@@ -40,6 +40,28 @@ def csv_text(triples: Sequence[tuple[str, str, str]]) -> str:
     return f"node_id,node_attr\n{nodes}\n\nsrc,edge_attr,dst\n{edges}"
 
 
+@TEXTUALIZERS.register("grouped")
+def grouped_text(triples: Sequence[tuple[str, str, str]]) -> str:
+    """The ``triples`` form with the triples of one head and relation on one line: ``(head, relation, tail1;
+    tail2)``, lines in the order of each pair's first triple (retrieval order), tails in retrieval order.
+
+    The same facts as ``triples`` in fewer prompt tokens (a head's repeated name and relation are written once):
+    a hub's neighbourhood, as in multi-hop MetaQA contexts, shrinks most. Prompt evaluation is most of a scoring
+    call's time on CPU (reports/bench/score_profile.json), so fewer tokens are a faster call.
+
+    References
+    ----------
+    Liang et al., FastToG (2024), section "Community-to-Text": Triple-to-Text, a rule-based script from a
+    community's triples to text; this is such a rule, written per (head, relation).
+    """
+    lines: dict[tuple[str, str], list[str]] = {}
+    for h, r, t in triples:
+        tails = lines.setdefault((h, r), [])
+        if t not in tails:
+            tails.append(t)
+    return "\n".join(f"({h}, {r}, {'; '.join(ts)})" for (h, r), ts in lines.items())
+
+
 @TEXTUALIZERS.register("none")
 def no_text(triples: Sequence[tuple[str, str, str]]) -> str:
     """No graph context (the LLM answers from the question alone)."""
