@@ -85,6 +85,23 @@ def test_context_entities_from_triples_and_csv():
     assert context_entities("") == []
 
 
+def test_grouped_context_reads_back_as_the_triples_context():
+    """Agreement: the ``grouped`` form (a line per head and relation) yields the same entities, pairs and
+    distances as the ``triples`` form of the same triples, so rank's candidates do not depend on the form."""
+    from kgrag.llm.constrain import context_distances
+    from kgrag.llm.textualize import grouped_text
+
+    triples = [("Heat", "starred_actors", "Al Pacino"), ("Heat", "directed_by", "Michael Mann"),
+               ("Heat", "starred_actors", "Robert De Niro"), ("The Irishman", "starred_actors", "Al Pacino"),
+               ("Crosby, Stills, Nash & Young", "starred_actors", "Neil Young, Jr."),
+               ("Crosby, Stills, Nash & Young", "starred_actors", "Al Pacino")]
+    g, t = grouped_text(triples), triples_text(triples)
+    assert len(g.splitlines()) == 4
+    for kg in (_KG(), None):
+        assert sorted(context_entities(g, kg)) == sorted(context_entities(t, kg))
+        assert context_distances(g, {"Michael Mann"}, kg) == context_distances(t, {"Michael Mann"}, kg)
+
+
 def test_openai_body_carries_constraint_for_both_servers():
     b = OpenAIBackend(OpenAIParams())
     r = LLMRequest(messages=(("user", "q"),))

@@ -30,7 +30,7 @@ def test_grouped_context_keeps_every_fact_in_fewer_lines():
          ("Heat", "starred_actors", "Robert De Niro"), ("Heat", "starred_actors", "Al Pacino"),
          ("Ronin", "starred_actors", "Robert De Niro")]
     text = context_text(t, form="grouped", max_triples=60)
-    assert text.splitlines() == ["(Heat, starred_actors, Al Pacino; Robert De Niro)",
+    assert text.splitlines() == ["(Heat, starred_actors, Al Pacino | Robert De Niro)",
                                  "(Heat, directed_by, Michael Mann)", "(Ronin, starred_actors, Robert De Niro)"]
     # every triple of the first max_triples is in the text once, and none past it
     assert context_text(t, form="grouped", max_triples=1) == "(Heat, starred_actors, Al Pacino)"

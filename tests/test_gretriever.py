@@ -142,7 +142,7 @@ def test_graph_arrays_follow_the_textualized_node_table(splits, embed):
     assert empty.num_nodes == 0 and empty.edge_index.shape == (2, 0)
 
 
-@pytest.mark.parametrize("form", ["csv", "triples"])
+@pytest.mark.parametrize("form", ["csv", "triples", "grouped"])
 def test_parse_prompt_inverts_build_request(splits, form):
     from kgrag.llm.prompts import build_request, clean_question, context_text
 
@@ -152,7 +152,11 @@ def test_parse_prompt_inverts_build_request(splits, form):
                             choices=ex.choices)
         question, triples = D.parse_prompt(req.messages[-1][1])
         assert question == clean_question(ex.question)
-        assert triples == list(ex.triples)
+        if form == "grouped":  # a line per (head, relation): the same triples, grouped and deduplicated
+            assert sorted(set(triples)) == sorted(set(ex.triples)) and len(ctx) <= len(
+                context_text(list(ex.triples), form="triples", max_triples=60))
+        else:
+            assert triples == list(ex.triples)
     req = build_request(question="who directed [Heat]", context="", temperature=0.0, top_p=1.0, max_tokens=8, seed=0)
     assert D.parse_prompt(req.messages[-1][1]) == ("who directed Heat", [])
 

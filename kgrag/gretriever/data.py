@@ -121,7 +121,8 @@ def parse_prompt(user: str) -> tuple[str, list[Triple]]:
 
 
 def parse_context(context: str) -> list[Triple]:
-    """Triples of a textualized context: G-Retriever CSV tables, or ``(h, r, t)`` lines."""
+    """Triples of a textualized context: G-Retriever CSV tables, ``(h, r, t)`` lines, or ``grouped`` lines
+    ``(h, r, t1 | t2)``."""
     context = context.strip()
     if not context:
         return []
@@ -149,7 +150,7 @@ def parse_context(context: str) -> list[Triple]:
         if ", " in mid:  # ambiguous: the relation is taken as the middle part's last piece
             extra, mid = mid.rsplit(", ", 1)
             head = f"{head}, {extra}"
-        out.append((head, mid, tail))
+        out.extend((head, mid, t) for t in tail.split(" | "))  # a ``grouped`` line: a triple per tail
     return out
 
 

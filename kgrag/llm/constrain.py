@@ -148,8 +148,9 @@ def _split_triple(body: str, relations: set[str]) -> tuple[str, str, str] | None
 
 
 def _context_pairs(text: str, kg: KGView = None) -> list[tuple[str, str]]:
-    """(head, tail) names of a ``triples``-form context's ``(head, relation, tail)`` lines, in order; ``kg``
-    resolves names that contain ", " through its relation names."""
+    """(head, tail) names of a ``triples``-form context's ``(head, relation, tail)`` lines, in order (a
+    ``grouped``-form line ``(head, relation, tail1 | tail2)`` gives a pair per tail); ``kg`` resolves names that
+    contain ", " through its relation names."""
     relations: set[str] = set()
     if kg is not None and getattr(kg, "relation_names", None) is not None:
         relations = {str(r) for r in kg.relation_names if r is not None}
@@ -158,7 +159,7 @@ def _context_pairs(text: str, kg: KGView = None) -> list[tuple[str, str]]:
         m = _TRIPLE.match(line)
         t = _split_triple(m.group(1), relations) if m else None
         if t is not None:
-            pairs.append((t[0].strip(), t[2].strip()))
+            pairs.extend((t[0].strip(), tail.strip()) for tail in t[2].split(" | "))
     return pairs
 
 

@@ -42,8 +42,11 @@ def csv_text(triples: Sequence[tuple[str, str, str]]) -> str:
 
 @TEXTUALIZERS.register("grouped")
 def grouped_text(triples: Sequence[tuple[str, str, str]]) -> str:
-    """The ``triples`` form with the triples of one head and relation on one line: ``(head, relation, tail1;
+    """The ``triples`` form with the triples of one head and relation on one line: ``(head, relation, tail1 |
     tail2)``, lines in the order of each pair's first triple (retrieval order), tails in retrieval order.
+
+    Tails are joined by `` | ``, the answer separator, which no entity name may hold (answers are split on it);
+    ``kgrag.llm.constrain.context_entities`` reads the tails back, so ``rank``'s candidates are the same set.
 
     The same facts as ``triples`` in fewer prompt tokens (a head's repeated name and relation are written once):
     a hub's neighbourhood, as in multi-hop MetaQA contexts, shrinks most. Prompt evaluation is most of a scoring
@@ -59,7 +62,7 @@ def grouped_text(triples: Sequence[tuple[str, str, str]]) -> str:
         tails = lines.setdefault((h, r), [])
         if t not in tails:
             tails.append(t)
-    return "\n".join(f"({h}, {r}, {'; '.join(ts)})" for (h, r), ts in lines.items())
+    return "\n".join(f"({h}, {r}, {' | '.join(ts)})" for (h, r), ts in lines.items())
 
 
 @TEXTUALIZERS.register("none")
