@@ -71,8 +71,9 @@ def test_tog_scored_pruning_and_rank_answer(gkg):
     b = ScriptedScores(prefer("directed_by", "Film A", answer={"Dir X": -0.5}))
     res, calls = run(gkg, b, width=1, depth=2, decide="score", answer="rank")
     d1, d2 = res.trace["depths"]
-    # the option's score is the mean over its tokens (score_normalize mean): -5.0 over 2 tokens
-    assert d1["relations"]["scores"] == [["(?, starred_actors, Actor P)", -2.5]]
+    # one relation option with W = 1: nothing to choose, so no call and no score
+    assert d1["relations"]["chosen"] == ["(?, starred_actors, Actor P)"] and "scores" not in d1["relations"]
+    assert d1["relations"]["no_call"]
     assert d1["entities"]["chosen"] == ["(Film A, starred_actors, Actor P)"]
     ents = dict(map(tuple, d1["entities"]["scores"]))
     assert ents["(Film A, starred_actors, Actor P)"] > ents["(Film B, starred_actors, Actor P)"]
@@ -82,8 +83,11 @@ def test_tog_scored_pruning_and_rank_answer(gkg):
     assert d2["reasoning"]["enough"] is True
     assert res.answer == "Dir X" and res.depth == 2 and res.unparseable == 0
     assert res.trace["answer_from"] == "rank" and res.trace["rank_top"] == [["Dir X", -0.5]]
-    # every decision was a scoring call: 2 per depth + 2 checks + rank = 7 <= 3 D + 1
-    assert len(calls) == 7 and all(r.continuations for r in b.requests)
+    # every decision with a choice was a scoring call: depth 1's entities + 2 checks + rank = 4 <= 3 D + 1 (the
+    # relation decisions and depth 2's entities had one option each)
+    assert len(calls) == 4 and all(r.continuations for r in b.requests)
+    # the option's score is the mean over its tokens (score_normalize mean): -5.0 over 2 tokens
+    assert ents["(Film B, starred_actors, Actor P)"] == -2.5
     # rank's call is the answer prompt over the chain's facts
     assert "(Film A, directed_by, Dir X)" in user(b.requests[-1]) and b.requests[-1].continuations == ("Dir X",)
 
@@ -93,7 +97,9 @@ def test_tog_scored_pruning_keeps_the_width_best(gkg):
     b = ScriptedScores(prefer("directed_by", "Film B", "Film A", answer={"Dir X": -2.0, "Dir Y": -1.0}))
     res, _ = run(gkg, b, width=2, depth=2, decide="score", answer="rank", margin=0.0)
     d1, d2 = res.trace["depths"]
-    assert d1["entities"]["chosen"] == ["(Film B, starred_actors, Actor P)", "(Film A, starred_actors, Actor P)"]
+    # two films, W = 2: both kept without a call
+    assert sorted(d1["entities"]["chosen"]) == ["(Film A, starred_actors, Actor P)", "(Film B, starred_actors, Actor P)"]
+    assert d1["entities"]["no_call"]
     assert sorted(d2["relations"]["chosen"]) == ["(Film A, directed_by, ?)", "(Film B, directed_by, ?)"]
     assert res.answer == "Dir Y"
     res2, _ = run(gkg, b, width=2, depth=2, decide="score", answer="rank", margin=1.5)
@@ -106,7 +112,7 @@ def test_tog_rank_at_max_depth_and_generated_answer_with_scored_pruning(gkg):
     b = ScriptedScores(prefer("directed_by", "Film A", enough_at=("nothing",), answer={"Dir X": -0.1}))
     res, calls = run(gkg, b, width=1, depth=2, decide="score", answer="rank")
     assert res.trace["stop"] == "max_depth" and res.answer == "Dir X" and res.fallback is None
-    assert len(calls) == 7
+    assert len(calls) == 4  # depth 1's entities, 2 checks, rank (single-option decisions take no call)
 
     def text(req):
         return "Answer: Dir X" if "directed_by" in user(req) else "Answer: Unknown"
@@ -114,19 +120,20 @@ def test_tog_rank_at_max_depth_and_generated_answer_with_scored_pruning(gkg):
     res, calls = run(gkg, g, width=1, depth=2, decide="score", answer="generate")
     assert res.answer == "Dir X" and res.trace["stop"] == "answered"
     kinds = ["score" if r.continuations else "text" for r in g.requests]
-    assert kinds == ["score", "score", "text", "score", "score", "text"]
+    assert kinds == ["score", "text", "text"]  # depth 1's entities scored; each depth's reasoning generated
 
 
 def test_tog_stop_rank_answers_with_the_best_scored_depth(gkg):
     """stop: rank: rank's call after every depth over the chains' ends; the depth whose best name scores highest
-    answers (here depth 1's Film A at -0.5 beats depth 2's Dir X at -1.0), 3 calls a depth, no check call."""
+    answers (here depth 1's Film A at -0.5 beats depth 2's Dir X at -1.0), no check call (rank at each depth,
+    depth 1's entity decision; the others have one option)."""
     b = ScriptedScores(prefer("directed_by", "Film A", answer={"Film A": -0.5, "Dir X": -1.0}))
     res, calls = run(gkg, b, width=1, depth=2, decide="score", answer="rank", stop="rank")
     d1, d2 = res.trace["depths"]
     assert d1["reasoning"] == {"rank_top": [["Film A", -0.5]]}
     assert d2["reasoning"] == {"rank_top": [["Dir X", -1.0]]}
     assert res.answer == "Film A" and res.depth == 1 and res.trace["answer_depth"] == 1
-    assert len(calls) == 6 and not any(tuple(r.continuations) == ENOUGH_OPTIONS for r in b.requests)
+    assert len(calls) == 3 and not any(tuple(r.continuations) == ENOUGH_OPTIONS for r in b.requests)
     b = ScriptedScores(prefer("directed_by", "Film A", answer={"Film A": -3.0, "Dir X": -1.0}))
     res, _ = run(gkg, b, width=1, depth=2, decide="score", answer="rank", stop="rank")
     assert res.answer == "Dir X" and res.depth == 2
@@ -163,11 +170,15 @@ def test_tog_score_with_real_smollm2(gkg):
     entry = REASONERS.get("tog")
     q = Question("g1", QUESTION, gkg.ids_of(["Actor P"]))
     job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, sampling=Sampling()),
-                     params=entry.params(width=2, depth=2, decide="score", answer="rank"))
+                     params=entry.params(width=1, depth=2, decide="score", answer="rank"))
     ((res, calls),) = run_batched(jobs=[job], client=client)
+    scored = 0
     for d in res.trace["depths"]:
         for step in ("relations", "entities"):
-            assert all(isinstance(s, float) and s < 0 for _, s in d[step]["scores"])
+            assert ("scores" in d[step]) != bool(d[step].get("no_call"))  # scored, or no choice to make
+            assert all(isinstance(s, float) and s < 0 for _, s in d[step].get("scores", []))
+            scored += "scores" in d[step]
+    assert scored >= 1
     assert res.answer and set(res.answer.split(" | ")) <= {"Dir X", "Dir Y", "Film A", "Film B", "City Q"}
     assert len(calls) <= 3 * 2 + 1 and not any(c.failed for c in calls)
     json.dumps(res.trace)  # the trace is JSON (generations.parquet stores it)

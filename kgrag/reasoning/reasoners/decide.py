@@ -12,6 +12,12 @@ each option *as the reply* with the backend's log-likelihood primitive (``LLMReq
 options). The best option, or the best k, is taken; nothing is parsed, so nothing is unparseable. Every option's
 score is written to the trace.
 
+``demos: k`` (with ``decide: score``) shows the relation-path decisions ``k`` labelled questions took: the
+nearest training questions of a learnt relation-path plan (``relplan`` stage, the one relpath votes with), each
+with the relation path that answers it, as in-context demonstrations. A relation is then scored as the next step
+of the question's own path, after the demonstrations' paths: a decision a small model can take by copying the
+pattern of similar questions (kNN demonstration selection, Liu et al. 2022; RoG's relation paths as plans).
+
 ``answer: rank`` ends a graph reasoner's search with ``rank``'s answer selection over the entities its search
 reached (the question, the facts it collected as context, each entity's name scored as the answer), in place
 of a generated ``Answer:`` reply or the IO / CoT fallback.
@@ -19,7 +25,8 @@ of a generated ``Answer:`` reply or the IO / CoT fallback.
 References
 ----------
 Luo et al., Graph-constrained Reasoning (GCR, 2024, arXiv 2410.13080): answers constrained to KG entities and
-ranked by the LLM's likelihood; Sun et al., Think-on-Graph (ICLR 2024) and Liang et al., FastToG (2024) for the
+ranked by the LLM's likelihood; Luo et al., Reasoning on Graphs (RoG, ICLR 2024): relation paths as plans;
+Liu et al., What Makes Good In-Context Examples for GPT-3? (DeeLIO 2022): nearest-neighbour demonstrations; Sun et al., Think-on-Graph (ICLR 2024) and Liang et al., FastToG (2024) for the
 decisions scored here (relation / entity / community pruning, the sufficiency check).
 """
 
@@ -30,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag.llm.calls import CallRecord, LLMRequest, scores_of
@@ -60,6 +68,105 @@ class ScoreFields(BaseModel):
 
 
 DECIDE_SYSTEM = "You explore a knowledge graph to answer a question."
+
+DEMOS_HELP = ("with decide: score, the relation decisions show the paths of the k labelled questions nearest to "
+              "the question (kNN demonstrations from the learnt plan `plan`) and score each relation as the next "
+              "step of the question's path; 0 = no demonstrations (kgrag's adaptation, docs/papers.md)")
+PLAN_HELP = "folder of the learnt relation-path plan the demonstrations come from (stage relplan)"
+
+
+def step_text(relation: str, forward: bool) -> str:
+    """One step of a relation path as the demonstrations write it: ``written_by`` walked head -> tail, or
+    ``written_by (reverse)`` walked tail -> head."""
+    return relation if forward else f"{relation} (reverse)"
+
+
+def path_text(steps: Sequence[tuple[str, bool]]) -> str:
+    """A relation path, ``a -> b (reverse)``."""
+    return " -> ".join(step_text(r, f) for r, f in steps)
+
+
+class Demos:
+    """The labelled training questions of a learnt relation-path plan (``kgrag.index.relplan``), looked up by
+    similarity: the ``k`` nearest (topic names masked as the plan's texts are) with their relation paths."""
+
+    def __init__(self, plan_folder: str, index) -> None:
+        from kgrag.index import relplan
+
+        if index is None:
+            raise ValueError("demos: needs the embedding index (the question is embedded to find its neighbours)")
+        self.plan = relplan.load_cached(plan_folder)
+        if self.plan.model != index.model:
+            raise ValueError(f"demos: the plan {plan_folder} was trained with {self.plan.model!r}, the index uses "
+                             f"{index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
+        self.index = index
+
+    def masked(self, text: str, topic_names: Sequence[str]) -> str:
+        """The question as the plan's texts are written (topic names replaced by X, brackets removed)."""
+        from kgrag.index.relplan import mask_topics
+
+        return mask_topics(text, topic_names)
+
+    def nearest(self, masked: str, k: int) -> list[tuple[str, tuple[tuple[str, bool], ...]]]:
+        """The ``k`` nearest labelled questions with distinct (text, path), nearest first (cosine rounded, ties by
+        row): ``[(masked text, path steps), ...]``."""
+        from kgrag import ranking
+
+        plan = self.plan
+        if not len(plan.labels) or k < 1:
+            return []
+        sims = plan.vectors.astype(np.float64) @ np.asarray(self.index.encode([masked])[0], dtype=np.float64)
+        order = ranking.top_k(sims, min(len(sims), 8 * k), ids=np.arange(len(sims)), decimals=ranking.COSINE_DECIMALS)
+        out: list = []
+        for i in order.tolist():
+            item = (plan.texts[i], tuple((str(r), bool(f)) for r, f in plan.labels[i]))
+            if item not in out:
+                out.append(item)
+            if len(out) == k:
+                break
+        return out
+
+
+PATH_SYSTEM = ("You write the knowledge graph relation path that answers a question: the relations from the "
+               "question's entity X to the answer, '(reverse)' where a relation is walked from tail to head, "
+               "ended by '.'.")
+
+
+def demo_turns(demos: Sequence[tuple[str, Sequence[tuple[str, bool]]]]) -> tuple[tuple[str, str], ...]:
+    """The demonstrations as chat turns: each question asked, its path ended by '.' as the reply."""
+    out: list[tuple[str, str]] = []
+    for t, p in demos:
+        out += [("user", f"Question: {t}"), ("assistant", f"{path_text(p)}.")]
+    return tuple(out)
+
+
+def _path_call(demos: Sequence[tuple[str, str]], question: str, options: Sequence[str], s: Sampling) -> LLMRequest:
+    return LLMRequest(messages=(("system", PATH_SYSTEM), *demos, ("user", f"Question: {question}")),
+                      temperature=0.0, top_p=1.0, max_tokens=1, seed=s.seed, continuations=tuple(options))
+
+
+def path_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
+                 steps: Sequence[tuple[str, bool]], s: Sampling) -> LLMRequest:
+    """The question's path after the demonstration turns, each of ``steps`` scored as its next step: the
+    options are the whole path so far plus the step, so under ``sum`` normalization they differ by the step's
+    log-probability only (the shared prefix adds the same to every option)."""
+    return _path_call(demos, question, [path_text([*so_far, st]) for st in steps], s)
+
+
+END_OPTIONS = (".", " ->")
+
+
+def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
+                s: Sampling) -> LLMRequest:
+    """Whether the question's path ends after ``so_far``: the path followed by '.' scored against the path
+    followed by ' ->' (after the demonstration turns, whose paths end by '.')."""
+    return _path_call(demos, question, [path_text(so_far) + e for e in END_OPTIONS], s)
+
+
+def ends_here(rec: CallRecord) -> tuple[bool, list[float] | None]:
+    """(the path ends: '.' scores above '->', the two scores); a failed call: it goes on."""
+    sc = option_scores(rec, len(END_OPTIONS), "sum")
+    return (sc is not None and sc[0] > sc[1]), sc
 
 # the sufficiency check scored: the two replies the check's prompt allows
 ENOUGH_OPTIONS = ("Yes", "No")

@@ -25,7 +25,7 @@ from collections.abc import Generator, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from kgrag import ranking
 from kgrag.llm.prompts import clean_question
@@ -228,11 +228,24 @@ class ToGParams(dc.ScoreFields):
     decide: dc.Decide = Field("generate", description=dc.DECIDE_HELP + "; with prune: llm, relation and entity "
                               "pruning and the sufficiency check (Yes / No scored) are scored")
     answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the ends of the kept chains")
-    stop: Literal["check", "rank"] = Field(
+    stop: Literal["check", "rank", "path"] = Field(
         "check", description="with decide: score and answer: rank, when the search stops: check = when the scored "
         "sufficiency check prefers Yes to No (else at depth D); rank = rank's call at every depth over the kept "
         "chains' ends, the search runs D depths (or to a dead end) and answers with the depth whose best name "
-        "scores highest")
+        "scores highest; path (needs demos) = when the best chain's relation path ends, '.' scored against '->' "
+        "after the demonstrations' paths")
+    demos: int = Field(0, ge=0, le=16, description=dc.DEMOS_HELP)
+    plan: str = Field("data/relplan", description=dc.PLAN_HELP)
+
+    @model_validator(mode="after")
+    def _demos_need_scores(self) -> "ToGParams":
+        if self.demos and (self.decide != "score" or self.prune != "llm"):
+            raise ValueError("demos: the demonstrations are shown to scored decisions; set decide: score and "
+                             "prune: llm, or demos: 0")
+        if self.stop == "path" and (not self.demos or self.answer != "rank"):
+            raise ValueError("stop: path scores the end of the path after the demonstrations; it needs demos > 0 "
+                             "and answer: rank")
+        return self
 
 
 # ------------------------------------------------------------------------------------------ prompts of decide: score
@@ -262,6 +275,9 @@ def _prune(params, s, texts: list[str], *, score_prompt, prompt):
     embedding / random pre-rank. Yields its one request, if any; returns (chosen positions, the trace record:
     options, chosen, parsed, reply and, when scored, every option's score (None after a failed call), calls)."""
     if params.prune == "llm" and params.decide == "score":
+        if len(texts) <= params.width:  # nothing to choose: every option is kept, no call
+            return list(range(len(texts))), {"options": texts, "chosen": list(texts), "parsed": True, "reply": "",
+                                             "no_call": "no more options than the width"}, 0
         (rec,) = yield [dc.score_request(score_prompt(), texts, s)]
         chosen, scores = dc.choose(rec, len(texts), params.width, params.score_normalize)
         return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": True, "reply": "",
@@ -272,6 +288,51 @@ def _prune(params, s, texts: list[str], *, score_prompt, prompt):
     chosen, ok, reply = _choose(params.prune, params.width, rec, len(texts))
     return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}, \
         int(rec is not None)
+
+
+def _steps(kg: KGView, path: Sequence[int], end: int) -> tuple[tuple[str, bool], ...]:
+    """The relation path of a chain (its triples, walked from a topic to ``end``): ``(relation, forward)`` per
+    triple, forward when walked head -> tail (the learnt plan's steps, ``kgrag.index.relplan``)."""
+    out: list[tuple[str, bool]] = []
+    cur = end
+    for x in reversed(list(path)):
+        h, t = int(kg.heads[x]), int(kg.tails[x])
+        fwd = t == cur
+        out.append((str(kg.relation_names[kg.relations[x]]), fwd))
+        cur = h if fwd else t
+    return tuple(reversed(out))
+
+
+def _prune_by_path(params, s, texts: list[str], steps: list[tuple[str, bool]],
+                   history: list[tuple[tuple[str, bool], ...]], *, demos: tuple, question: str):
+    """Relation pruning with demonstrations (``demos: k``): each option (``steps[i]`` reached from a chain whose
+    path so far is ``history[i]``) scored as the next step of that path after the demonstrations' paths (the
+    whole path as the reply, summed log-probs); one
+    call per distinct path so far, all in one batch; the W best options kept (an option whose call failed scores
+    below every scored one, so the pre-rank decides among those). Yields its requests; returns (chosen
+    positions, the trace record, calls)."""
+    if len(texts) <= params.width:  # nothing to choose: every option is kept, no call
+        return list(range(len(texts))), {"options": texts, "chosen": list(texts), "parsed": True, "reply": "",
+                                         "no_call": "no more options than the width"}, 0
+    groups: dict[tuple, list[int]] = {}
+    for i, h in enumerate(history):
+        groups.setdefault(h, []).append(i)
+    reqs, opts = [], []
+    for h, members in groups.items():
+        st = list(dict.fromkeys(steps[i] for i in members))
+        opts.append(st)
+        reqs.append(dc.path_request(demos=demos, question=question, so_far=h, steps=st, s=s))
+    recs = yield reqs
+    score: list[float | None] = [None] * len(texts)
+    per_path = []
+    for (h, members), st, rec in zip(groups.items(), opts, recs):
+        sc = dc.option_scores(rec, len(st), "sum")  # whole paths: the shared prefix adds the same to each
+        per_path.append({"path": dc.path_text(h), "scores": dc.scored_options([dc.step_text(*x) for x in st], sc)})
+        for i in members:
+            score[i] = None if sc is None else sc[st.index(steps[i])]
+    chosen = dc.best_k([-1e18 if v is None else v for v in score], params.width)
+    return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": True, "reply": "",
+                    "scores": [[t, score[i]] for i, t in enumerate(texts)], "paths": per_path}, len(reqs)
 
 
 def _choose(kind: str, k: int, rec: CallRecord | None, n: int) -> tuple[list[int], bool, str]:
@@ -291,7 +352,7 @@ def _hub_rng(seed: int, question_id: str, depth: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(str(question_id).encode()), depth])
 
 
-@REASONERS.register("tog", params=ToGParams, version="3")
+@REASONERS.register("tog", params=ToGParams, version="4")
 def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     """Think-on-Graph: beam search of width W and depth D over relation then entity pruning, a reasoning
     call after each depth, IO / CoT fallback.
@@ -316,8 +377,14 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     says the facts suffice, at depth D, or at a dead end (no chain walked yet: the fallback answers).
     Every score is in the trace (``scores`` of each decision, ``rank_top``).
 
+    ``demos: k`` (with ``decide: score``; ``kgrag.reasoning.reasoners.decide.Demos``): the relation pruning shows
+    the relation paths of the k labelled questions nearest to the question (the learnt plan ``plan``) and scores
+    each relation as the next step of its chain's path (one call per distinct path so far, at most W); entity
+    pruning keeps one chain per entity. ``stop: path``: after each depth, '.' against '->' after the best chain's
+    path says whether it ends there; then rank answers over the kept chains' ends.
+
     At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback or
-    rank's answer), D + 1 otherwise.
+    rank's answer), (W + 2)·D + 1 with ``demos`` (up to W relation calls a depth), D + 1 otherwise.
 
     References
     ----------
@@ -379,6 +446,13 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     trace["scorer"] = scorer.used
     if params.decide == "score" or params.answer == "rank":
         trace.update(decide=params.decide, answer=params.answer)
+    demo_text, masked = None, question
+    if params.demos:
+        demos = dc.Demos(params.plan, inp.index)
+        masked = demos.masked(q.text, trace["topic"])
+        shown = demos.nearest(masked, params.demos)
+        demo_text = dc.demo_turns(shown)
+        trace["demos"] = [[t, dc.path_text(p)] for t, p in shown]
     # a chain: the triple indices walked from a topic entity, and the entity it ends at
     chains: list[tuple[tuple[int, ...], int]] = [((), t) for t in topics]
     for d in range(1, params.depth + 1):
@@ -406,13 +480,21 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         keys = [keys[i] for i in order]
         texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
                   else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
-        chosen, rec_d["relations"], n_calls = yield from _prune(
-            params, s, texts,
-            score_prompt=lambda: TOG_RELATION_SCORE.format(question=question,
-                                                           entities=", ".join(kg.names(np.asarray(ends)))),
-            prompt=lambda: TOG_RELATION_PROMPT.format(
-                question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
-                k=params.width, example=example_letters(params.width, len(texts))))
+        if demo_text is not None:
+            hist_of = {}
+            for path, end in chains:
+                hist_of.setdefault(end, _steps(kg, path, end))
+            chosen, rec_d["relations"], n_calls = yield from _prune_by_path(
+                params, s, texts, [(str(kg.relation_names[r]), dr == "out") for _, r, dr in keys],
+                [hist_of[e] for e, _, _ in keys], demos=demo_text, question=masked)
+        else:
+            chosen, rec_d["relations"], n_calls = yield from _prune(
+                params, s, texts,
+                score_prompt=lambda: TOG_RELATION_SCORE.format(question=question,
+                                                               entities=", ".join(kg.names(np.asarray(ends)))),
+                prompt=lambda: TOG_RELATION_PROMPT.format(
+                    question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
+                    k=params.width, example=example_letters(params.width, len(texts))))
         calls += n_calls
         unparseable += int(not rec_d["relations"]["parsed"])
         # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
@@ -427,6 +509,9 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
                     nxt = int(kg.tails[e]) if dr == "out" else int(kg.heads[e])
                     if nxt not in on_path:
                         ext.append((path + (e,), nxt))
+        if params.decide == "score":  # one chain per entity reached: two relations to one entity would fill the beam
+            seen: set[int] = set()
+            ext = [x for x in ext if not (x[1] in seen or seen.add(x[1]))]
         if not ext:
             rec_d["entities"] = {"options": [], "chosen": []}
             return (yield from conclude("dead_end", d - 1))
@@ -446,6 +531,16 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         lines: list[str] = []
         for p in paths:
             lines.extend(t for t in p if t not in lines)
+        if params.stop == "path":  # the best chain's path ends here ('.') or goes on ('->'), after the demos
+            hist = _steps(kg, *chains[0])
+            (rec,) = yield [dc.end_request(demos=demo_text, question=masked, so_far=hist, s=s)]
+            calls += 1
+            done, sc = dc.ends_here(rec)
+            rec_d["reasoning"] = {"path": dc.path_text(hist), "path_ends": done,
+                                  "scores": dc.scored_options(dc.END_OPTIONS, sc)}
+            if done:
+                return (yield from conclude("answered", d))
+            continue
         if params.decide == "score" and params.answer == "rank" and params.stop == "rank":
             ans, top = yield from ranked_ends()
             rec_d["reasoning"] = {"rank_top": top}

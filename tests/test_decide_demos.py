@@ -1,0 +1,154 @@
+"""``demos: k`` of ToG's scored decisions (kgrag.reasoning.reasoners.decide.Demos): the nearest labelled questions
+of a learnt plan shown as chat turns, relations scored as the next step of the question's path, the path's end
+scored ('.' against ' ->'). Golden steps on the five-edge KG with a tiny plan and a scripted model that copies
+the demonstrations' paths; then the real SmolLM2 and MiniLM on the same KG."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kgrag.index.relplan import PlanModel
+from kgrag.llm.calls import LLMClient
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoning.reasoners import decide as dc
+from kgrag.types import Question
+from tests.test_decide_tog import ScriptedScores
+from tests.test_golden_reasoners import gkg  # noqa: F401  (fixture)
+
+PLAN_TEXTS = ["where was X born", "who directed the films X starred in", "what films did X star in"]
+PLAN_LABELS = [(("born_in", True),), (("starred_actors", False), ("directed_by", True)),
+               (("starred_actors", False),)]
+
+
+class NearestIs:
+    """An embedding index whose every text embeds to plan row ``row``'s unit vector (``model`` as the plan's)."""
+
+    model = "fake-encoder"
+
+    def __init__(self, row: int) -> None:
+        self.row = row
+
+    def encode(self, texts):
+        v = np.zeros((len(texts), len(PLAN_TEXTS)), dtype=np.float32)
+        v[:, self.row] = 1.0
+        return v
+
+
+@pytest.fixture()
+def plan(tmp_path):
+    folder = tmp_path / "relplan"
+    PlanModel(model="fake-encoder", texts=PLAN_TEXTS, hops=np.asarray([len(x) for x in PLAN_LABELS]),
+              labels=PLAN_LABELS, vectors=np.eye(len(PLAN_TEXTS), dtype=np.float32)).save(folder)
+    return str(folder)
+
+
+def copier(answer=None, prefer=("Film A",)):
+    """A model that copies the demonstrations: a path option scores -0.1 when it is a prefix of a shown path
+    ('.' options: when it is a whole shown path), else -4; other decisions prefer ``prefer``; rank by ``answer``."""
+    def score(req, opt):
+        if req.messages[0][1] == dc.PATH_SYSTEM:
+            shown = [m[1] for m in req.messages[1:-1] if m[0] == "assistant"]
+            if opt.endswith("."):
+                return -0.1 if opt in shown else -4.0
+            if opt.endswith(" ->"):
+                return -0.1 if any(p.startswith(opt[:-3] + " -> ") for p in shown) else -4.0
+            return -0.1 if any(p.startswith(opt) for p in shown) else -4.0
+        if answer is not None and "Answer:" in req.messages[-1][1]:
+            return answer.get(opt, -9.0)
+        return -1.0 if any(n in opt for n in prefer) else -5.0
+    return score
+
+
+def run(kg, backend, question, topic, index, **params):
+    entry = REASONERS.get("tog")
+    q = Question("d1", question, kg.ids_of([topic]))
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=kg, index=index, sampling=Sampling()),
+                     params=entry.params(**params))
+    ((res, calls),) = run_batched(jobs=[job], client=LLMClient(backend, cache=None))
+    return res, calls
+
+
+def test_demos_pick_the_relation_and_end_the_path(gkg, plan):
+    """Dir X has two relations (directed_by in, born_in out), W = 1: the demonstration 'where was X born' ->
+    born_in makes born_in the next step; City Q is reached; 'born_in.' is a whole shown path, so the path ends at
+    depth 1 and rank answers City Q."""
+    b = ScriptedScores(copier(answer={"City Q": -0.3}))
+    res, calls = run(gkg, b, "where was [Dir X] born", "Dir X", NearestIs(0), width=1, depth=3, decide="score",
+                     answer="rank", stop="path", demos=1, plan=plan)
+    (d1,) = res.trace["depths"]
+    assert res.trace["demos"] == [["where was X born", "born_in"]]
+    assert d1["relations"]["chosen"] == ["(Dir X, born_in, ?)"]
+    # path decisions sum their tokens' log-probs (the whole path is the reply; its shared prefix adds the same)
+    (paths,) = d1["relations"]["paths"]
+    assert paths["path"] == "" and sorted(paths["scores"]) == [["born_in", -0.1], ["directed_by (reverse)", -4.0]]
+    assert d1["reasoning"] == {"path": "born_in", "path_ends": True, "scores": [[".", -0.1], [" ->", -4.0]]}
+    assert res.answer == "City Q" and res.trace["stop"] == "answered" and res.depth == 1
+    # the path request: the system prompt, the demonstration as a user / assistant pair, the masked question
+    path_req = b.requests[0]
+    assert path_req.messages[1:] == (("user", "Question: where was X born"), ("assistant", "born_in."),
+                                     ("user", "Question: where was X born"))
+    assert path_req.continuations in (("directed_by (reverse)", "born_in"), ("born_in", "directed_by (reverse)"))
+    # relation (1 call), path end (1), rank (1); City Q was the only entity: no entity call
+    assert len(calls) == 3 <= (1 + 2) * 3 + 1
+
+
+def test_demos_path_goes_on_until_the_shown_path_ends(gkg, plan):
+    """Actor P, the demonstration 'starred_actors (reverse) -> directed_by': after depth 1 the path goes on
+    (' ->' is a prefix of the shown path, '.' is not), after depth 2 it ends; rank answers the chain's end."""
+    b = ScriptedScores(copier(answer={"Dir X": -0.5}))
+    res, calls = run(gkg, b, "who directed the films [Actor P] starred in", "Actor P", NearestIs(1), width=1,
+                     depth=3, decide="score", answer="rank", stop="path", demos=1, plan=plan)
+    d1, d2 = res.trace["depths"]
+    assert d1["reasoning"]["path"] == "starred_actors (reverse)" and d1["reasoning"]["path_ends"] is False
+    assert d2["reasoning"]["path"] == "starred_actors (reverse) -> directed_by" and d2["reasoning"]["path_ends"]
+    assert d2["chains"] == [["(Film A, starred_actors, Actor P)", "(Film A, directed_by, Dir X)"]]
+    assert res.answer == "Dir X" and res.depth == 2
+    assert len(calls) <= (1 + 2) * 3 + 1
+
+
+def test_demos_are_distinct_and_nearest_first(plan):
+    """The k nearest labelled questions, nearest first, each (text, path) once."""
+    demos = dc.Demos(plan, NearestIs(2))
+    got = demos.nearest("what films did X star in", 2)
+    assert got[0] == ("what films did X star in", (("starred_actors", False),))
+    assert len(got) == 2 and len(set(got)) == 2
+    assert demos.masked("what films did [Actor P] star in", ["Actor P"]) == "what films did X star in"
+
+
+def test_demos_need_scored_decisions_and_a_matching_encoder(plan):
+    entry = REASONERS.get("tog")
+    with pytest.raises(ValueError, match="decide: score"):
+        entry.params(demos=2)
+    with pytest.raises(ValueError, match="needs demos"):
+        entry.params(decide="score", answer="rank", stop="path")
+
+    class Other(NearestIs):
+        model = "another-encoder"
+    with pytest.raises(ValueError, match="relplan"):
+        dc.Demos(plan, Other(0))
+
+
+def test_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
+    """The real embedded models: MiniLM embeds the plan's questions and the question; SmolLM2 scores the path
+    steps and the end. Every path decision gets finite scores; the answer is an entity of the KG."""
+    from kgrag.index.embed import EmbeddingIndex, encode
+    from tests.test_decide_tog import smollm2_client
+
+    model = "all-MiniLM-L6-v2"
+    folder = tmp_path / "relplan"
+    PlanModel(model=model, texts=PLAN_TEXTS, hops=np.asarray([len(x) for x in PLAN_LABELS]), labels=PLAN_LABELS,
+              vectors=encode(PLAN_TEXTS, model=model).astype(np.float32)).save(folder)
+    empty = np.zeros((0, 384), dtype=np.float32)  # the demonstrations use only the index's encoder
+    index = EmbeddingIndex(model=model, entity_vectors=empty, relation_vectors=empty)
+    entry = REASONERS.get("tog")
+    q = Question("d1", "where was [Dir X] born", gkg.ids_of(["Dir X"]))
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, index=index, sampling=Sampling()),
+                     params=entry.params(width=1, depth=2, decide="score", answer="rank", stop="path", demos=2,
+                                         plan=str(folder)))
+    ((res, calls),) = run_batched(jobs=[job], client=smollm2_client())
+    assert res.trace["demos"][0] == ["where was X born", "born_in"]  # MiniLM finds the same question
+    d1 = res.trace["depths"][0]
+    assert all(isinstance(s, float) and s < 0 for p in d1["relations"]["paths"] for _, s in p["scores"])
+    assert res.answer in {"City Q", "Film A", "Dir X", "Actor P", "Film B", "Dir Y"}
+    assert not any(c.failed for c in calls)
