@@ -235,6 +235,9 @@ class ToGParams(dc.ScoreFields):
         "scores highest; path (needs demos) = when the best chain's relation path ends, '.' scored against '->' "
         "after the demonstrations' paths")
     demos: int = Field(0, ge=0, le=16, description=dc.DEMOS_HELP)
+    path_margin: float = Field(
+        2.3, ge=0.0, description="with demos: a relation whose next-step score (summed log-prob) is more than this "
+        "below the best one's is dropped, W staying the upper bound (2.3: ten times less likely)")
     plan: str = Field("data/relplan", description=dc.PLAN_HELP)
 
     @model_validator(mode="after")
@@ -331,6 +334,8 @@ def _prune_by_path(params, s, texts: list[str], steps: list[tuple[str, bool]],
         for i in members:
             score[i] = None if sc is None else sc[st.index(steps[i])]
     chosen = dc.best_k([-1e18 if v is None else v for v in score], params.width)
+    if chosen and score[chosen[0]] is not None:  # far less likely next steps than the best are not walked
+        chosen = [i for i in chosen if score[i] is not None and score[i] >= score[chosen[0]] - params.path_margin]
     return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": True, "reply": "",
                     "scores": [[t, score[i]] for i, t in enumerate(texts)], "paths": per_path}, len(reqs)
 
@@ -379,8 +384,9 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
 
     ``demos: k`` (with ``decide: score``; ``kgrag.reasoning.reasoners.decide.Demos``): the relation pruning shows
     the relation paths of the k labelled questions nearest to the question (the learnt plan ``plan``) and scores
-    each relation as the next step of its chain's path (one call per distinct path so far, at most W); entity
-    pruning keeps one chain per entity. ``stop: path``: after each depth, '.' against '->' after the best chain's
+    each relation as the next step of its chain's path (one call per distinct path so far, at most W), keeping the
+    W best within ``path_margin`` of the best; entity pruning keeps one chain per entity; rank answers over the ends
+    of the chains whose path scores best (the sum of its next-step scores). ``stop: path``: after each depth, '.' against '->' after the best chain's
     path says whether it ends there; then rank answers over the kept chains' ends.
 
     At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback or
@@ -413,6 +419,9 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         """rank's call over the walked chains' ends, their triples as the facts: (answer, top names)."""
         nonlocal calls
         walked = [(p, e) for p, e in chains if p]
+        if path_score:  # demos: the ends of the best-scored relation path (summed next-step scores) only
+            top = max(path_score.get(p, -1e18) for p, _ in walked) if walked else 0.0
+            walked = [(p, e) for p, e in walked if path_score.get(p, -1e18) >= top - 1e-9]
         ids: dict[str, int] = {}
         for _, e in walked:
             ids.setdefault(str(kg.entity_names[e]), e)
@@ -447,6 +456,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     if params.decide == "score" or params.answer == "rank":
         trace.update(decide=params.decide, answer=params.answer)
     demo_text, masked = None, question
+    path_score: dict[tuple[int, ...], float] = {}  # demos: a chain's summed next-step scores
     if params.demos:
         demos = dc.Demos(params.plan, inp.index)
         masked = demos.masked(q.text, trace["topic"])
@@ -499,6 +509,8 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         unparseable += int(not rec_d["relations"]["parsed"])
         # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
         ext: list[tuple[tuple[int, ...], int]] = []
+        # a relation's next-step score (demos): none when there was no choice (0), a failed call's far below
+        step_score = {t: -1e9 if sc is None else sc for t, sc in rec_d["relations"].get("scores", [])}
         for i in chosen:
             ent, r, dr = keys[i]
             for path, end in chains:
@@ -509,6 +521,8 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
                     nxt = int(kg.tails[e]) if dr == "out" else int(kg.heads[e])
                     if nxt not in on_path:
                         ext.append((path + (e,), nxt))
+                        if demo_text is not None:  # the chain's path score: its relations' next-step scores
+                            path_score[path + (e,)] = path_score.get(path, 0.0) + step_score.get(texts[i], 0.0)
         if params.decide == "score":  # one chain per entity reached: two relations to one entity would fill the beam
             seen: set[int] = set()
             ext = [x for x in ext if not (x[1] in seen or seen.add(x[1]))]
@@ -532,7 +546,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         for p in paths:
             lines.extend(t for t in p if t not in lines)
         if params.stop == "path":  # the best chain's path ends here ('.') or goes on ('->'), after the demos
-            hist = _steps(kg, *chains[0])
+            hist = _steps(kg, *max(chains, key=lambda c: path_score.get(c[0], -1e18)))  # the best-scored path
             (rec,) = yield [dc.end_request(demos=demo_text, question=masked, so_far=hist, s=s)]
             calls += 1
             done, sc = dc.ends_here(rec)
