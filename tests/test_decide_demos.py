@@ -152,3 +152,18 @@ def test_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
     assert all(isinstance(s, float) and s < 0 for p in d1["relations"]["paths"] for _, s in p["scores"])
     assert res.answer in {"City Q", "Film A", "Dir X", "Actor P", "Film B", "Dir Y"}
     assert not any(c.failed for c in calls)
+
+
+def test_report_view_shows_the_demonstrations_and_path_scores(gkg, plan):
+    """report.html's ToG view lists the demonstrations, the path-end decision, and every path option's score."""
+    from kgrag.reporting import report_html as R
+    from tests.test_report_html import _all_edges, _gen_row
+
+    b = ScriptedScores(copier(answer={"City Q": -0.3}))
+    res, calls = run(gkg, b, "where was [Dir X] born", "Dir X", NearestIs(0), width=1, depth=3, decide="score",
+                     answer="rank", stop="path", demos=1, plan=plan)
+    view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "tog"), subgraph=_all_edges(gkg),
+                                          topic_ids=gkg.ids_of(["Dir X"])))
+    assert '<ul class="demos"><li>where was X born → <code>born_in</code></li></ul>' in view
+    assert "path ends here" in view
+    assert "depths[0].relations.paths[0]" in view and "directed_by (reverse)" in view

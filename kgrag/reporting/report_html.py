@@ -390,6 +390,9 @@ def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, u
     graph where their triples are retrieved ones), the reasoning reply."""
     out = [f'<p>topic: {esc(", ".join(map(str, trace.get("topic") or [])))}; scorer {esc(trace.get("scorer"))}; '
            f'stop <b>{esc(trace.get("stop"))}</b> at depth {esc(trace.get("depth_reached"))}</p>']
+    if trace.get("demos"):  # demos: k: the labelled questions whose relation paths the relation decisions were shown
+        out.append('<p>demonstrations (nearest labelled questions and their relation paths):</p><ul class="demos">'
+                   + "".join(f"<li>{esc(t)} → <code>{esc(p)}</code></li>" for t, p in trace["demos"]) + "</ul>")
     depths = trace.get("depths") or []
     final = next((d.get("chains") for d in reversed(depths) if d.get("chains")), []) or []
     outside = 0
@@ -416,7 +419,8 @@ def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, u
                    f'relations → {len(rel.get("chosen") or [])} kept; {len(ent.get("options") or [])} entities → '
                    f'{len(ent.get("chosen") or [])} kept; answer {esc(rea.get("answer"))}</summary>'
                    + _kv({"relations kept": rel.get("chosen"), "entities kept": ent.get("chosen"),
-                          "chains": d.get("chains"), "reasoning reply": rea.get("reply")}) + "</details>")
+                          "chains": d.get("chains"), "reasoning reply": rea.get("reply"),
+                          "path ends here": rea.get("path_ends")}) + "</details>")
     if trace.get("fallback_reply"):
         out.append(f"<p>fallback reply:</p>{_pre(trace['fallback_reply'])}")
     return "".join(out)

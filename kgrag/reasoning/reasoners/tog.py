@@ -310,9 +310,9 @@ def _prune_by_path(params, s, texts: list[str], steps: list[tuple[str, bool]],
                    history: list[tuple[tuple[str, bool], ...]], *, demos: tuple, question: str):
     """Relation pruning with demonstrations (``demos: k``): each option (``steps[i]`` reached from a chain whose
     path so far is ``history[i]``) scored as the next step of that path after the demonstrations' paths (the
-    whole path as the reply, summed log-probs); one
-    call per distinct path so far, all in one batch; the W best options kept (an option whose call failed scores
-    below every scored one, so the pre-rank decides among those). Yields its requests; returns (chosen
+    whole path as the reply, summed log-probs); one call per distinct path so far, all in one batch; the W best
+    options within ``path_margin`` of the best kept (an option whose call failed scores below every scored one,
+    so the pre-rank decides among those). Yields its requests; returns (chosen
     positions, the trace record, calls)."""
     if len(texts) <= params.width:  # nothing to choose: every option is kept, no call
         return list(range(len(texts))), {"options": texts, "chosen": list(texts), "parsed": True, "reply": "",
@@ -386,8 +386,9 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     the relation paths of the k labelled questions nearest to the question (the learnt plan ``plan``) and scores
     each relation as the next step of its chain's path (one call per distinct path so far, at most W), keeping the
     W best within ``path_margin`` of the best; entity pruning keeps one chain per entity; rank answers over the ends
-    of the chains whose path scores best (the sum of its next-step scores). ``stop: path``: after each depth, '.' against '->' after the best chain's
-    path says whether it ends there; then rank answers over the kept chains' ends.
+    of the chains whose path scores best (the sum of its next-step scores). ``stop: path``: after each depth, '.'
+    against ' ->' after the best-scored chain's path says whether it ends there (kgrag's adaptation,
+    docs/papers.md).
 
     At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback or
     rank's answer), (W + 2)·D + 1 with ``demos`` (up to W relation calls a depth), D + 1 otherwise.
