@@ -323,8 +323,9 @@ def test_scored_decisions_are_drawn_for_every_reasoner(gkg):
     res, calls = run(gkg, ScriptedScores(prefer("directed_by", "Film A", answer={"Dir X": -0.5})),
                      width=1, depth=2, decide="score", answer="rank")
     found = R.scored_decisions(res.trace)
-    assert [w for w, _ in found] == ["depths[0].relations", "depths[0].entities", "depths[0].reasoning",
-                                     "depths[1].relations", "depths[1].entities", "depths[1].reasoning", "rank_top"]
+    # the relation decisions and depth 2's entities had one option for W = 1: no call, nothing scored to draw
+    assert [w for w, _ in found] == ["depths[0].entities", "depths[0].reasoning", "depths[1].reasoning", "rank_top"]
+    assert res.trace["depths"][0]["relations"]["no_call"]
     for reasoner in ("tog", "someone_elses"):
         row = _gen_row(res, calls, reasoner)
         trace = json.loads(row[S.TRACE])
@@ -333,10 +334,10 @@ def test_scored_decisions_are_drawn_for_every_reasoner(gkg):
         view = R.question_view(R.QuestionData(row=row, subgraph=_all_edges(gkg)))
         part = view.split('<div class="decisions">')[1]
         tables = part.split('<table class="scores">')[1:]
-        assert len(tables) == 7
-        ent = Elements(tables[1])
+        assert len(tables) == 4
+        ent = Elements(tables[0])
         cells = [c for c in ent.text if c.strip()]
         assert "(Film A, starred_actors, Actor P)" in cells and "(Film B, starred_actors, Actor P)" in cells
-        best = tables[1].split("<tr class=best>")[1].split("</tr>")[0]
+        best = tables[0].split("<tr class=best>")[1].split("</tr>")[0]
         assert "Film A" in best and "Film B" not in best
         assert "Dir X" in tables[-1] and "-0.5" in tables[-1]
