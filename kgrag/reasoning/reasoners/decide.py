@@ -26,7 +26,8 @@ References
 ----------
 Luo et al., Graph-constrained Reasoning (GCR, 2024, arXiv 2410.13080): answers constrained to KG entities and
 ranked by the LLM's likelihood; Luo et al., Reasoning on Graphs (RoG, ICLR 2024): relation paths as plans;
-Liu et al., What Makes Good In-Context Examples for GPT-3? (DeeLIO 2022): nearest-neighbour demonstrations; Sun et al., Think-on-Graph (ICLR 2024) and Liang et al., FastToG (2024) for the
+Liu et al., What Makes Good In-Context Examples for GPT-3? (DeeLIO 2022): nearest-neighbour demonstrations;
+Sun et al., Think-on-Graph (ICLR 2024) and Liang et al., FastToG (2024) for the
 decisions scored here (relation / entity / community pruning, the sufficiency check).
 """
 
