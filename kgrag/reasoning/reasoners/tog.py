@@ -271,6 +271,13 @@ def _fmt(t: tuple[str, str, str]) -> str:
     return f"({t[0]}, {t[1]}, {t[2]})"
 
 
+def _all_kept(texts: list[str]) -> tuple[list[int], dict, int]:
+    """A scored decision with no more options than the width: nothing to choose, every option kept, no call
+    (``_prune``'s return: positions, trace record, calls)."""
+    return list(range(len(texts))), {"options": texts, "chosen": list(texts), "parsed": True, "reply": "",
+                                     "no_call": "no more options than the width"}, 0
+
+
 def _prune(params, s, texts: list[str], *, score_prompt, prompt):
     """One pruning decision of ToG (relations or entities) over ``texts``: with ``prune: llm`` and ``decide: score``
     the options scored
@@ -278,9 +285,8 @@ def _prune(params, s, texts: list[str], *, score_prompt, prompt):
     embedding / random pre-rank. Yields its one request, if any; returns (chosen positions, the trace record:
     options, chosen, parsed, reply and, when scored, every option's score (None after a failed call), calls)."""
     if params.prune == "llm" and params.decide == "score":
-        if len(texts) <= params.width:  # nothing to choose: every option is kept, no call
-            return list(range(len(texts))), {"options": texts, "chosen": list(texts), "parsed": True, "reply": "",
-                                             "no_call": "no more options than the width"}, 0
+        if len(texts) <= params.width:
+            return _all_kept(texts)
         (rec,) = yield [dc.score_request(score_prompt(), texts, s)]
         chosen, scores = dc.choose(rec, len(texts), params.width, params.score_normalize)
         return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": True, "reply": "",
@@ -314,9 +320,8 @@ def _prune_by_path(params, s, texts: list[str], steps: list[tuple[str, bool]],
     options within ``path_margin`` of the best kept (an option whose call failed scores below every scored one,
     so the pre-rank decides among those). Yields its requests; returns (chosen
     positions, the trace record, calls)."""
-    if len(texts) <= params.width:  # nothing to choose: every option is kept, no call
-        return list(range(len(texts))), {"options": texts, "chosen": list(texts), "parsed": True, "reply": "",
-                                         "no_call": "no more options than the width"}, 0
+    if len(texts) <= params.width:
+        return _all_kept(texts)
     groups: dict[tuple, list[int]] = {}
     for i, h in enumerate(history):
         groups.setdefault(h, []).append(i)
