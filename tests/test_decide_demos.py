@@ -167,3 +167,96 @@ def test_report_view_shows_the_demonstrations_and_path_scores(gkg, plan):
     assert '<ul class="demos"><li>where was X born → <code>born_in</code></li></ul>' in view
     assert "path ends here" in view
     assert "depths[0].relations.paths[0]" in view and "directed_by (reverse)" in view
+
+
+# ---- explore with demonstrations ---------------------------------------------------------------------------------
+
+class ExploreIndex(NearestIs):
+    """NearestIs with empty entity / relation vectors: explore's pre-rank keeps the KG's order."""
+
+    entity_vectors = np.zeros((0, len(PLAN_TEXTS)), dtype=np.float32)
+    relation_vectors = np.zeros((0, len(PLAN_TEXTS)), dtype=np.float32)
+
+
+def run_explore(kg, backend, question, topic, index, **params):
+    entry = REASONERS.get("explore")
+    q = Question("e1", question, kg.ids_of([topic]))
+    base = dict(max_steps=2, depth=2, max_relations=1, max_neighbours=5, decide="score", answer="rank")
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=kg, index=index, sampling=Sampling()),
+                     params=entry.params(**{**base, **params}))
+    ((res, calls),) = run_batched(jobs=[job], client=LLMClient(backend, cache=None))
+    return res, calls
+
+
+def test_explore_demos_walk_the_shown_path_and_answer_its_ends(gkg, plan):
+    """Actor P, the demonstration 'starred_actors (reverse) -> directed_by'. Level 1: the one step out of Actor P
+    (no end options: the path is empty); level 2: Film A and Film B share the path 'starred_actors (reverse)', one
+    call scores its steps and its ends; directed_by is kept. The End? check scores the new path's ends: the
+    2-step path ending ('.') outscores every path still open, so the chain ends after one step and rank answers
+    over the ends of that path only (Dir X, Dir Y; not the films)."""
+    b = ScriptedScores(copier(answer={"Dir X": -0.5, "Film A": -0.1}))
+    res, calls = run_explore(gkg, b, "who directed the films [Actor P] starred in", "Actor P", ExploreIndex(1),
+                             demos=1, plan=plan)
+    assert res.trace["demos"] == [["who directed the films X starred in", "starred_actors (reverse) -> directed_by"]]
+    (step,) = res.trace["steps"]
+    lv1, fa, fb = step["explored"]
+    assert lv1["entity"] == "Actor P" and lv1["path"] == "" and "path_end" not in lv1
+    assert lv1["relation_scores"] == [["starred_actors (reverse)", -0.1]]
+    assert {fa["entity"], fb["entity"]} == {"Film A", "Film B"}
+    assert fa["path"] == "starred_actors (reverse)" and fa["path_end"] == [[".", -4.0], [" ->", -0.1]]
+    assert dict(fa["relation_scores"]) == {"directed_by": -0.1, "starred_actors": -4.0}
+    assert fa["relations"] == ["directed_by"]  # max_relations 1; starred_actors back to Actor P not walked
+    assert step["path_end"] == {"path": "starred_actors (reverse) -> directed_by", "score": -0.1,
+                                "open_score": -4.0, "ends": True}
+    assert res.trace["answer_path"] == "starred_actors (reverse) -> directed_by"
+    assert [n for n, _ in res.trace["rank_top"]] == ["Dir X", "Dir Y"]  # Film A scores higher but is not an end
+    assert res.answer == "Dir X" and res.depth == 1
+    # thought (1), the path calls of the two levels (2), the end check of the new path (1), rank (1)
+    assert len(calls) == 5
+
+
+def test_explore_demos_a_one_step_path_answers_its_ends(gkg, plan):
+    """The demonstration 'starred_actors (reverse)': the walk still reaches the directors (max_relations 1 keeps
+    the best step even when it is unlikely), but the whole path 'starred_actors (reverse).' is the most likely
+    reply, so rank answers over the films."""
+    b = ScriptedScores(copier(answer={"Film B": -0.2, "Dir X": -0.1}))
+    res, _ = run_explore(gkg, b, "what films did [Actor P] star in", "Actor P", ExploreIndex(2), demos=1, plan=plan)
+    assert res.trace["answer_path"] == "starred_actors (reverse)"
+    assert sorted(n for n, _ in res.trace["rank_top"]) == ["Film A", "Film B"]
+    assert res.answer == "Film B"
+
+
+def test_explore_demos_need_scored_decisions(plan):
+    entry = REASONERS.get("explore")
+    with pytest.raises(ValueError, match="decide: score"):
+        entry.params(demos=2)
+    with pytest.raises(ValueError, match="prune: llm"):
+        entry.params(demos=2, decide="score", prune="embedding")
+    assert entry.params(demos=2, decide="score").plan == "data/relplan"
+
+
+def test_explore_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
+    """The real embedded models through explore's path decisions: finite scores for every step and end, the
+    answer an end of the path the search judged most likely."""
+    from kgrag.index.embed import EmbeddingIndex, encode
+    from tests.test_decide_tog import smollm2_client
+
+    model = "all-MiniLM-L6-v2"
+    folder = tmp_path / "relplan"
+    PlanModel(model=model, texts=PLAN_TEXTS, hops=np.asarray([len(x) for x in PLAN_LABELS]), labels=PLAN_LABELS,
+              vectors=encode(PLAN_TEXTS, model=model).astype(np.float32)).save(folder)
+    empty = np.zeros((0, 384), dtype=np.float32)
+    index = EmbeddingIndex(model=model, entity_vectors=empty, relation_vectors=empty)
+    entry = REASONERS.get("explore")
+    q = Question("e1", "where was [Dir X] born", gkg.ids_of(["Dir X"]))
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, index=index, sampling=Sampling()),
+                     params=entry.params(max_steps=1, depth=1, decide="score", answer="rank", demos=2,
+                                         plan=str(folder), thought_max_tokens=16))
+    ((res, calls),) = run_batched(jobs=[job], client=smollm2_client())
+    assert res.trace["demos"][0] == ["where was X born", "born_in"]
+    (lv1,) = res.trace["steps"][0]["explored"]
+    assert all(isinstance(s, float) and s < 0 for _, s in lv1["relation_scores"])
+    path = res.trace["answer_path"]
+    ends = {"born_in": {"City Q"}, "directed_by (reverse)": {"Film A"}}[path]
+    assert res.answer in ends
+    assert not any(c.failed for c in calls)

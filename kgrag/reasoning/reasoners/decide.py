@@ -39,7 +39,7 @@ from dataclasses import replace
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kgrag.llm.calls import CallRecord, LLMRequest, scores_of
 from kgrag.reasoning.reasoners.core import Reasoning, Sampling
@@ -74,6 +74,24 @@ DEMOS_HELP = ("with decide: score, the relation decisions show the paths of the 
               "the question (kNN demonstrations from the learnt plan `plan`) and score each relation as the next "
               "step of the question's path; 0 = no demonstrations (kgrag's adaptation, docs/papers.md)")
 PLAN_HELP = "folder of the learnt relation-path plan the demonstrations come from (stage relplan)"
+PATH_MARGIN_HELP = ("with demos: a relation whose next-step score (summed log-prob) is more than this below the best "
+                    "one's is dropped, the width staying the upper bound (2.3: ten times less likely)")
+
+
+class DemoFields(ScoreFields):
+    """The ``demos: k`` fields of the reasoners whose relation decisions can be shown demonstrations (``tog``,
+    ``explore``); each subclass defines ``decide`` and ``prune`` (the demonstrations need ``score`` and ``llm``)."""
+
+    demos: int = Field(0, ge=0, le=16, description=DEMOS_HELP)
+    path_margin: float = Field(2.3, ge=0.0, description=PATH_MARGIN_HELP)
+    plan: str = Field("data/relplan", description=PLAN_HELP)
+
+    @model_validator(mode="after")
+    def _demos_need_scores(self):
+        if self.demos and (getattr(self, "decide", None) != "score" or getattr(self, "prune", None) != "llm"):
+            raise ValueError("demos: the demonstrations are shown to scored decisions; set decide: score and "
+                             "prune: llm, or demos: 0")
+        return self
 
 
 def step_text(relation: str, forward: bool) -> str:
@@ -146,15 +164,21 @@ def _path_call(demos: Sequence[tuple[str, str]], question: str, options: Sequenc
                       temperature=0.0, top_p=1.0, max_tokens=1, seed=s.seed, continuations=tuple(options))
 
 
+END_OPTIONS = (".", " ->")
+
+
 def path_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
-                 steps: Sequence[tuple[str, bool]], s: Sampling) -> LLMRequest:
+                 steps: Sequence[tuple[str, bool]], s: Sampling, ends: bool = False) -> LLMRequest:
     """The question's path after the demonstration turns, each of ``steps`` scored as its next step: the
     options are the whole path so far plus the step, so under ``sum`` normalization they differ by the step's
-    log-probability only (the shared prefix adds the same to every option)."""
-    return _path_call(demos, question, [path_text([*so_far, st]) for st in steps], s)
-
-
-END_OPTIONS = (".", " ->")
+    log-probability only (the shared prefix adds the same to every option), and each option's score is the
+    log-probability of that whole path as the reply's start. ``ends`` (a non-empty ``so_far``): the path so far
+    followed by '.' and by ' ->' are scored too, after the steps (``END_OPTIONS``): the whole reply that ends
+    here, and every continuation's upper bound."""
+    opts = [path_text([*so_far, st]) for st in steps]
+    if ends and so_far:
+        opts += [path_text(so_far) + e for e in END_OPTIONS]
+    return _path_call(demos, question, opts, s)
 
 
 def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],

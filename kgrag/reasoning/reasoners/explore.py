@@ -56,7 +56,7 @@ LLM calls with ``decide: score``, ``cot``: at most ``max_steps`` · (2 + 2 · ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -72,8 +72,8 @@ from kgrag.reasoning.reasoners.parsing import final_answer, letters, parse_choic
 from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, search
 
 
-class ExploreParams(StrategyParams):
-    """Params of ``explore`` (the strategy fields are shared with ``agent``)."""
+class ExploreParams(StrategyParams, dc.DemoFields):
+    """Params of ``explore`` (the strategy fields are shared with ``agent``, the ``demos`` fields with ``tog``)."""
 
     max_steps: int = Field(3, ge=1, le=20, description="thought + exploration steps before the final answer call")
     depth: int = Field(2, ge=1, le=5, description="BFS levels of GraphExplore per step (search_depth)")
@@ -117,13 +117,14 @@ class ExploreState:
     seen: tuple[int, ...] = ()
     visited: frozenset[int] = frozenset()
     answer: str | None = None
-    end: str | None = None  # "enough": the scored End? check said Yes (decide: score, answer: rank)
+    end: str | None = None  # "enough" | "path": the scored End? check said Yes (decide: score, answer: rank)
+    paths: dict = field(default_factory=dict)  # demos: entity -> relation path it was reached by ((name, fwd), ...)
 
 
 class ExploreDomain:
     """The exploration's step for the strategy search."""
 
-    def __init__(self, inp: ReasonInput, params: ExploreParams) -> None:
+    def __init__(self, inp: ReasonInput, params: ExploreParams, seed_names: list[str] | None = None) -> None:
         self.inp, self.p, self.kg, self.index = inp, params, inp.kg, inp.index
         self.gid = inp.question.graph_id  # a question with its own graph: exploration stays inside it
         self.unparseable = 0
@@ -131,6 +132,20 @@ class ExploreDomain:
         self.step_no = 0
         # decide: score with answer: rank: the End? check is a scoring call, the thought's Answer: line not read
         self.checked = params.decide == "score" and params.answer == "rank"
+        # demos: the demonstration turns, the masked question, and every relation path's scores (they depend on
+        # the question and the path only): log P(path) from the next-step options, (log P(path '.'),
+        # log P(path ' ->')) from the end options
+        self.turns: tuple | None = None
+        self.masked = ""
+        self.shown: list[list[str]] = []
+        self.path_score: dict[tuple, float] = {(): 0.0}
+        self.end_score: dict[tuple, list[float]] = {}
+        if params.demos:
+            demos = dc.Demos(params.plan, inp.index)
+            self.masked = demos.masked(inp.question.text, seed_names or [])
+            got = demos.nearest(self.masked, params.demos)
+            self.turns = dc.demo_turns(got)
+            self.shown = [[t, dc.path_text(p)] for t, p in got]
 
     # ---- prompts --------------------------------------------------------------------------------------
     def facts(self, state: ExploreState) -> str:
@@ -206,6 +221,122 @@ class ExploreDomain:
             return ranked[:keep], None
         return [ranked[i] for i in got], text_of(rec)
 
+    def prune_relations(self, visits: list) -> Gen:
+        """Relation pruning of each visited entity (``prune: llm``: one call per entity with more relations than
+        ``max_relations``, all in one batch; ``embedding``: the pre-rank's first). Returns ``[(kept relations,
+        scored options for the trace or None), ...]`` per visit."""
+        p, reqs = self.p, []
+        for child, _, ent, rels in visits:
+            if p.prune == "llm" and len(rels[:26]) > p.max_relations:
+                reqs.append([self.prune_request("relations", self.kg.names([ent])[0], child.thoughts[-1],
+                                                [rel_name(self.kg, r) for r in rels[:26]], p.max_relations)])
+            else:
+                reqs.append([])
+        recs = yield from gather(reqs)
+        out = []
+        for (_, _, _, rels), rr in zip(visits, recs):
+            opts = rels[:26]
+            if rr:
+                out.append(self.pruned(rr[0], opts, [rel_name(self.kg, r) for r in opts], p.max_relations))
+            else:
+                out.append((opts[: p.max_relations], None))
+        return out
+
+    # ---- demos: relation paths ---------------------------------------------------------------------------------
+    def steps_of(self, ent: int, rels: list[int]) -> list[tuple[int, bool]]:
+        """The steps out of ``ent``, ``(relation id, forward)`` in ``rels``' order: forward where ``ent`` is an
+        edge's head (walked head -> tail), backward where it is the tail."""
+        out: list[tuple[int, bool]] = []
+        for r in rels:
+            es = edges_of(self.kg, ent, r, graph_id=self.gid)
+            if (self.kg.heads[es] == ent).any():
+                out.append((r, True))
+            if (self.kg.tails[es] == ent).any():
+                out.append((r, False))
+        return out
+
+    def along(self, ent: int, rel) -> list[int]:
+        """Edges of ``ent`` over ``rel``: a relation id (either direction) or a step ``(relation id, forward)``."""
+        if isinstance(rel, tuple):
+            es = edges_of(self.kg, ent, rel[0], graph_id=self.gid)
+            return [int(e) for e in es.tolist() if (int(self.kg.heads[e]) == ent) == rel[1]]
+        return [int(e) for e in edges_of(self.kg, ent, rel, graph_id=self.gid).tolist()]
+
+    def named(self, st: tuple[int, bool]) -> tuple[str, bool]:
+        return rel_name(self.kg, st[0]), st[1]
+
+    def prune_by_path(self, visits: list) -> Gen:
+        """Relation pruning with demonstrations: each visited entity's steps scored as the next step of the
+        relation path it was reached by, after the demonstrations' paths (``decide.path_request``, summed
+        log-probs, the path's end options too); one call per distinct path, all in one batch; the
+        ``max_relations`` best within ``path_margin`` of the best kept (a failed call: the pre-rank's first).
+        Returns ``[(kept steps, trace entry), ...]`` per visit and records every path's scores."""
+        p, s = self.p, self.inp.sampling
+        groups: dict[tuple, list[int]] = {}
+        for n, (child, _, ent, steps) in enumerate(visits):
+            if steps:
+                groups.setdefault(child.paths.get(ent, ()), []).append(n)
+        keys = list(groups)
+        opts = [list(dict.fromkeys(self.named(st) for n in groups[h] for st in visits[n][3])) for h in keys]
+        recs = yield from gather([[dc.path_request(demos=self.turns, question=self.masked, so_far=h, steps=o, s=s,
+                                                   ends=True)] for h, o in zip(keys, opts)])
+        got: dict[tuple, dict] = {}
+        for h, o, (rec,) in zip(keys, opts, recs):
+            sc = dc.option_scores(rec, len(o) + (len(dc.END_OPTIONS) if h else 0), "sum")
+            if sc is None:
+                continue
+            got[h] = dict(zip(o, sc))
+            for st, v in zip(o, sc):
+                self.path_score.setdefault(h + (st,), v)
+            if h:
+                self.end_score[h] = sc[len(o):]
+        out = []
+        for child, _, ent, steps in visits:
+            h = child.paths.get(ent, ())
+            vals = [got.get(h, {}).get(self.named(st)) for st in steps]
+            if steps and None in vals:
+                kept = steps[: p.max_relations]
+            else:
+                order = dc.best_k(vals, p.max_relations)
+                kept = [steps[i] for i in order if vals[i] >= vals[order[0]] - p.path_margin]
+            entry = {"path": dc.path_text(h),
+                     "relation_scores": [[dc.step_text(*self.named(st)), v] for st, v in zip(steps, vals)]}
+            if h in self.end_score:
+                entry["path_end"] = dc.scored_options(dc.END_OPTIONS, self.end_score[h])
+            out.append((kept, entry))
+        return out
+
+    def best_path(self, state: ExploreState) -> tuple[tuple | None, float | None]:
+        """The state's most likely whole path (the highest log P(path '.') among the paths it reached; ties by
+        the path's text) and its score; (None, None) before any is scored."""
+        done = [(self.end_score[x][0], dc.path_text(x), x) for x in set(state.paths.values()) if x in self.end_score]
+        if not done:
+            return None, None
+        sc, _, best = min(done, key=lambda t: (-t[0], t[1]))
+        return best, sc
+
+    def path_end(self, kids: list) -> Gen:
+        """The End? check with demonstrations: each reached path not scored yet gets its end options scored
+        (one call per path, one batch); a state ends when its most likely whole path (log P(path '.')) scores at
+        least every path it can still extend (log P(path ' ->') of its unvisited entities), so no longer path
+        can be more likely (a continuation only lowers the probability)."""
+        todo = list(dict.fromkeys(x for _, _, c, _ in kids for x in c.paths.values() if x and x not in self.end_score))
+        recs = yield from gather([[dc.end_request(demos=self.turns, question=self.masked, so_far=x,
+                                                  s=self.inp.sampling)] for x in todo])
+        for x, (rec,) in zip(todo, recs):
+            sc = dc.option_scores(rec, len(dc.END_OPTIONS), "sum")
+            if sc is not None:
+                self.end_score[x] = sc
+        for _, _, child, log in kids:
+            best, bs = self.best_path(child)
+            opens = [child.paths[e] for e in child.seen if e not in child.visited and e in child.paths]
+            os_ = max((self.end_score[x][1] for x in opens if x in self.end_score), default=None)
+            ends = best is not None and (os_ is None or bs >= os_)
+            log["path_end"] = {"path": None if best is None else dc.path_text(best), "score": bs,
+                               "open_score": os_, "ends": ends}
+            if ends:
+                child.end = "path"
+
     # ---- one step --------------------------------------------------------------------------------------------
     def expand(self, states: list[ExploreState], k: int, temperature: float, seeds: list[list[int]]) -> Gen:
         self.step_no += 1
@@ -219,7 +350,7 @@ class ExploreDomain:
                 ans = None if self.checked else final_answer(thought)
                 log = {"step": self.step_no, "parent": i, "branch": j, "thought": thought}
                 child = ExploreState(thoughts=s.thoughts + (thought,), edges=s.edges, seen=s.seen, visited=s.visited,
-                                     answer=ans)
+                                     answer=ans, paths=dict(s.paths))
                 kids.append((i, j, child, log))
         open_ = [c for c in kids if c[2].answer is None]
         # entity extraction: one request per open child, all in one batch (decide: score: none, the search goes
@@ -246,37 +377,28 @@ class ExploreDomain:
         for level in range(p.depth):
             visits = []  # (child, log, entity, relations)
             for _, _, child, log in open_:
-                todo = [e for e in child.seen if e not in child.visited][: p.max_entities]
+                todo = [e for e in child.seen if e not in child.visited]
+                if self.turns is not None:  # demos: the entities at the end of the likeliest paths first
+                    todo.sort(key=lambda e: -self.path_score.get(child.paths.get(e), -1e18))
+                todo = todo[: p.max_entities]
                 child.visited = child.visited | frozenset(todo)
                 for ent in todo:
                     visits.append((child, log, ent, self.rank_relations(relations_of(self.kg, ent, graph_id=self.gid),
                                                                          qs[id(child)])))
             if not visits:
                 break
-            # relation pruning
-            reqs, kept_rels, rel_scores = [], [], []
-            for child, _, ent, rels in visits:
-                opts = rels[:26]
-                if p.prune == "llm" and len(rels) > p.max_relations:
-                    reqs.append([self.prune_request("relations", self.kg.names([ent])[0], child.thoughts[-1],
-                                                    [rel_name(self.kg, r) for r in opts], p.max_relations)])
-                else:
-                    reqs.append([])
-                kept_rels.append(opts)
-            rrecs = yield from gather(reqs)
-            for n, rr in enumerate(rrecs):
-                sc = None
-                if rr:
-                    kept_rels[n], sc = self.pruned(rr[0], kept_rels[n], [rel_name(self.kg, r) for r in kept_rels[n]],
-                                                   p.max_relations)
-                else:
-                    kept_rels[n] = kept_rels[n][: p.max_relations]
-                rel_scores.append(sc)
+            # relation pruning (demos: steps, relation and direction, scored as the next step of a path)
+            if self.turns is not None:
+                visits = [(c, lg, ent, self.steps_of(ent, rels[:26])) for c, lg, ent, rels in visits]
+                pruned = yield from self.prune_by_path(visits)
+            else:
+                pruned = yield from self.prune_relations(visits)
+            kept_rels, rel_scores = [k for k, _ in pruned], [e for _, e in pruned]
             # neighbour pruning
             reqs, cands = [], []
             for (child, _, ent, _), rels in zip(visits, kept_rels):
                 have = set(child.edges)
-                es = [int(e) for r in rels for e in edges_of(self.kg, ent, r, graph_id=self.gid).tolist() if int(e) not in have]
+                es = [e for r in rels for e in self.along(ent, r) if e not in have]
                 es = self.rank_edges(es, ent, qs[id(child)])[:26]
                 if p.prune == "llm" and len(es) > p.max_neighbours:
                     reqs.append([self.prune_request("facts", self.kg.names([ent])[0], child.thoughts[-1],
@@ -297,14 +419,22 @@ class ExploreDomain:
                     o = other_end(self.kg, e, ent)
                     if o not in child.seen:
                         child.seen = child.seen + (o,)
+                    if self.turns is not None and o not in child.paths:  # the path o was first reached by
+                        child.paths[o] = child.paths.get(ent, ()) + ((rel_name(self.kg, self.kg.relations[e]),
+                                                                      int(self.kg.heads[e]) == ent),)
                 entry = {"level": level + 1, "entity": self.kg.names([ent])[0],
-                         "relations": [rel_name(self.kg, r) for r in rels], "triples": triple_text(self.kg, kept)}
-                if rsc is not None:
+                         "relations": [dc.step_text(*self.named(r)) if isinstance(r, tuple) else rel_name(self.kg, r)
+                                       for r in rels], "triples": triple_text(self.kg, kept)}
+                if isinstance(rsc, dict):
+                    entry.update(rsc)
+                elif rsc is not None:
                     entry["relation_scores"] = rsc
                 if tsc is not None:
                     entry["triple_scores"] = tsc
                 log["explored"].append(entry)
-        if self.checked:  # the End? check scored: Yes / No over each open state's facts
+        if self.checked and self.turns is not None:  # demos: the End? check is the path's
+            yield from self.path_end(open_)
+        elif self.checked:  # the End? check scored: Yes / No over each open state's facts
             chk = [c for c in open_ if c[2].edges]
             recs = yield from gather([[dc.enough_request(self.facts(c[2]), clean_question(self.inp.question.text),
                                                          self.inp.sampling)] for c in chk])
@@ -335,7 +465,7 @@ class ExploreDomain:
         return ExploreState(thoughts=a.thoughts + (thought,),
                             edges=a.edges + tuple(e for e in b.edges if e not in a.edges),
                             seen=a.seen + tuple(e for e in b.seen if e not in a.seen),
-                            visited=a.visited | b.visited, answer=None)
+                            visited=a.visited | b.visited, answer=None, paths={**b.paths, **a.paths})
 
 
 def _init(inp: ReasonInput) -> ExploreState:
@@ -344,7 +474,7 @@ def _init(inp: ReasonInput) -> ExploreState:
     seeds = kg.find_entities(inp.question.text, among=kg.question_nodes(graph_id=gid)) if kg is not None else []
     if not seeds and kg is not None:
         seeds = [i for i in inp.question.topic_ids if 0 <= i < kg.num_entities]
-    return ExploreState(seen=tuple(int(s) for s in seeds))
+    return ExploreState(seen=tuple(int(s) for s in seeds), paths={int(s): () for s in seeds})
 
 
 @REASONERS.register("explore", params=ExploreParams, version="3")
@@ -358,8 +488,8 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     "Grounding LLM Reasoning with Knowledge Graphs" (2025), section 4.2.2 and Algorithm 1; Sun et al.,
     Think-on-Graph (2024), for the search + prune pipeline.
     """
-    dom = ExploreDomain(inp, params)
     init = _init(inp)
+    dom = ExploreDomain(inp, params, seed_names=inp.kg.names(list(init.seen)) if inp.kg is not None else [])
     res = yield from search(dom, question=inp.question.text, init=init, params=params, max_steps=params.max_steps,
                             sampling=inp.sampling)
     finished = [s for s in res.states if s.answer is not None or s.end is not None]
@@ -371,11 +501,17 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
              "steps": dom.log, "search": res.trace}
     if params.decide == "score" or params.answer == "rank":
         trace.update(decide=params.decide, answer=params.answer)
+    if dom.turns is not None:
+        trace["demos"] = dom.shown
     unparseable = dom.unparseable + res.unparseable
     q, s = inp.question, inp.sampling
     ids: dict[str, int] = {}
     if params.answer == "rank" and kg is not None:
         reached = [e for e in best.seen if e not in init.seen]
+        path, _ = dom.best_path(best)
+        if path is not None:  # demos: the ends of the most likely whole relation path
+            reached = [e for e in reached if best.paths.get(e) == path]
+            trace["answer_path"] = dc.path_text(path)
         ids = {str(n): e for n, e in zip(kg.names(reached), reached)}
     if params.answer == "rank" and (ids or q.choices):
         facts = triple_text(kg, best.edges[: params.max_context_triples]) if kg is not None else []

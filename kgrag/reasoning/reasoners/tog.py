@@ -208,7 +208,7 @@ def rel_words(name: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ params
 
-class ToGParams(dc.ScoreFields):
+class ToGParams(dc.DemoFields):
     """Params of ``tog``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -234,17 +234,9 @@ class ToGParams(dc.ScoreFields):
         "chains' ends, the search runs D depths (or to a dead end) and answers with the depth whose best name "
         "scores highest; path (needs demos) = when the best chain's relation path ends, '.' scored against '->' "
         "after the demonstrations' paths")
-    demos: int = Field(0, ge=0, le=16, description=dc.DEMOS_HELP)
-    path_margin: float = Field(
-        2.3, ge=0.0, description="with demos: a relation whose next-step score (summed log-prob) is more than this "
-        "below the best one's is dropped, W staying the upper bound (2.3: ten times less likely)")
-    plan: str = Field("data/relplan", description=dc.PLAN_HELP)
 
     @model_validator(mode="after")
-    def _demos_need_scores(self) -> "ToGParams":
-        if self.demos and (self.decide != "score" or self.prune != "llm"):
-            raise ValueError("demos: the demonstrations are shown to scored decisions; set decide: score and "
-                             "prune: llm, or demos: 0")
+    def _stop_path_needs_demos(self) -> "ToGParams":
         if self.stop == "path" and (not self.demos or self.answer != "rank"):
             raise ValueError("stop: path scores the end of the path after the demonstrations; it needs demos > 0 "
                              "and answer: rank")
