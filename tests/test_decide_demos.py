@@ -215,6 +215,23 @@ def test_explore_demos_walk_the_shown_path_and_answer_its_ends(gkg, plan):
     assert len(calls) == 5
 
 
+def test_explore_demos_an_expanded_path_does_not_hold_the_end(gkg, plan):
+    """max_entities 1: level 2 visits Film A only. Film B stays unvisited, but its path 'starred_actors
+    (reverse)' was expanded at Film A (the scores are the path's), so its ' ->' (scored here above the whole
+    2-step path) does not keep the chain open; the director's path, not expanded, is the open bound."""
+    base = copier(answer={"Dir X": -0.5})
+
+    def score(req, opt):
+        return -0.05 if opt == "starred_actors (reverse) ->" else base(req, opt)
+    res, _ = run_explore(gkg, ScriptedScores(score), "who directed the films [Actor P] starred in", "Actor P",
+                         ExploreIndex(1), demos=1, plan=plan, max_entities=1)
+    (step,) = res.trace["steps"]
+    assert [e["entity"] for e in step["explored"]] == ["Actor P", "Film A"]
+    assert step["path_end"] == {"path": "starred_actors (reverse) -> directed_by", "score": -0.1,
+                                "open_score": -4.0, "ends": True}
+    assert res.answer == "Dir X" and res.depth == 1
+
+
 def test_explore_demos_a_one_step_path_answers_its_ends(gkg, plan):
     """The demonstration 'starred_actors (reverse)': the walk still reaches the directors (max_relations 1 keeps
     the best step even when it is unlikely), but the whole path 'starred_actors (reverse).' is the most likely

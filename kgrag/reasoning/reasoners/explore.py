@@ -140,6 +140,7 @@ class ExploreDomain:
         self.shown: list[list[str]] = []
         self.path_score: dict[tuple, float] = {(): 0.0}
         self.end_score: dict[tuple, list[float]] = {}
+        self.expanded: set[tuple] = set()  # paths whose next steps were scored (an entity at their end visited)
         if params.demos:
             demos = dc.Demos(params.plan, inp.index)
             self.masked = demos.masked(inp.question.text, seed_names or [])
@@ -277,6 +278,7 @@ class ExploreDomain:
             if steps:
                 groups.setdefault(child.paths.get(ent, ()), []).append(n)
         keys = list(groups)
+        self.expanded.update(keys)
         opts = [list(dict.fromkeys(self.named(st) for n in groups[h] for st in visits[n][3])) for h in keys]
         recs = yield from gather([[dc.path_request(demos=self.turns, question=self.masked, so_far=h, steps=o, s=s,
                                                    ends=True)] for h, o in zip(keys, opts)])
@@ -318,8 +320,9 @@ class ExploreDomain:
     def path_end(self, kids: list) -> Gen:
         """The End? check with demonstrations: each reached path not scored yet gets its end options scored
         (one call per path, one batch); a state ends when its most likely whole path (log P(path '.')) scores at
-        least every path it can still extend (log P(path ' ->') of its unvisited entities), so no longer path
-        can be more likely (a continuation only lowers the probability)."""
+        least every path it can still extend: log P(path ' ->') of the paths its unvisited entities were reached
+        by, those whose next steps were not scored yet (the scores are the path's, whichever entity ends it), so
+        no longer path can be more likely (a continuation only lowers the probability)."""
         todo = list(dict.fromkeys(x for _, _, c, _ in kids for x in c.paths.values() if x and x not in self.end_score))
         recs = yield from gather([[dc.end_request(demos=self.turns, question=self.masked, so_far=x,
                                                   s=self.inp.sampling)] for x in todo])
@@ -329,7 +332,8 @@ class ExploreDomain:
                 self.end_score[x] = sc
         for _, _, child, log in kids:
             best, bs = self.best_path(child)
-            opens = [child.paths[e] for e in child.seen if e not in child.visited and e in child.paths]
+            opens = [child.paths[e] for e in child.seen if e not in child.visited and e in child.paths
+                     and child.paths[e] not in self.expanded]
             os_ = max((self.end_score[x][1] for x in opens if x in self.end_score), default=None)
             ends = best is not None and (os_ is None or bs >= os_)
             log["path_end"] = {"path": None if best is None else dc.path_text(best), "score": bs,
