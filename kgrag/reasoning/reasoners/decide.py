@@ -80,17 +80,17 @@ PATH_MARGIN_HELP = ("with demos: a relation whose next-step score (summed log-pr
 
 class DemoFields(ScoreFields):
     """The ``demos: k`` fields of the reasoners whose relation decisions can be shown demonstrations (``tog``,
-    ``explore``); each subclass defines ``decide`` and ``prune`` (the demonstrations need ``score`` and ``llm``)."""
+    ``explore``, ``agent``); each subclass defines ``decide`` (the demonstrations need ``score``) and, where it
+    has one, ``prune`` (they need ``llm``)."""
 
     demos: int = Field(0, ge=0, le=16, description=DEMOS_HELP)
-    path_margin: float = Field(2.3, ge=0.0, description=PATH_MARGIN_HELP)
     plan: str = Field("data/relplan", description=PLAN_HELP)
 
     @model_validator(mode="after")
     def _demos_need_scores(self):
-        if self.demos and (getattr(self, "decide", None) != "score" or getattr(self, "prune", None) != "llm"):
-            raise ValueError("demos: the demonstrations are shown to scored decisions; set decide: score and "
-                             "prune: llm, or demos: 0")
+        if self.demos and (getattr(self, "decide", None) != "score" or getattr(self, "prune", "llm") != "llm"):
+            needs = "decide: score" + (" and prune: llm" if hasattr(self, "prune") else "")
+            raise ValueError(f"demos: the demonstrations are shown to scored decisions; set {needs}, or demos: 0")
         return self
 
 
@@ -186,6 +186,69 @@ def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequ
     """Whether the question's path ends after ``so_far``: the path followed by '.' scored against the path
     followed by ' ->' (after the demonstration turns, whose paths end by '.')."""
     return _path_call(demos, question, [path_text(so_far) + e for e in END_OPTIONS], s)
+
+
+class PathBook:
+    """One question's demonstrations and the scores of every relation path a search walked after them (``demos:
+    k`` of ``explore`` and ``agent``). The scores are the path's, whichever entity ends it: ``score[path]`` =
+    log P(path) as the reply's start (from the next-step options), ``ends[path]`` = (log P(path '.'), log P(path
+    ' ->')); ``expanded``: the paths whose next steps were scored."""
+
+    def __init__(self, *, plan: str, index, k: int, question: str, topic_names: Sequence[str], s: Sampling) -> None:
+        demos = Demos(plan, index)
+        self.masked = demos.masked(question, topic_names)
+        got = demos.nearest(self.masked, k)
+        self.turns = demo_turns(got)
+        self.shown = [[t, path_text(p)] for t, p in got]
+        self.s = s
+        self.score: dict[tuple, float] = {(): 0.0}
+        self.ends: dict[tuple, list[float]] = {}
+        self.expanded: set[tuple] = set()
+
+    def expand(self, groups: dict[tuple, Sequence[tuple[str, bool]]]):
+        """Score the next ``steps`` of each path (``{path: steps}``) and its end options: one call per path, all
+        in one batch. Yields the requests; returns ``{path: {step: score}}`` (a failed call: the path left out)."""
+        keys = [h for h, st in groups.items() if st]
+        self.expanded.update(keys)
+        reqs = [path_request(demos=self.turns, question=self.masked, so_far=h, steps=list(groups[h]), s=self.s,
+                             ends=True) for h in keys]
+        recs = (yield reqs) if reqs else []
+        out: dict[tuple, dict] = {}
+        for h, rec in zip(keys, recs):
+            steps = list(groups[h])
+            sc = option_scores(rec, len(steps) + (len(END_OPTIONS) if h else 0), "sum")
+            if sc is None:
+                continue
+            out[h] = dict(zip(steps, sc))
+            for st, v in zip(steps, sc):
+                self.score.setdefault(h + (st,), v)
+            if h:
+                self.ends[h] = sc[len(steps):]
+        return out
+
+    def score_ends(self, paths):
+        """The end options of each non-empty path not scored yet (one call per path, one batch; yields them)."""
+        todo = list(dict.fromkeys(x for x in paths if x and x not in self.ends))
+        reqs = [end_request(demos=self.turns, question=self.masked, so_far=x, s=self.s) for x in todo]
+        recs = (yield reqs) if reqs else []
+        for x, rec in zip(todo, recs):
+            sc = option_scores(rec, len(END_OPTIONS), "sum")
+            if sc is not None:
+                self.ends[x] = sc
+
+    def best(self, paths) -> tuple[tuple | None, float | None]:
+        """The most likely whole path among ``paths`` (the highest log P(path '.'); ties by the path's text) and
+        its score; (None, None) when none is scored."""
+        done = [(self.ends[x][0], path_text(x), x) for x in set(paths) if x in self.ends]
+        if not done:
+            return None, None
+        sc, _, best = min(done, key=lambda t: (-t[0], t[1]))
+        return best, sc
+
+    def open_bound(self, paths) -> float | None:
+        """The best log P(path ' ->') among ``paths`` whose next steps were not scored yet: what a path still to
+        be extended can at most score (a continuation only lowers the probability)."""
+        return max((self.ends[x][1] for x in set(paths) if x not in self.expanded and x in self.ends), default=None)
 
 
 def ends_here(rec: CallRecord) -> tuple[bool, list[float] | None]:

@@ -80,6 +80,7 @@ class ExploreParams(StrategyParams, dc.DemoFields):
     max_relations: int = Field(3, ge=1, le=26, description="relations kept per visited entity")
     max_neighbours: int = Field(5, ge=1, le=26, description="neighbour triples kept per visited entity")
     max_entities: int = Field(4, ge=1, description="unvisited entities visited per level and state (closest first)")
+    path_margin: float = Field(2.3, ge=0.0, description=dc.PATH_MARGIN_HELP)
     prune: Literal["llm", "embedding"] = Field(
         "llm", description="llm: the LLM picks relations / neighbours by letter; embedding: cosine to the "
                            "question + thought")
@@ -132,21 +133,10 @@ class ExploreDomain:
         self.step_no = 0
         # decide: score with answer: rank: the End? check is a scoring call, the thought's Answer: line not read
         self.checked = params.decide == "score" and params.answer == "rank"
-        # demos: the demonstration turns, the masked question, and every relation path's scores (they depend on
-        # the question and the path only): log P(path) from the next-step options, (log P(path '.'),
-        # log P(path ' ->')) from the end options
-        self.turns: tuple | None = None
-        self.masked = ""
-        self.shown: list[list[str]] = []
-        self.path_score: dict[tuple, float] = {(): 0.0}
-        self.end_score: dict[tuple, list[float]] = {}
-        self.expanded: set[tuple] = set()  # paths whose next steps were scored (an entity at their end visited)
-        if params.demos:
-            demos = dc.Demos(params.plan, inp.index)
-            self.masked = demos.masked(inp.question.text, seed_names or [])
-            got = demos.nearest(self.masked, params.demos)
-            self.turns = dc.demo_turns(got)
-            self.shown = [[t, dc.path_text(p)] for t, p in got]
+        # demos: the demonstrations and every relation path's scores
+        self.book = None if not params.demos else dc.PathBook(
+            plan=params.plan, index=inp.index, k=params.demos, question=inp.question.text,
+            topic_names=seed_names or [], s=inp.sampling)
 
     # ---- prompts --------------------------------------------------------------------------------------
     def facts(self, state: ExploreState) -> str:
@@ -268,30 +258,15 @@ class ExploreDomain:
 
     def prune_by_path(self, visits: list) -> Gen:
         """Relation pruning with demonstrations: each visited entity's steps scored as the next step of the
-        relation path it was reached by, after the demonstrations' paths (``decide.path_request``, summed
-        log-probs, the path's end options too); one call per distinct path, all in one batch; the
+        relation path it was reached by, after the demonstrations' paths (``decide.PathBook.expand``: summed
+        log-probs, the path's end options too; one call per distinct path, all in one batch); the
         ``max_relations`` best within ``path_margin`` of the best kept (a failed call: the pre-rank's first).
-        Returns ``[(kept steps, trace entry), ...]`` per visit and records every path's scores."""
-        p, s = self.p, self.inp.sampling
-        groups: dict[tuple, list[int]] = {}
-        for n, (child, _, ent, steps) in enumerate(visits):
-            if steps:
-                groups.setdefault(child.paths.get(ent, ()), []).append(n)
-        keys = list(groups)
-        self.expanded.update(keys)
-        opts = [list(dict.fromkeys(self.named(st) for n in groups[h] for st in visits[n][3])) for h in keys]
-        recs = yield from gather([[dc.path_request(demos=self.turns, question=self.masked, so_far=h, steps=o, s=s,
-                                                   ends=True)] for h, o in zip(keys, opts)])
-        got: dict[tuple, dict] = {}
-        for h, o, (rec,) in zip(keys, opts, recs):
-            sc = dc.option_scores(rec, len(o) + (len(dc.END_OPTIONS) if h else 0), "sum")
-            if sc is None:
-                continue
-            got[h] = dict(zip(o, sc))
-            for st, v in zip(o, sc):
-                self.path_score.setdefault(h + (st,), v)
-            if h:
-                self.end_score[h] = sc[len(o):]
+        Returns ``[(kept steps, trace entry), ...]`` per visit."""
+        p, book = self.p, self.book
+        groups: dict[tuple, list] = {}
+        for child, _, ent, steps in visits:
+            groups.setdefault(child.paths.get(ent, ()), []).extend(self.named(st) for st in steps)
+        got = yield from book.expand({h: list(dict.fromkeys(st)) for h, st in groups.items()})
         out = []
         for child, _, ent, steps in visits:
             h = child.paths.get(ent, ())
@@ -303,38 +278,21 @@ class ExploreDomain:
                 kept = [steps[i] for i in order if vals[i] >= vals[order[0]] - p.path_margin]
             entry = {"path": dc.path_text(h),
                      "relation_scores": [[dc.step_text(*self.named(st)), v] for st, v in zip(steps, vals)]}
-            if h in self.end_score:
-                entry["path_end"] = dc.scored_options(dc.END_OPTIONS, self.end_score[h])
+            if h in book.ends:
+                entry["path_end"] = dc.scored_options(dc.END_OPTIONS, book.ends[h])
             out.append((kept, entry))
         return out
 
-    def best_path(self, state: ExploreState) -> tuple[tuple | None, float | None]:
-        """The state's most likely whole path (the highest log P(path '.') among the paths it reached; ties by
-        the path's text) and its score; (None, None) before any is scored."""
-        done = [(self.end_score[x][0], dc.path_text(x), x) for x in set(state.paths.values()) if x in self.end_score]
-        if not done:
-            return None, None
-        sc, _, best = min(done, key=lambda t: (-t[0], t[1]))
-        return best, sc
-
     def path_end(self, kids: list) -> Gen:
         """The End? check with demonstrations: each reached path not scored yet gets its end options scored
-        (one call per path, one batch); a state ends when its most likely whole path (log P(path '.')) scores at
-        least every path it can still extend: log P(path ' ->') of the paths its unvisited entities were reached
-        by, those whose next steps were not scored yet (the scores are the path's, whichever entity ends it), so
-        no longer path can be more likely (a continuation only lowers the probability)."""
-        todo = list(dict.fromkeys(x for _, _, c, _ in kids for x in c.paths.values() if x and x not in self.end_score))
-        recs = yield from gather([[dc.end_request(demos=self.turns, question=self.masked, so_far=x,
-                                                  s=self.inp.sampling)] for x in todo])
-        for x, (rec,) in zip(todo, recs):
-            sc = dc.option_scores(rec, len(dc.END_OPTIONS), "sum")
-            if sc is not None:
-                self.end_score[x] = sc
+        (``PathBook.score_ends``, one batch); a state ends when its most likely whole path (log P(path '.'))
+        scores at least every path it can still extend (``PathBook.open_bound`` over the paths its unvisited
+        entities were reached by), so no longer path can be more likely."""
+        book = self.book
+        yield from book.score_ends([x for _, _, c, _ in kids for x in c.paths.values()])
         for _, _, child, log in kids:
-            best, bs = self.best_path(child)
-            opens = [child.paths[e] for e in child.seen if e not in child.visited and e in child.paths
-                     and child.paths[e] not in self.expanded]
-            os_ = max((self.end_score[x][1] for x in opens if x in self.end_score), default=None)
+            best, bs = book.best(child.paths.values())
+            os_ = book.open_bound([child.paths[e] for e in child.seen if e not in child.visited and e in child.paths])
             ends = best is not None and (os_ is None or bs >= os_)
             log["path_end"] = {"path": None if best is None else dc.path_text(best), "score": bs,
                                "open_score": os_, "ends": ends}
@@ -382,8 +340,8 @@ class ExploreDomain:
             visits = []  # (child, log, entity, relations)
             for _, _, child, log in open_:
                 todo = [e for e in child.seen if e not in child.visited]
-                if self.turns is not None:  # demos: the entities at the end of the likeliest paths first
-                    todo.sort(key=lambda e: -self.path_score.get(child.paths.get(e), -1e18))
+                if self.book is not None:  # demos: the entities at the end of the likeliest paths first
+                    todo.sort(key=lambda e: -self.book.score.get(child.paths.get(e), -1e18))
                 todo = todo[: p.max_entities]
                 child.visited = child.visited | frozenset(todo)
                 for ent in todo:
@@ -392,7 +350,7 @@ class ExploreDomain:
             if not visits:
                 break
             # relation pruning (demos: steps, relation and direction, scored as the next step of a path)
-            if self.turns is not None:
+            if self.book is not None:
                 visits = [(c, lg, ent, self.steps_of(ent, rels[:26])) for c, lg, ent, rels in visits]
                 pruned = yield from self.prune_by_path(visits)
             else:
@@ -423,7 +381,7 @@ class ExploreDomain:
                     o = other_end(self.kg, e, ent)
                     if o not in child.seen:
                         child.seen = child.seen + (o,)
-                    if self.turns is not None and o not in child.paths:  # the path o was first reached by
+                    if self.book is not None and o not in child.paths:  # the path o was first reached by
                         child.paths[o] = child.paths.get(ent, ()) + ((rel_name(self.kg, self.kg.relations[e]),
                                                                       int(self.kg.heads[e]) == ent),)
                 entry = {"level": level + 1, "entity": self.kg.names([ent])[0],
@@ -436,7 +394,7 @@ class ExploreDomain:
                 if tsc is not None:
                     entry["triple_scores"] = tsc
                 log["explored"].append(entry)
-        if self.checked and self.turns is not None:  # demos: the End? check is the path's
+        if self.checked and self.book is not None:  # demos: the End? check is the path's
             yield from self.path_end(open_)
         elif self.checked:  # the End? check scored: Yes / No over each open state's facts
             chk = [c for c in open_ if c[2].edges]
@@ -505,14 +463,14 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
              "steps": dom.log, "search": res.trace}
     if params.decide == "score" or params.answer == "rank":
         trace.update(decide=params.decide, answer=params.answer)
-    if dom.turns is not None:
-        trace["demos"] = dom.shown
+    if dom.book is not None:
+        trace["demos"] = dom.book.shown
     unparseable = dom.unparseable + res.unparseable
     q, s = inp.question, inp.sampling
     ids: dict[str, int] = {}
     if params.answer == "rank" and kg is not None:
         reached = [e for e in best.seen if e not in init.seen]
-        path, _ = dom.best_path(best)
+        path, _ = dom.book.best(best.paths.values()) if dom.book is not None else (None, None)
         if path is not None:  # demos: the ends of the most likely whole relation path
             reached = [e for e in reached if best.paths.get(e) == path]
             trace["answer_path"] = dc.path_text(path)

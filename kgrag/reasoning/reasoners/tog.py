@@ -214,6 +214,7 @@ class ToGParams(dc.DemoFields):
     model_config = ConfigDict(extra="forbid", frozen=True)
     width: int = Field(3, ge=1, le=MAX_OPTIONS, description="beam width W: relations kept and chains kept per depth")
     depth: int = Field(3, ge=1, description="maximum depth D (exploration + reasoning rounds)")
+    path_margin: float = Field(2.3, ge=0.0, description=dc.PATH_MARGIN_HELP)
     prune: Literal["llm", "bm25", "st"] = Field(
         "llm", description="pruner of relations and entities: llm (multiple-choice prompt), bm25 or st "
         "(sentence-transformer similarity to the question; no LLM call)")
