@@ -14,7 +14,7 @@ from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batc
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.types import Question
 from tests.test_decide_tog import ScriptedScores
-from tests.test_golden_reasoners import gkg  # noqa: F401  (fixture)
+from tests.test_golden_reasoners import EDGES, gkg  # noqa: F401  (fixture)
 
 PLAN_TEXTS = ["where was X born", "who directed the films X starred in", "what films did X star in"]
 PLAN_LABELS = [(("born_in", True),), (("starred_actors", False), ("directed_by", True)),
@@ -58,6 +58,15 @@ def copier(answer=None, prefer=("Film A",)):
             return answer.get(opt, -9.0)
         return -1.0 if any(n in opt for n in prefer) else -5.0
     return score
+
+
+def ends_of(path: str, start: str) -> set[str]:
+    """The entities a relation path written as the demonstrations write it reaches from ``start`` (EDGES)."""
+    at = {start}
+    for step in path.split(" -> "):
+        rel, back = step.removesuffix(" (reverse)"), step.endswith(" (reverse)")
+        at = {(h if back else t) for h, r, t in EDGES if r == rel and (t if back else h) in at}
+    return at
 
 
 def run(kg, backend, question, topic, index, **params):
@@ -273,7 +282,77 @@ def test_explore_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
     assert res.trace["demos"][0] == ["where was X born", "born_in"]
     (lv1,) = res.trace["steps"][0]["explored"]
     assert all(isinstance(s, float) and s < 0 for _, s in lv1["relation_scores"])
-    path = res.trace["answer_path"]
-    ends = {"born_in": {"City Q"}, "directed_by (reverse)": {"Film A"}}[path]
-    assert res.answer in ends
+    assert res.answer in ends_of(res.trace["answer_path"], "Dir X")
+    assert not any(c.failed for c in calls)
+
+
+# ---- agent with demonstrations: a best-first search over relation paths --------------------------------------------
+
+def run_agent(kg, backend, question, topic, index, **params):
+    entry = REASONERS.get("agent")
+    q = Question("a1", question, kg.ids_of([topic]))
+    base = dict(max_steps=6, decide="score", answer="rank")
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=kg, index=index, sampling=Sampling()),
+                     params=entry.params(**{**base, **params}))
+    ((res, calls),) = run_batched(jobs=[job], client=LLMClient(backend, cache=None))
+    return res, calls
+
+
+def test_agent_demos_walk_the_likeliest_path_then_finish(gkg, plan):
+    """RetrieveNode first (the empty path, no call); NeighborCheck[Actor P, starred_actors] (the only step);
+    then the films share the path 'starred_actors (reverse)': directed_by is offered at Film A only (Film B
+    would walk the same path) and outscores Finish (that path's '.'); at Dir X the whole path
+    'starred_actors (reverse) -> directed_by.' outscores born_in, so Finish; rank answers over that path's ends."""
+    b = ScriptedScores(copier(answer={"Dir X": -0.5, "Film A": -0.1}))
+    res, calls = run_agent(gkg, b, "who directed the films [Actor P] starred in", "Actor P", ExploreIndex(1),
+                           demos=1, plan=plan)
+    acts = [st["action"] for st in res.trace["steps"]]
+    assert acts == ["RetrieveNode[Actor P]", "NeighborCheck[Actor P, starred_actors]",
+                    "NeighborCheck[Film A, directed_by]", "Finish"]
+    s3, s4 = res.trace["steps"][2], res.trace["steps"][3]
+    assert s3["scores"] == [["NeighborCheck[Film A, directed_by]", -0.1], ["Finish", -4.0]]
+    assert s4["scores"] == [["NeighborCheck[Dir X, born_in]", -4.0], ["Finish", -0.1]]
+    assert s4["best_path"] == {"path": "starred_actors (reverse) -> directed_by", "score": -0.1}
+    assert res.trace["answer_path"] == "starred_actors (reverse) -> directed_by"
+    assert [n for n, _ in res.trace["rank_top"]] == ["Dir X"]  # Film A scores higher but is not an end
+    assert res.answer == "Dir X"
+    assert len(calls) == 4  # three path calls (one per new path), rank
+
+
+def test_agent_demos_a_one_step_path_finishes_early(gkg, plan):
+    b = ScriptedScores(copier(answer={"Film B": -0.2}))
+    res, calls = run_agent(gkg, b, "what films did [Actor P] star in", "Actor P", ExploreIndex(2), demos=1,
+                           plan=plan)
+    assert [st["action"] for st in res.trace["steps"]][-1] == "Finish" and len(res.trace["steps"]) == 3
+    assert sorted(n for n, _ in res.trace["rank_top"]) == ["Film A", "Film B"] and res.answer == "Film B"
+
+
+def test_agent_demos_need_scored_decisions():
+    entry = REASONERS.get("agent")
+    with pytest.raises(ValueError, match="set decide: score, or demos: 0"):
+        entry.params(demos=2)
+    assert entry.params(demos=2, decide="score").demos == 2
+
+
+def test_agent_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
+    """The real embedded models through the agent's path-scored actions: finite scores, the answer an end of
+    the path the search judged most likely."""
+    from kgrag.index.embed import EmbeddingIndex, encode
+    from tests.test_decide_tog import smollm2_client
+
+    model = "all-MiniLM-L6-v2"
+    folder = tmp_path / "relplan"
+    PlanModel(model=model, texts=PLAN_TEXTS, hops=np.asarray([len(x) for x in PLAN_LABELS]), labels=PLAN_LABELS,
+              vectors=encode(PLAN_TEXTS, model=model).astype(np.float32)).save(folder)
+    empty = np.zeros((0, 384), dtype=np.float32)
+    index = EmbeddingIndex(model=model, entity_vectors=empty, relation_vectors=empty)
+    entry = REASONERS.get("agent")
+    q = Question("a1", "where was [Dir X] born", gkg.ids_of(["Dir X"]))
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, index=index, sampling=Sampling()),
+                     params=entry.params(max_steps=4, decide="score", answer="rank", demos=2, plan=str(folder)))
+    ((res, calls),) = run_batched(jobs=[job], client=smollm2_client())
+    assert res.trace["demos"][0] == ["where was X born", "born_in"]
+    step2 = res.trace["steps"][1]
+    assert all(isinstance(s, float) and s < 0 for _, s in step2["scores"] if s is not None)
+    assert res.answer in ends_of(res.trace["answer_path"], "Dir X")
     assert not any(c.failed for c in calls)

@@ -72,8 +72,8 @@ from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, se
 from kgrag.reasoning.reasoners.tog import Scorer, rel_words
 
 
-class AgentParams(StrategyParams):
-    """Params of ``agent`` (the strategy fields are shared with ``explore``)."""
+class AgentParams(StrategyParams, dc.DemoFields):
+    """Params of ``agent`` (the strategy fields are shared with ``explore``, the ``demos`` fields with ``tog``)."""
 
     max_steps: int = Field(6, ge=1, le=30, description="Thought/Action/Observation steps before the fallback answer")
     step_max_tokens: int = Field(64, ge=8, description="tokens of one Thought + Action reply")
@@ -184,6 +184,7 @@ class AgentState:
     nodes: tuple[int, ...] = ()  # entities observed, in order (a retrieved node, the nodes of the triples shown)
     shown: tuple[int, ...] = ()  # edges shown in observations
     end: str | None = None  # decide: score: "finish" (Finish chosen, answered after the search) | "stuck"
+    paths: dict = field(default_factory=dict)  # demos: node -> relation path it was first observed by
 
 
 class AgentDomain:
@@ -197,6 +198,9 @@ class AgentDomain:
         self.step_no = 0
         self._topics: list[int] | None = None
         self._scorer: Scorer | None = None
+        self.book = None if not params.demos else dc.PathBook(
+            plan=params.plan, index=inp.index, k=params.demos, question=inp.question.text,
+            topic_names=inp.kg.names(self.topics) if inp.kg is not None else [], s=inp.sampling)
 
     @property
     def topics(self) -> list[int]:
@@ -372,16 +376,109 @@ class AgentDomain:
         return dc.score_request(prompt, [o[2] for o in options], self.inp.sampling, system=SCORE_SYSTEM)
 
     def take(self, state: AgentState, option: tuple[str, list[str], str], scores: list[list], parent: int,
-             branch: int) -> AgentState:
-        """The chain grown by a chosen (scored) action."""
+             branch: int, path: dict | None = None) -> AgentState:
+        """The chain grown by a chosen (scored) action (``path``, with demos: the chain's most likely whole path
+        when it was taken, for the trace); with demos, each node the action observed first gets its path."""
         name, args, text = option
         seen = Observed()
         obs = "" if name == FINISH else self.act(name, args, seen)
         rec = {"thought": "", "action": text, "observation": obs, "valid": True, "scores": scores}
+        if path is not None:
+            rec["best_path"] = path
         self.log.append({"step": self.step_no, "parent": parent, "branch": branch, **rec})
+        paths = dict(state.paths)
+        if self.book is not None and name == "RetrieveNode":
+            for n in seen.nodes:
+                paths.setdefault(n, ())
+        elif self.book is not None and name == "NeighborCheck" and seen.nodes:
+            src = seen.nodes[0]  # act() records the checked node first, then each shown triple's two ends
+            for e in seen.edges:
+                o = other_end(self.kg, e, src)
+                if o not in paths and src in paths:
+                    paths[o] = paths[src] + ((rel_name(self.kg, self.kg.relations[e]), int(self.kg.heads[e]) == src),)
         return AgentState(steps=state.steps + (rec,), nodes=_joined(state.nodes, seen.nodes),
-                          shown=_joined(state.shown, seen.edges),
+                          shown=_joined(state.shown, seen.edges), paths=paths,
                           end="finish" if name == FINISH else None)
+
+    # ---- decide: score with demos: a best-first search over relation paths ------------------------------------------
+    def path_options(self, state: AgentState) -> list[tuple[str, list[str], str, list, tuple]]:
+        """The valid actions with demonstrations, as (action, args, text, steps, path): RetrieveNode for the
+        unobserved topics (the empty path); NeighborCheck[node, relation] where it walks a relation path the
+        chain has not walked yet (its steps: the directions with edges not shown yet; a path several nodes
+        end share is offered at the first observed one; pre-ranked, cut to ``max_actions`` - 1); Finish once a
+        node was observed."""
+        kg = self.kg
+        if kg is None:
+            return []
+        out = [("RetrieveNode", [n], f"RetrieveNode[{n}]", [], ()) for n in kg.names([t for t in self.topics
+                                                                                      if t not in state.nodes])]
+        walked = set(state.paths.values())
+        shown, offered, checks = set(state.shown), set(), []
+        for nid in state.nodes:
+            h = state.paths.get(nid)
+            if h is None:
+                continue
+            node = kg.names([nid])[0]
+            es = edges_of(kg, nid, graph_id=self.gid)
+            steps: dict[int, list] = {}
+            for e, r in zip(es.tolist(), kg.relations[es].tolist()):
+                st = (rel_name(kg, r), int(kg.heads[e]) == nid)
+                if e in shown or h + (st,) in walked or h + (st,) in offered or st in steps.get(int(r), []):
+                    continue
+                steps.setdefault(int(r), []).append(st)
+            for r, sts in steps.items():
+                offered.update(h + (st,) for st in sts)
+                rel = rel_name(kg, r)
+                checks.append(("NeighborCheck", [node, rel], f"NeighborCheck[{node}, {rel}]", sts, h,
+                               f"{node} {rel_words(rel)}"))
+        if checks:
+            checks = [checks[i][:5] for i in self.scorer.rank([c[5] for c in checks])]
+        out += checks
+        finish = bool(state.nodes)
+        out = out[: self.p.max_actions - int(finish)]
+        if finish:
+            out.append((FINISH, [], FINISH, [], ()))
+        return out
+
+    def expand_by_path(self, states: list[AgentState], k: int) -> Gen:
+        """One step of each chain with demonstrations (``decide.PathBook``): every path the options extend, and
+        every path the chain reached, gets its next steps and ends scored (one call per path not scored before,
+        one batch); a NeighborCheck scores as its best step (log P(path -> step)), RetrieveNode as the empty path
+        (0), Finish as the chain's most likely whole path (log P(path '.')). The best is taken (ToT / GoT: the
+        ``branching`` best): Finish once no walk can reach a more likely path."""
+        book = self.book
+        opts = [self.path_options(s) for s in states]
+        groups: dict[tuple, list] = {}
+        for s, os in zip(states, opts):
+            for o in os:
+                if o[0] == "NeighborCheck" and o[4] not in book.expanded:
+                    groups.setdefault(o[4], []).extend(o[3])
+            for x in s.paths.values():
+                if x and x not in book.expanded:
+                    groups.setdefault(x, [])
+        yield from book.expand({h: list(dict.fromkeys(st)) for h, st in groups.items()})
+        out: list[list[AgentState]] = []
+        for i, (s, os) in enumerate(zip(states, opts)):
+            if not os:
+                self.log.append({"step": self.step_no, "parent": i, "branch": 0, "action": "",
+                                 "observation": "No valid action.", "valid": False})
+                out.append([AgentState(steps=s.steps, nodes=s.nodes, paths=s.paths, end="stuck")])
+                continue
+            best, bs = book.best(s.paths.values())
+            scores = []
+            for name, _, _, steps, h in os:
+                if name == "RetrieveNode":
+                    scores.append(0.0)
+                elif name == FINISH:
+                    scores.append(bs)
+                else:
+                    vals = [book.score.get(h + (st,)) for st in steps]
+                    scores.append(max((v for v in vals if v is not None), default=None))
+            chosen = dc.best_k([-1e18 if v is None else v for v in scores], k)
+            scored = dc.scored_options([o[2] for o in os], scores)
+            path = {"path": None if best is None else dc.path_text(best), "score": bs}
+            out.append([self.take(s, os[c][:3], scored, i, j, path=path) for j, c in enumerate(chosen)])
+        return out
 
     def expand_scored(self, states: list[AgentState], k: int) -> Gen:
         opts = [self.options(s) for s in states]
@@ -402,6 +499,8 @@ class AgentDomain:
     # ---- the Domain protocol --------------------------------------------------------------------------
     def expand(self, states: list[AgentState], k: int, temperature: float, seeds: list[list[int]]) -> Gen:
         self.step_no += 1
+        if self.book is not None:
+            return (yield from self.expand_by_path(states, k))
         if self.p.decide == "score":
             return (yield from self.expand_scored(states, k))
         groups = [[self.request(s, temperature, seeds[i][j]) for j in range(k)] for i, s in enumerate(states)]
@@ -431,7 +530,7 @@ class AgentDomain:
         merged = {"thought": thought, "action": "", "observation": "", "valid": True}
         self.log.append({"step": self.step_no, "parent": "merge", "branch": None, **merged})
         return AgentState(steps=a.steps + extra + (merged,), answer=None, nodes=_joined(a.nodes, b.nodes),
-                          shown=_joined(a.shown, b.shown))
+                          shown=_joined(a.shown, b.shown), paths={**b.paths, **a.paths})
 
     def observations(self, state: AgentState) -> str:
         """The valid observations of a chain, one block each (the fallback's facts)."""
@@ -469,8 +568,15 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
     q, s = inp.question, inp.sampling
     names: list[str] = []
     ids: dict[str, int] = {}
+    if dom.book is not None:
+        trace["demos"] = dom.book.shown
     if params.answer == "rank" and inp.kg is not None:
-        ids = {str(n): i for n, i in zip(inp.kg.names(list(best.nodes)), best.nodes) if i not in dom.topics}
+        nodes = [i for i in best.nodes if i not in dom.topics]
+        path, _ = dom.book.best(best.paths.values()) if dom.book is not None else (None, None)
+        if path is not None:  # demos: the ends of the most likely whole relation path
+            nodes = [i for i in nodes if best.paths.get(i) == path]
+            trace["answer_path"] = dc.path_text(path)
+        ids = {str(n): i for n, i in zip(inp.kg.names(nodes), nodes)}
         names = list(ids)
     if params.answer == "rank" and (names or q.choices):
         facts = [ln for ln in dom.observations(best).splitlines() if ln.strip()]

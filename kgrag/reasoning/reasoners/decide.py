@@ -206,9 +206,10 @@ class PathBook:
         self.expanded: set[tuple] = set()
 
     def expand(self, groups: dict[tuple, Sequence[tuple[str, bool]]]):
-        """Score the next ``steps`` of each path (``{path: steps}``) and its end options: one call per path, all
-        in one batch. Yields the requests; returns ``{path: {step: score}}`` (a failed call: the path left out)."""
-        keys = [h for h, st in groups.items() if st]
+        """Score the next ``steps`` of each path (``{path: steps}``; none: its end options only) and its end
+        options: one call per path, all in one batch. Yields the requests; returns ``{path: {step: score}}`` (a
+        failed call: the path left out)."""
+        keys = [h for h, st in groups.items() if st or h]
         self.expanded.update(keys)
         reqs = [path_request(demos=self.turns, question=self.masked, so_far=h, steps=list(groups[h]), s=self.s,
                              ends=True) for h in keys]
