@@ -356,3 +356,26 @@ def test_agent_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
     assert all(isinstance(s, float) and s < 0 for _, s in step2["scores"] if s is not None)
     assert res.answer in ends_of(res.trace["answer_path"], "Dir X")
     assert not any(c.failed for c in calls)
+
+
+def test_report_views_of_explore_and_agent_show_demos_and_path_scores(gkg, plan):
+    """report.html's explore and agent views list the demonstrations and the answer's path; every path
+    decision (explore's relation_scores and path_end, the agent's action scores) is drawn with its scores."""
+    from kgrag.reporting import report_html as R
+    from tests.test_report_html import _all_edges, _gen_row
+
+    for name, runner in (("explore", run_explore), ("agent", run_agent)):
+        b = ScriptedScores(copier(answer={"Dir X": -0.5}))
+        res, calls = runner(gkg, b, "who directed the films [Actor P] starred in", "Actor P", ExploreIndex(1),
+                            demos=1, plan=plan)
+        view = R.question_view(R.QuestionData(row=_gen_row(res, calls, name), subgraph=_all_edges(gkg),
+                                              topic_ids=gkg.ids_of(["Actor P"])))
+        assert '<ul class="demos"><li>who directed the films X starred in → <code>starred_actors (reverse) -&gt; ' \
+               'directed_by</code></li></ul>' in view, name
+        assert "likeliest whole path <code>starred_actors (reverse) -&gt; directed_by</code>" in view, name
+        where = [w for w, _ in R.scored_decisions(res.trace)]
+        if name == "explore":
+            assert "steps[0].explored[1].relation_scores" in where and "steps[0].explored[1].path_end" in where
+            assert "steps[0].explored[1].relation_scores: 2 options scored" in view
+        else:
+            assert "steps[2]" in where and "steps[2]: 2 options scored" in view

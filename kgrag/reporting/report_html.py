@@ -384,15 +384,25 @@ def _walk_svg(chains: Sequence[Sequence[str]], topics: Sequence[str], data: Ques
             f'<div class="graph walk">{graph_svg(view, marks=marks, uid=f"{uid}w", cls="walk")}</div>')
 
 
+def _demos_html(trace: dict) -> str:
+    """``demos: k`` (tog, explore, agent): the labelled questions whose relation paths the decisions were shown,
+    and the whole path the answer was ranked over; "" without demonstrations."""
+    if not trace.get("demos"):
+        return ""
+    out = ('<p>demonstrations (nearest labelled questions and their relation paths):</p><ul class="demos">'
+           + "".join(f"<li>{esc(t)} → <code>{esc(p)}</code></li>" for t, p in trace["demos"]) + "</ul>")
+    if trace.get("answer_path"):
+        out += f'<p>answered over the ends of the likeliest whole path <code>{esc(trace["answer_path"])}</code></p>'
+    return out
+
+
 @TRACE_VIEWS.register("tog")
 def _trace_tog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """ToG (Sun et al. 2024): per depth the relation and entity pruning, the kept chains (coloured on the
     graph where their triples are retrieved ones), the reasoning reply."""
     out = [f'<p>topic: {esc(", ".join(map(str, trace.get("topic") or [])))}; scorer {esc(trace.get("scorer"))}; '
            f'stop <b>{esc(trace.get("stop"))}</b> at depth {esc(trace.get("depth_reached"))}</p>']
-    if trace.get("demos"):  # demos: k: the labelled questions whose relation paths the relation decisions were shown
-        out.append('<p>demonstrations (nearest labelled questions and their relation paths):</p><ul class="demos">'
-                   + "".join(f"<li>{esc(t)} → <code>{esc(p)}</code></li>" for t, p in trace["demos"]) + "</ul>")
+    out.append(_demos_html(trace))
     depths = trace.get("depths") or []
     final = next((d.get("chains") for d in reversed(depths) if d.get("chains")), []) or []
     outside = 0
@@ -560,7 +570,7 @@ def _agent_done(e: dict) -> bool:
 def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Graph-CoT agent (Jin et al. 2024): the best chain's Thought / Action / Observation steps; with a ToT /
     GoT strategy the whole search as a tree."""
-    out = [f'<p>strategy {esc(trace.get("strategy"))}</p><ol class="steps">']
+    out = [f'<p>strategy {esc(trace.get("strategy"))}</p>', _demos_html(trace), '<ol class="steps">']
     for st in trace.get("steps") or []:
         out.append(f'<li class="{"" if st.get("valid", True) else "invalid"}"><div><b>Thought</b> '
                    f'{esc(st.get("thought"))}</div><div><b>Action</b> <code>{esc(st.get("action"))}</code></div>'
@@ -580,7 +590,8 @@ def _trace_agent(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData,
 def _trace_explore(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Thought-guided exploration (ToT / GoT, Yao et al. 2023; Besta et al. 2024): each thought, the entities
     it named and the triples explored from them (their entities coloured on the graph by step)."""
-    out = [f'<p>strategy {esc(trace.get("strategy"))}, prune {esc(trace.get("prune"))}</p><ol class="steps">']
+    out = [f'<p>strategy {esc(trace.get("strategy"))}, prune {esc(trace.get("prune"))}</p>', _demos_html(trace),
+           '<ol class="steps">']
     log = trace.get("steps") or []
     for e in log:
         step = int(e.get("step") or 1) - 1
@@ -611,15 +622,15 @@ def _trace_generic(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionDat
 
 def scored_decisions(trace: Any, path: str = "") -> list[tuple[str, list]]:
     """Every scored decision of a trace (``decide: score`` / ``answer: rank``, kgrag.reasoning.reasoners.decide): each
-    ``scores`` or ``rank_top`` list of ``[option, score]`` pairs with where it is in the trace
-    (``depths[1].relations``), in trace order."""
+    ``scores``, ``*_scores`` (explore's ``relation_scores``, ``triple_scores``), ``path_end`` or ``rank_top`` list
+    of ``[option, score]`` pairs with where it is in the trace (``depths[1].relations``), in trace order."""
     out: list[tuple[str, list]] = []
     if isinstance(trace, dict):
         for k, v in trace.items():
             here = f"{path}.{k}" if path else str(k)
-            if k in ("scores", "rank_top") and isinstance(v, list) and v and all(
-                    isinstance(x, (list, tuple)) and len(x) == 2 for x in v):
-                out.append((here if k == "rank_top" else (path or k), v))
+            if (k in ("scores", "rank_top", "path_end") or str(k).endswith("_scores")) and isinstance(v, list) \
+                    and v and all(isinstance(x, (list, tuple)) and len(x) == 2 for x in v):
+                out.append((path or k, v) if k == "scores" else (here, v))
             else:
                 out.extend(scored_decisions(v, here))
     elif isinstance(trace, list):
