@@ -140,6 +140,12 @@ def run_config(*, exp: Experiment, qrows: list[dict], shard: int = 25) -> dict:
         out["by_hops"][str(k)] = block([r for r in rows if r[S.HOPS] == k])
     out["seconds"] = {"retrieve": round(t_ret, 1), "generate": round(t_gen, 1)}
     out["llm_calls"] = sum(len(json.loads(x[S.TRACE] or "{}").get("calls", [])) for x in gens)
+    asked = {q[S.QUESTION_ID]: q for q in qrows}
+    out["_rows"] = [{"question": asked[r[S.QUESTION_ID]][S.TEXT], S.HOPS: r.get(S.HOPS),
+                     "gold": asked[r[S.QUESTION_ID]].get(S.ANSWERS),
+                     S.PREDICTED_ANSWERS: r.get(S.PREDICTED_ANSWERS), "hit_at_1": r.get("hit_at_1"),
+                     S.TRACE: cost[r[S.QUESTION_ID]][S.TRACE] if r[S.QUESTION_ID] in cost else None,
+                     S.QUESTION_ID: r[S.QUESTION_ID]} for r in rows]
     return out
 
 
@@ -154,6 +160,9 @@ def main() -> None:
     ap.add_argument("--link", action="store_true", help="questions without brackets, topics linked from the text")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default="reports/bench/generalize.json")
+    ap.add_argument("--rows", default=None, metavar="FOLDER",
+                    help="also write each configuration's per-question rows (question, gold, answers, Hit@1, the "
+                         "reasoner's trace) to FOLDER/NAME.jsonl, to read its misses")
     args = ap.parse_args()
     configs = [c.split("=", 1) for c in (args.config or ["default="])]
     base = load(args.params)
@@ -172,6 +181,11 @@ def main() -> None:
         # the configuration's own experiment: its store and index are the process-wide ones of open_store /
         # open_index (opened once for all configurations that share them), its client that of its generate section
         res = run_config(exp=Experiment(params, files), qrows=qrows)
+        per_q = res.pop("_rows")
+        if args.rows:
+            Path(args.rows).mkdir(parents=True, exist_ok=True)
+            with open(Path(args.rows) / f"{name}.jsonl", "w") as fh:
+                fh.writelines(json.dumps(r, default=str) + "\n" for r in per_q)
         result["configs"][name] = {"overrides": ov, **res}
         a = res["all"]
         print(f"[generalize] {name}: Hit@1 {a['hit_at_1']} {a['hit_at_1_ci95']} lift {a['llm_lift']} "

@@ -379,3 +379,35 @@ def test_report_views_of_explore_and_agent_show_demos_and_path_scores(gkg, plan)
             assert "steps[0].explored[1].relation_scores: 2 options scored" in view
         else:
             assert "steps[2]" in where and "steps[2]: 2 options scored" in view
+
+
+def test_agent_demos_a_walked_path_is_not_offered_again(tmp_path, plan):
+    """NeighborCheck[Film A, directed_by] walks 'written_by (reverse) -> directed_by' but finds only W, the topic
+    itself (no node gets the new path); Film B's directed_by walks the same path, so it is not offered again:
+    the chain goes on with the other options (then Finish), not with one check per film."""
+    from kgrag.kg.duckdb_io import write_duckdb
+    from kgrag.kg.store import KGStore
+    from tests.conftest import tiny_tables
+
+    path = tmp_path / "kg.duckdb"
+    write_duckdb(path, tiny_tables([("Film A", "written_by", "W"), ("Film A", "directed_by", "W"),
+                                    ("Film B", "written_by", "W"), ("Film B", "directed_by", "W")]))
+    kg = KGStore(path)
+    folder = tmp_path / "relplan"
+    PlanModel(model="fake-encoder-1d", texts=["who directed the films X wrote"], hops=np.asarray([2]),
+              labels=[(("written_by", False), ("directed_by", True))],
+              vectors=np.ones((1, 1), dtype=np.float32)).save(folder)
+
+    class One(ExploreIndex):  # its own model name: encodings are cached per model
+        model = "fake-encoder-1d"
+        entity_vectors = relation_vectors = np.zeros((0, 1), dtype=np.float32)
+
+        def encode(self, texts):
+            return np.ones((len(texts), 1), dtype=np.float32)
+
+    res, _ = run_agent(kg, ScriptedScores(copier()), "who directed the films [W] wrote", "W", One(0), demos=1,
+                       plan=str(folder))
+    acts = [st["action"] for st in res.trace["steps"]]
+    assert acts[:3] == ["RetrieveNode[W]", "NeighborCheck[W, written_by]", "NeighborCheck[Film A, directed_by]"]
+    assert "NeighborCheck[Film B, directed_by]" not in acts
+    assert "NeighborCheck[Film B, directed_by]" not in [o for st in res.trace["steps"] for o, _ in st["scores"]]

@@ -185,6 +185,7 @@ class AgentState:
     shown: tuple[int, ...] = ()  # edges shown in observations
     end: str | None = None  # decide: score: "finish" (Finish chosen, answered after the search) | "stuck"
     paths: dict = field(default_factory=dict)  # demos: node -> relation path it was first observed by
+    walked: frozenset = frozenset()  # demos: the relation paths the chain's NeighborChecks walked
 
 
 class AgentDomain:
@@ -376,9 +377,10 @@ class AgentDomain:
         return dc.score_request(prompt, [o[2] for o in options], self.inp.sampling, system=SCORE_SYSTEM)
 
     def take(self, state: AgentState, option: tuple[str, list[str], str], scores: list[list], parent: int,
-             branch: int, path: dict | None = None) -> AgentState:
-        """The chain grown by a chosen (scored) action (``path``, with demos: the chain's most likely whole path
-        when it was taken, for the trace); with demos, each node the action observed first gets its path."""
+             branch: int, path: dict | None = None, walks: set | None = None) -> AgentState:
+        """The chain grown by a chosen (scored) action (with demos: ``path``, the chain's most likely whole path
+        when it was taken, for the trace; ``walks``, the relation paths the action walks); with demos, each node
+        the action observed first gets its path."""
         name, args, text = option
         seen = Observed()
         obs = "" if name == FINISH else self.act(name, args, seen)
@@ -397,7 +399,7 @@ class AgentDomain:
                 if o not in paths and src in paths:
                     paths[o] = paths[src] + ((rel_name(self.kg, self.kg.relations[e]), int(self.kg.heads[e]) == src),)
         return AgentState(steps=state.steps + (rec,), nodes=_joined(state.nodes, seen.nodes),
-                          shown=_joined(state.shown, seen.edges), paths=paths,
+                          shown=_joined(state.shown, seen.edges), paths=paths, walked=state.walked | (walks or set()),
                           end="finish" if name == FINISH else None)
 
     # ---- decide: score with demos: a best-first search over relation paths ------------------------------------------
@@ -412,7 +414,7 @@ class AgentDomain:
             return []
         out = [("RetrieveNode", [n], f"RetrieveNode[{n}]", [], ()) for n in kg.names([t for t in self.topics
                                                                                       if t not in state.nodes])]
-        walked = set(state.paths.values())
+        walked = set(state.paths.values()) | state.walked
         shown, offered, checks = set(state.shown), set(), []
         for nid in state.nodes:
             h = state.paths.get(nid)
@@ -462,7 +464,7 @@ class AgentDomain:
             if not os:
                 self.log.append({"step": self.step_no, "parent": i, "branch": 0, "action": "",
                                  "observation": "No valid action.", "valid": False})
-                out.append([AgentState(steps=s.steps, nodes=s.nodes, paths=s.paths, end="stuck")])
+                out.append([AgentState(steps=s.steps, nodes=s.nodes, paths=s.paths, walked=s.walked, end="stuck")])
                 continue
             best, bs = book.best(s.paths.values())
             scores = []
@@ -477,7 +479,8 @@ class AgentDomain:
             chosen = dc.best_k([-1e18 if v is None else v for v in scores], k)
             scored = dc.scored_options([o[2] for o in os], scores)
             path = {"path": None if best is None else dc.path_text(best), "score": bs}
-            out.append([self.take(s, os[c][:3], scored, i, j, path=path) for j, c in enumerate(chosen)])
+            out.append([self.take(s, os[c][:3], scored, i, j, path=path, walks={os[c][4] + (st,) for st in os[c][3]})
+                        for j, c in enumerate(chosen)])
         return out
 
     def expand_scored(self, states: list[AgentState], k: int) -> Gen:
@@ -530,7 +533,7 @@ class AgentDomain:
         merged = {"thought": thought, "action": "", "observation": "", "valid": True}
         self.log.append({"step": self.step_no, "parent": "merge", "branch": None, **merged})
         return AgentState(steps=a.steps + extra + (merged,), answer=None, nodes=_joined(a.nodes, b.nodes),
-                          shown=_joined(a.shown, b.shown), paths={**b.paths, **a.paths})
+                          shown=_joined(a.shown, b.shown), paths={**b.paths, **a.paths}, walked=a.walked | b.walked)
 
     def observations(self, state: AgentState) -> str:
         """The valid observations of a chain, one block each (the fallback's facts)."""
