@@ -200,8 +200,8 @@ def run_explore(kg, backend, question, topic, index, **params):
 def test_explore_demos_walk_the_shown_path_and_answer_its_ends(gkg, plan):
     """Actor P, the demonstration 'starred_actors (reverse) -> directed_by'. Level 1: the one step out of Actor P
     (no end options: the path is empty); level 2: Film A and Film B share the path 'starred_actors (reverse)', one
-    call scores its steps and its ends; directed_by is kept. The End? check scores the new path's ends: the
-    2-step path ending ('.') outscores every path still open, so the chain ends after one step and rank answers
+    call scores its steps, each ending and going on; directed_by is kept. The End? check: the 2-step path ending
+    ('.') outscores every path still open, so the chain ends after one step and rank answers
     over the ends of that path only (Dir X, Dir Y; not the films)."""
     b = ScriptedScores(copier(answer={"Dir X": -0.5, "Film A": -0.1}))
     res, calls = run_explore(gkg, b, "who directed the films [Actor P] starred in", "Actor P", ExploreIndex(1),
@@ -210,18 +210,19 @@ def test_explore_demos_walk_the_shown_path_and_answer_its_ends(gkg, plan):
     (step,) = res.trace["steps"]
     lv1, fa, fb = step["explored"]
     assert lv1["entity"] == "Actor P" and lv1["path"] == "" and "path_end" not in lv1
-    assert lv1["relation_scores"] == [["starred_actors (reverse)", -0.1]]
+    # a step's score: log(P(path -> step '.') + P(path -> step ' ->')); -0.08 on the shown path, -3.3069 off it
+    assert lv1["relation_scores"] == [["starred_actors (reverse)", -0.08]]
     assert {fa["entity"], fb["entity"]} == {"Film A", "Film B"}
     assert fa["path"] == "starred_actors (reverse)" and fa["path_end"] == [[".", -4.0], [" ->", -0.1]]
-    assert dict(fa["relation_scores"]) == {"directed_by": -0.1, "starred_actors": -4.0}
+    assert dict(fa["relation_scores"]) == {"directed_by": -0.08, "starred_actors": -3.3069}
     assert fa["relations"] == ["directed_by"]  # max_relations 1; starred_actors back to Actor P not walked
     assert step["path_end"] == {"path": "starred_actors (reverse) -> directed_by", "score": -0.1,
                                 "open_score": -4.0, "ends": True}
     assert res.trace["answer_path"] == "starred_actors (reverse) -> directed_by"
     assert [n for n, _ in res.trace["rank_top"]] == ["Dir X", "Dir Y"]  # Film A scores higher but is not an end
     assert res.answer == "Dir X" and res.depth == 1
-    # thought (1), the path calls of the two levels (2), the end check of the new path (1), rank (1)
-    assert len(calls) == 5
+    # thought (1), the path calls of the two levels (2; they score the new paths' ends too), rank (1)
+    assert len(calls) == 4
 
 
 def test_explore_demos_an_expanded_path_does_not_hold_the_end(gkg, plan):
@@ -310,8 +311,8 @@ def test_agent_demos_walk_the_likeliest_path_then_finish(gkg, plan):
     assert acts == ["RetrieveNode[Actor P]", "NeighborCheck[Actor P, starred_actors]",
                     "NeighborCheck[Film A, directed_by]", "Finish"]
     s3, s4 = res.trace["steps"][2], res.trace["steps"][3]
-    assert s3["scores"] == [["NeighborCheck[Film A, directed_by]", -0.1], ["Finish", -4.0]]
-    assert s4["scores"] == [["NeighborCheck[Dir X, born_in]", -4.0], ["Finish", -0.1]]
+    assert s3["scores"] == [["NeighborCheck[Film A, directed_by]", -0.08], ["Finish", -4.0]]
+    assert s4["scores"] == [["NeighborCheck[Dir X, born_in]", -3.3069], ["Finish", -0.1]]
     assert s4["best_path"] == {"path": "starred_actors (reverse) -> directed_by", "score": -0.1}
     assert res.trace["answer_path"] == "starred_actors (reverse) -> directed_by"
     assert [n for n, _ in res.trace["rank_top"]] == ["Dir X"]  # Film A scores higher but is not an end

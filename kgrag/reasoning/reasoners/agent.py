@@ -443,9 +443,9 @@ class AgentDomain:
         return out
 
     def expand_by_path(self, states: list[AgentState], k: int) -> Gen:
-        """One step of each chain with demonstrations (``decide.PathBook``): every path the options extend, and
-        every path the chain reached, gets its next steps and ends scored (one call per path not scored before,
-        one batch); a NeighborCheck scores as its best step (log P(path -> step)), RetrieveNode as the empty path
+        """One step of each chain with demonstrations (``decide.PathBook``): every path the options extend gets
+        its next steps scored, each with its new path's ends (one call per path not scored before, one batch); a
+        NeighborCheck scores as its best step (log P(path -> step)), RetrieveNode as the empty path
         (0), Finish as the chain's most likely whole path (log P(path '.')). The best is taken (ToT / GoT: the
         ``branching`` best): Finish once no walk can reach a more likely path."""
         book = self.book
@@ -455,9 +455,6 @@ class AgentDomain:
             for o in os:
                 if o[0] == "NeighborCheck" and o[4] not in book.expanded:
                     groups.setdefault(o[4], []).extend(o[3])
-            for x in s.paths.values():
-                if x and x not in book.expanded:
-                    groups.setdefault(x, [])
         yield from book.expand({h: list(dict.fromkeys(st)) for h, st in groups.items()})
         out: list[list[AgentState]] = []
         for i, (s, os) in enumerate(zip(states, opts)):

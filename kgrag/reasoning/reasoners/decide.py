@@ -168,17 +168,21 @@ END_OPTIONS = (".", " ->")
 
 
 def path_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
-                 steps: Sequence[tuple[str, bool]], s: Sampling, ends: bool = False) -> LLMRequest:
+                 steps: Sequence[tuple[str, bool]], s: Sampling) -> LLMRequest:
     """The question's path after the demonstration turns, each of ``steps`` scored as its next step: the
     options are the whole path so far plus the step, so under ``sum`` normalization they differ by the step's
-    log-probability only (the shared prefix adds the same to every option), and each option's score is the
-    log-probability of that whole path as the reply's start. ``ends`` (a non-empty ``so_far``): the path so far
-    followed by '.' and by ' ->' are scored too, after the steps (``END_OPTIONS``): the whole reply that ends
-    here, and every continuation's upper bound."""
-    opts = [path_text([*so_far, st]) for st in steps]
-    if ends and so_far:
-        opts += [path_text(so_far) + e for e in END_OPTIONS]
-    return _path_call(demos, question, opts, s)
+    log-probability only (the shared prefix adds the same to every option)."""
+    return _path_call(demos, question, [path_text([*so_far, st]) for st in steps], s)
+
+
+def step_end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
+                     steps: Sequence[tuple[str, bool]], s: Sampling) -> LLMRequest:
+    """Each of ``steps`` after the path so far, scored twice: the path ending there ('.') and going on (' ->')
+    (``END_OPTIONS``, options ``2 i`` and ``2 i + 1``). Their log-sum is the step's probability as the path's
+    next step; a bare prefix is no fair option, since the tokenizer merges a path's last character with what
+    follows (SmolLM2 writes "(reverse)." as "(reverse" + ")."; "(reverse)" alone ends in a token the
+    demonstrations use only before ' ->')."""
+    return _path_call(demos, question, [path_text([*so_far, st]) + e for st in steps for e in END_OPTIONS], s)
 
 
 def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
@@ -190,9 +194,9 @@ def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequ
 
 class PathBook:
     """One question's demonstrations and the scores of every relation path a search walked after them (``demos:
-    k`` of ``explore`` and ``agent``). The scores are the path's, whichever entity ends it: ``score[path]`` =
-    log P(path) as the reply's start (from the next-step options), ``ends[path]`` = (log P(path '.'), log P(path
-    ' ->')); ``expanded``: the paths whose next steps were scored."""
+    k`` of ``explore`` and ``agent``). The scores are the path's, whichever entity ends it: ``ends[path]`` =
+    (log P(path '.'), log P(path ' ->')) as the reply, ``score[path]`` = their log-sum, log P(path) as the reply's
+    start; ``expanded``: the paths whose next steps were scored."""
 
     def __init__(self, *, plan: str, index, k: int, question: str, topic_names: Sequence[str], s: Sampling) -> None:
         demos = Demos(plan, index)
@@ -206,25 +210,26 @@ class PathBook:
         self.expanded: set[tuple] = set()
 
     def expand(self, groups: dict[tuple, Sequence[tuple[str, bool]]]):
-        """Score the next ``steps`` of each path (``{path: steps}``; none: its end options only) and its end
-        options: one call per path, all in one batch. Yields the requests; returns ``{path: {step: score}}`` (a
-        failed call: the path left out)."""
-        keys = [h for h, st in groups.items() if st or h]
+        """Score the next ``steps`` of each path (``{path: steps}``), each step's path ending and going on
+        (``step_end_request``): one call per path, all in one batch. A step's score is the log-sum of the two
+        (log P(path -> step)), its new path's ends are the two. Yields the requests; returns ``{path: {step:
+        score}}`` (a failed call: the path left out)."""
+        keys = [h for h, st in groups.items() if st]
         self.expanded.update(keys)
-        reqs = [path_request(demos=self.turns, question=self.masked, so_far=h, steps=list(groups[h]), s=self.s,
-                             ends=True) for h in keys]
+        reqs = [step_end_request(demos=self.turns, question=self.masked, so_far=h, steps=list(groups[h]), s=self.s)
+                for h in keys]
         recs = (yield reqs) if reqs else []
         out: dict[tuple, dict] = {}
         for h, rec in zip(keys, recs):
             steps = list(groups[h])
-            sc = option_scores(rec, len(steps) + (len(END_OPTIONS) if h else 0), "sum")
+            sc = option_scores(rec, len(END_OPTIONS) * len(steps), "sum")
             if sc is None:
                 continue
-            out[h] = dict(zip(steps, sc))
-            for st, v in zip(steps, sc):
-                self.score.setdefault(h + (st,), v)
-            if h:
-                self.ends[h] = sc[len(steps):]
+            out[h] = {}
+            for i, st in enumerate(steps):
+                end, on = sc[2 * i], sc[2 * i + 1]
+                out[h][st] = self.score.setdefault(h + (st,), round(float(np.logaddexp(end, on)), 4))
+                self.ends.setdefault(h + (st,), [end, on])
         return out
 
     def score_ends(self, paths):
