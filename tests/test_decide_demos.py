@@ -412,3 +412,32 @@ def test_agent_demos_a_walked_path_is_not_offered_again(tmp_path, plan):
     assert acts[:3] == ["RetrieveNode[W]", "NeighborCheck[W, written_by]", "NeighborCheck[Film A, directed_by]"]
     assert "NeighborCheck[Film B, directed_by]" not in acts
     assert "NeighborCheck[Film B, directed_by]" not in [o for st in res.trace["steps"] for o, _ in st["scores"]]
+
+
+def test_explore_demos_an_entity_reached_first_by_another_path_is_still_its_end(tmp_path):
+    """X is reached first by r1 (T -r1-> X), then by the shown path r2 -> r3 (T -r2-> Y -r3-> X): the answer
+    ranks the ends of the likeliest whole path, r2 -> r3, which X is, though X's first path was r1."""
+    from kgrag.kg.duckdb_io import write_duckdb
+    from kgrag.kg.store import KGStore
+    from tests.conftest import tiny_tables
+
+    path = tmp_path / "kg.duckdb"
+    write_duckdb(path, tiny_tables([("T", "r1", "X"), ("T", "r2", "Y"), ("Y", "r3", "X")]))
+    kg = KGStore(path)
+    folder = tmp_path / "relplan"
+    PlanModel(model="fake-encoder-1d", texts=["what is the r3 of the r2 of X"], hops=np.asarray([2]),
+              labels=[(("r2", True), ("r3", True))], vectors=np.ones((1, 1), dtype=np.float32)).save(folder)
+
+    class One(ExploreIndex):
+        model = "fake-encoder-1d"
+        entity_vectors = relation_vectors = np.zeros((0, 1), dtype=np.float32)
+
+        def encode(self, texts):
+            return np.ones((len(texts), 1), dtype=np.float32)
+
+    res, _ = run_explore(kg, ScriptedScores(copier(answer={"X": -0.5, "Y": -0.1})), "what is the r3 of the r2 of [T]",
+                         "T", One(0), demos=1, plan=str(folder), max_relations=2, path_margin=5.0)
+    lv1 = res.trace["steps"][0]["explored"][0]
+    assert lv1["relations"] == ["r2", "r1"]  # both walked (path_margin 5): X is first reached by r1
+    assert res.trace["answer_path"] == "r2 -> r3"
+    assert [n for n, _ in res.trace["rank_top"]] == ["X"] and res.answer == "X"

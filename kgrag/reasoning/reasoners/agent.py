@@ -38,6 +38,16 @@ option(s) (not counted unparseable); a chain without any valid action (no topic 
 and the final answer is given as after ``max_steps``. A chosen ``Finish`` ends the chain; its answer is the final
 answer below. Every option's score is in the trace (``scores`` of each step).
 
+``demos: k`` (with ``decide: score``; ``decide.PathBook``; kgrag's adaptation): the agent becomes a best-first
+search over relation paths after the paths of the ``k`` labelled questions nearest to the question (the relplan
+stage's plan, ``plan``). Each node observed gets the path it was first observed by (a topic: the empty path). The
+options: ``RetrieveNode`` of an unobserved topic (the empty path: score 0, so retrieval comes first);
+``NeighborCheck[node, relation]`` where it walks a path the chain has not walked, scored as its best step after
+the node's path (the path plus the step ending and going on, their log-sum; a path several nodes share is
+offered at the first observed); ``Finish``, scored as the chain's most likely whole path (log P(path '.')).
+Finish is thus taken once no walk can reach a more likely path. One scoring call per new path (none when the
+options' paths were scored before); rank answers over the ends of the most likely whole path.
+
 ``answer: rank``: the final answer (after ``Finish``, generated or scored, or after ``max_steps``) is ``rank``'s
 selection over the entities the chain observed, the question's topic entities left out, with the chain's
 observations as the facts (one scoring call; ``margin`` as rank's). With none observed, the generated
@@ -186,6 +196,7 @@ class AgentState:
     end: str | None = None  # decide: score: "finish" (Finish chosen, answered after the search) | "stuck"
     paths: dict = field(default_factory=dict)  # demos: node -> relation path it was first observed by
     walked: frozenset = frozenset()  # demos: the relation paths the chain's NeighborChecks walked
+    reach: dict = field(default_factory=dict)  # demos: relation path -> the nodes (not topics) found at its end
 
 
 class AgentDomain:
@@ -392,15 +403,18 @@ class AgentDomain:
         if self.book is not None and name == "RetrieveNode":
             for n in seen.nodes:
                 paths.setdefault(n, ())
-        elif self.book is not None and name == "NeighborCheck" and seen.nodes:
+        reach = dict(state.reach)
+        if self.book is not None and name == "NeighborCheck" and seen.nodes and seen.nodes[0] in paths:
             src = seen.nodes[0]  # act() records the checked node first, then each shown triple's two ends
             for e in seen.edges:
                 o = other_end(self.kg, e, src)
-                if o not in paths and src in paths:
-                    paths[o] = paths[src] + ((rel_name(self.kg, self.kg.relations[e]), int(self.kg.heads[e]) == src),)
+                p = paths[src] + ((rel_name(self.kg, self.kg.relations[e]), int(self.kg.heads[e]) == src),)
+                paths.setdefault(o, p)
+                if o not in self.topics and o not in reach.get(p, ()):
+                    reach[p] = reach.get(p, ()) + (o,)
         return AgentState(steps=state.steps + (rec,), nodes=_joined(state.nodes, seen.nodes),
                           shown=_joined(state.shown, seen.edges), paths=paths, walked=state.walked | (walks or set()),
-                          end="finish" if name == FINISH else None)
+                          reach=reach, end="finish" if name == FINISH else None)
 
     # ---- decide: score with demos: a best-first search over relation paths ------------------------------------------
     def path_options(self, state: AgentState) -> list[tuple[str, list[str], str, list, tuple]]:
@@ -414,7 +428,7 @@ class AgentDomain:
             return []
         out = [("RetrieveNode", [n], f"RetrieveNode[{n}]", [], ()) for n in kg.names([t for t in self.topics
                                                                                       if t not in state.nodes])]
-        walked = set(state.paths.values()) | state.walked
+        walked = set(state.paths.values()) | set(state.reach) | state.walked
         shown, offered, checks = set(state.shown), set(), []
         for nid in state.nodes:
             h = state.paths.get(nid)
@@ -461,9 +475,10 @@ class AgentDomain:
             if not os:
                 self.log.append({"step": self.step_no, "parent": i, "branch": 0, "action": "",
                                  "observation": "No valid action.", "valid": False})
-                out.append([AgentState(steps=s.steps, nodes=s.nodes, paths=s.paths, walked=s.walked, end="stuck")])
+                out.append([AgentState(steps=s.steps, nodes=s.nodes, paths=s.paths, walked=s.walked, reach=s.reach,
+                                       end="stuck")])
                 continue
-            best, bs = book.best(s.paths.values())
+            best, bs = book.best(s.reach)
             scores = []
             for name, _, _, steps, h in os:
                 if name == "RetrieveNode":
@@ -530,7 +545,8 @@ class AgentDomain:
         merged = {"thought": thought, "action": "", "observation": "", "valid": True}
         self.log.append({"step": self.step_no, "parent": "merge", "branch": None, **merged})
         return AgentState(steps=a.steps + extra + (merged,), answer=None, nodes=_joined(a.nodes, b.nodes),
-                          shown=_joined(a.shown, b.shown), paths={**b.paths, **a.paths}, walked=a.walked | b.walked)
+                          shown=_joined(a.shown, b.shown), paths={**b.paths, **a.paths}, walked=a.walked | b.walked,
+                          reach=dc.merged_reach(a.reach, b.reach))
 
     def observations(self, state: AgentState) -> str:
         """The valid observations of a chain, one block each (the fallback's facts)."""
@@ -572,9 +588,9 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
         trace["demos"] = dom.book.shown
     if params.answer == "rank" and inp.kg is not None:
         nodes = [i for i in best.nodes if i not in dom.topics]
-        path, _ = dom.book.best(best.paths.values()) if dom.book is not None else (None, None)
+        path, _ = dom.book.best(best.reach) if dom.book is not None else (None, None)
         if path is not None:  # demos: the ends of the most likely whole relation path
-            nodes = [i for i in nodes if best.paths.get(i) == path]
+            nodes = [i for i in nodes if i in best.reach[path]]
             trace["answer_path"] = dc.path_text(path)
         ids = {str(n): i for n, i in zip(inp.kg.names(nodes), nodes)}
         names = list(ids)

@@ -257,6 +257,14 @@ class PathBook:
         return max((self.ends[x][1] for x in set(paths) if x not in self.expanded and x in self.ends), default=None)
 
 
+def merged_reach(a: dict, b: dict) -> dict:
+    """Two chains' ``{relation path: entities at its end}`` as one (GoT's merge), ``a``'s entities first."""
+    out = dict(a)
+    for p, ends in b.items():
+        out[p] = out.get(p, ()) + tuple(e for e in ends if e not in out.get(p, ()))
+    return out
+
+
 def ends_here(rec: CallRecord) -> tuple[bool, list[float] | None]:
     """(the path ends: '.' scores above '->', the two scores); a failed call: it goes on."""
     sc = option_scores(rec, len(END_OPTIONS), "sum")

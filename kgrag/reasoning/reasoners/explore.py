@@ -45,6 +45,17 @@ line in it is not read), and after the step's exploration each open state with f
 "Yes" against "No" (``decide.enough_request`` over its triples; ``enough`` in the step's trace): Yes ends the
 chain, a failed call says No. ToT / GoT evaluators: see ``strategies``.
 
+``demos: k`` (with ``decide: score``, ``prune: llm``; ``decide.PathBook``; kgrag's adaptation): the relation
+pruning is shown the relation paths of the ``k`` labelled questions nearest to the question (the relplan stage's
+plan, ``plan``) and scores each step out of a visited entity (relation and direction) as the next step of the
+path that entity was reached by: the path plus the step ending ('.') and going on (' ->'), their log-sum. One
+call per distinct path, all in one batch; the ``max_relations`` best within ``path_margin`` of the entity's best
+are walked. The entities at the end of the likeliest paths are visited first. With ``answer: rank`` the ``End?``
+check is the path's: a chain ends when its most likely whole path (log P(path '.')) scores at least every path
+still open (log P(path ' ->') of the paths its unvisited entities were reached by, where no entity with that
+path was visited: a continuation only lowers the probability), and rank answers over the ends of that path only.
+Neighbour pruning stays ``FACT_SCORE``'s; the thought stays generated.
+
 ``answer: rank``: the final answer (after the ``End?`` check or ``max_steps``) is ``rank``'s selection over the
 entities the chain reached (the ends of its triples and the entities matched, the question's own entities left
 out), with its triples as the facts (one scoring call; ``margin`` as rank's). With none reached, the thought's
@@ -120,6 +131,7 @@ class ExploreState:
     answer: str | None = None
     end: str | None = None  # "enough" | "path": the scored End? check said Yes (decide: score, answer: rank)
     paths: dict = field(default_factory=dict)  # demos: entity -> relation path it was reached by ((name, fwd), ...)
+    reach: dict = field(default_factory=dict)  # demos: relation path -> the entities (not seeds) found at its end
 
 
 class ExploreDomain:
@@ -289,9 +301,9 @@ class ExploreDomain:
         scores at least every path it can still extend (``PathBook.open_bound`` over the paths its unvisited
         entities were reached by), so no longer path can be more likely."""
         book = self.book
-        yield from book.score_ends([x for _, _, c, _ in kids for x in c.paths.values()])
+        yield from book.score_ends([x for _, _, c, _ in kids for x in c.reach])
         for _, _, child, log in kids:
-            best, bs = book.best(child.paths.values())
+            best, bs = book.best(child.reach)
             os_ = book.open_bound([child.paths[e] for e in child.seen if e not in child.visited and e in child.paths])
             ends = best is not None and (os_ is None or bs >= os_)
             log["path_end"] = {"path": None if best is None else dc.path_text(best), "score": bs,
@@ -312,7 +324,7 @@ class ExploreDomain:
                 ans = None if self.checked else final_answer(thought)
                 log = {"step": self.step_no, "parent": i, "branch": j, "thought": thought}
                 child = ExploreState(thoughts=s.thoughts + (thought,), edges=s.edges, seen=s.seen, visited=s.visited,
-                                     answer=ans, paths=dict(s.paths))
+                                     answer=ans, paths=dict(s.paths), reach=dict(s.reach))
                 kids.append((i, j, child, log))
         open_ = [c for c in kids if c[2].answer is None]
         # entity extraction: one request per open child, all in one batch (decide: score: none, the search goes
@@ -381,9 +393,12 @@ class ExploreDomain:
                     o = other_end(self.kg, e, ent)
                     if o not in child.seen:
                         child.seen = child.seen + (o,)
-                    if self.book is not None and o not in child.paths:  # the path o was first reached by
-                        child.paths[o] = child.paths.get(ent, ()) + ((rel_name(self.kg, self.kg.relations[e]),
-                                                                      int(self.kg.heads[e]) == ent),)
+                    if self.book is not None:  # the path o was first reached by; every path's ends
+                        p_o = child.paths.get(ent, ()) + ((rel_name(self.kg, self.kg.relations[e]),
+                                                          int(self.kg.heads[e]) == ent),)
+                        child.paths.setdefault(o, p_o)
+                        if child.paths[o] != () and o not in child.reach.get(p_o, ()):
+                            child.reach[p_o] = child.reach.get(p_o, ()) + (o,)
                 entry = {"level": level + 1, "entity": self.kg.names([ent])[0],
                          "relations": [dc.step_text(*self.named(r)) if isinstance(r, tuple) else rel_name(self.kg, r)
                                        for r in rels], "triples": triple_text(self.kg, kept)}
@@ -427,7 +442,8 @@ class ExploreDomain:
         return ExploreState(thoughts=a.thoughts + (thought,),
                             edges=a.edges + tuple(e for e in b.edges if e not in a.edges),
                             seen=a.seen + tuple(e for e in b.seen if e not in a.seen),
-                            visited=a.visited | b.visited, answer=None, paths={**b.paths, **a.paths})
+                            visited=a.visited | b.visited, answer=None, paths={**b.paths, **a.paths},
+                            reach=dc.merged_reach(a.reach, b.reach))
 
 
 def _init(inp: ReasonInput) -> ExploreState:
@@ -470,9 +486,9 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     ids: dict[str, int] = {}
     if params.answer == "rank" and kg is not None:
         reached = [e for e in best.seen if e not in init.seen]
-        path, _ = dom.book.best(best.paths.values()) if dom.book is not None else (None, None)
+        path, _ = dom.book.best(best.reach) if dom.book is not None else (None, None)
         if path is not None:  # demos: the ends of the most likely whole relation path
-            reached = [e for e in reached if best.paths.get(e) == path]
+            reached = [e for e in best.reach[path] if e not in init.seen]
             trace["answer_path"] = dc.path_text(path)
         ids = {str(n): e for n, e in zip(kg.names(reached), reached)}
     if params.answer == "rank" and (ids or q.choices):
