@@ -441,3 +441,33 @@ def test_explore_demos_an_entity_reached_first_by_another_path_is_still_its_end(
     assert lv1["relations"] == ["r2", "r1"]  # both walked (path_margin 5): X is first reached by r1
     assert res.trace["answer_path"] == "r2 -> r3"
     assert [n for n, _ in res.trace["rank_top"]] == ["X"] and res.answer == "X"
+
+
+def test_pathbook_scores_each_step_once(plan):
+    """PathBook.expand scores only the steps it has not scored: a path expanded again with one more step asks
+    for that step only (two options: the path ending there and going on), and keeps the earlier scores."""
+    client = LLMClient(ScriptedScores(copier()), cache=None)
+    book = dc.PathBook(plan=plan, index=NearestIs(1), k=1, question="who directed the films [P] starred in",
+                       topic_names=["P"], s=Sampling())
+
+    def drive(groups):
+        gen = book.expand(groups)
+        sent = []
+        try:
+            reqs = next(gen)
+            while True:
+                sent.append(reqs)
+                reqs = gen.send(client.generate(reqs))
+        except StopIteration:
+            return sent
+
+    sa, db, wb = ("starred_actors", False), ("directed_by", True), ("written_by", True)
+    (first,) = drive({(sa,): [db]})
+    assert first[0].continuations == ("starred_actors (reverse) -> directed_by.",
+                                      "starred_actors (reverse) -> directed_by ->")
+    assert book.score[(sa, db)] == -0.08 and book.ends[(sa, db)] == [-0.1, -4.0]
+    (second,) = drive({(sa,): [db, wb]})
+    assert [r.continuations for r in second] == [("starred_actors (reverse) -> written_by.",
+                                                  "starred_actors (reverse) -> written_by ->")]
+    assert book.score[(sa, wb)] == -3.3069 and book.score[(sa, db)] == -0.08
+    assert drive({(sa,): [db, wb]}) == [] and (sa,) in book.expanded

@@ -465,11 +465,11 @@ class AgentDomain:
         book = self.book
         opts = [self.path_options(s) for s in states]
         groups: dict[tuple, list] = {}
-        for s, os in zip(states, opts):
+        for os in opts:
             for o in os:
-                if o[0] == "NeighborCheck" and o[4] not in book.expanded:
+                if o[0] == "NeighborCheck":
                     groups.setdefault(o[4], []).extend(o[3])
-        yield from book.expand({h: list(dict.fromkeys(st)) for h, st in groups.items()})
+        yield from book.expand(groups)  # the steps not scored before
         out: list[list[AgentState]] = []
         for i, (s, os) in enumerate(zip(states, opts)):
             if not os:

@@ -210,27 +210,22 @@ class PathBook:
         self.expanded: set[tuple] = set()
 
     def expand(self, groups: dict[tuple, Sequence[tuple[str, bool]]]):
-        """Score the next ``steps`` of each path (``{path: steps}``), each step's path ending and going on
-        (``step_end_request``): one call per path, all in one batch. A step's score is the log-sum of the two
-        (log P(path -> step)), its new path's ends are the two. Yields the requests; returns ``{path: {step:
-        score}}`` (a failed call: the path left out)."""
-        keys = [h for h, st in groups.items() if st]
-        self.expanded.update(keys)
-        reqs = [step_end_request(demos=self.turns, question=self.masked, so_far=h, steps=list(groups[h]), s=self.s)
+        """Score the next ``steps`` of each path (``{path: steps}``) not scored before, each step's path ending
+        and going on (``step_end_request``): one call per path, all in one batch. A step's score (``score``) is
+        the log-sum of the two (log P(path -> step)), its new path's ends (``ends``) are the two; a failed call
+        leaves its steps unscored. Yields the requests."""
+        todo = {h: [st for st in dict.fromkeys(sts) if h + (st,) not in self.score] for h, sts in groups.items()}
+        keys = [h for h, st in todo.items() if st]
+        self.expanded.update(h for h, st in groups.items() if st)
+        reqs = [step_end_request(demos=self.turns, question=self.masked, so_far=h, steps=todo[h], s=self.s)
                 for h in keys]
         recs = (yield reqs) if reqs else []
-        out: dict[tuple, dict] = {}
         for h, rec in zip(keys, recs):
-            steps = list(groups[h])
-            sc = option_scores(rec, len(END_OPTIONS) * len(steps), "sum")
-            if sc is None:
-                continue
-            out[h] = {}
-            for i, st in enumerate(steps):
+            sc = option_scores(rec, len(END_OPTIONS) * len(todo[h]), "sum")
+            for i, st in enumerate(todo[h] if sc is not None else []):
                 end, on = sc[2 * i], sc[2 * i + 1]
-                out[h][st] = self.score.setdefault(h + (st,), round(float(np.logaddexp(end, on)), 4))
-                self.ends.setdefault(h + (st,), [end, on])
-        return out
+                self.score[h + (st,)] = round(float(np.logaddexp(end, on)), 4)
+                self.ends[h + (st,)] = [end, on]
 
     def score_ends(self, paths):
         """The end options of each non-empty path not scored yet (one call per path, one batch; yields them)."""

@@ -278,11 +278,11 @@ class ExploreDomain:
         groups: dict[tuple, list] = {}
         for child, _, ent, steps in visits:
             groups.setdefault(child.paths.get(ent, ()), []).extend(self.named(st) for st in steps)
-        got = yield from book.expand({h: list(dict.fromkeys(st)) for h, st in groups.items()})
+        yield from book.expand(groups)
         out = []
         for child, _, ent, steps in visits:
             h = child.paths.get(ent, ())
-            vals = [got.get(h, {}).get(self.named(st)) for st in steps]
+            vals = [book.score.get(h + (self.named(st),)) for st in steps]
             if steps and None in vals:
                 kept = steps[: p.max_relations]
             else:
