@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kgrag.index.relplan import PlanModel
+from kgrag.index.relplan import PlanModel, mask_topics
 from kgrag.llm.calls import LLMClient
 from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
 from kgrag.reasoning.reasoners import decide as dc
@@ -122,7 +122,22 @@ def test_demos_are_distinct_and_nearest_first(plan):
     got = demos.nearest("what films did X star in", 2)
     assert got[0] == ("what films did X star in", (("starred_actors", False),))
     assert len(got) == 2 and len(set(got)) == 2
-    assert demos.masked("what films did [Actor P] star in", ["Actor P"]) == "what films did X star in"
+    assert mask_topics("what films did [Actor P] star in", ["Actor P"]) == "what films did X star in"
+
+
+def test_plan_nearest_is_what_votes_and_demos_use(plan):
+    """PlanModel.nearest: rows nearest first (cosine rounded, ties by row), within a hop count when given; votes
+    weigh exactly those rows, and the demonstrations are those rows' questions."""
+    from kgrag.index import relplan
+
+    model = relplan.load_cached(plan)
+    q = np.asarray([0.5, 1.0, 0.5], dtype=np.float32)  # row 1 nearest; rows 0 and 2 tie
+    rows, sims = model.nearest(q, 3)
+    assert rows.tolist() == [1, 0, 2] and sims.tolist() == [1.0, 0.5, 0.5]
+    assert model.nearest(q, 3, hops=1)[0].tolist() == [0, 2]
+    _, whole = model.votes(q, 2)
+    assert whole == {PLAN_LABELS[1]: 0.666667, PLAN_LABELS[0]: 0.333333}  # cosines 1.0 and 0.5
+    assert model.nearest(q, 0)[0].tolist() == [] and model.votes(q, 0) == ({}, {})
 
 
 def test_demos_need_scored_decisions_and_a_matching_encoder(plan):

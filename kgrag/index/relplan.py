@@ -176,6 +176,17 @@ class PlanModel:
         return PlanModel(model=meta["model"], texts=t[S.TEXT].to_pylist(), hops=np.asarray(t[S.HOPS].to_pylist()),
                          labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs)
 
+    def nearest(self, query_vec: np.ndarray, k: int, hops: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest training questions to ``query_vec``: (their rows, nearest first; their cosines
+        rounded to ``ranking.COSINE_DECIMALS``). Ranked by the rounded cosine, ties by row; ``hops`` k: among the
+        k-hop training questions only."""
+        rows = np.arange(len(self.labels)) if hops is None else np.nonzero(self.hops == hops)[0]
+        if not len(rows) or k < 1:
+            return rows[:0], np.zeros(0)
+        sims = self.vectors[rows].astype(np.float64) @ np.asarray(query_vec, dtype=np.float64)
+        top = ranking.top_k(sims, k, ids=rows, decimals=ranking.COSINE_DECIMALS)
+        return rows[top], ranking.rounded(sims[top], ranking.COSINE_DECIMALS)
+
     def votes(self, query_vec: np.ndarray, k: int, hops: int | None = None
               ) -> tuple[dict[tuple[Step, ...], float], dict[tuple[Step, ...], float]]:
         """Vote shares of the ``k`` nearest training questions: (share of every label prefix, share of every
@@ -187,18 +198,14 @@ class PlanModel:
         length, so whole-label shares compare sequences of different lengths; ``hops`` k: only training
         questions of k hops vote (the declared-hop oracle, ``retrieve.oracle_hops``). Empty when none votes.
         """
-        rows = np.arange(len(self.labels)) if hops is None else np.nonzero(self.hops == hops)[0]
-        if not len(rows) or k < 1:
-            return {}, {}
-        sims = self.vectors[rows].astype(np.float64) @ np.asarray(query_vec, dtype=np.float64)
-        top = ranking.top_k(sims, k, ids=rows, decimals=ranking.COSINE_DECIMALS)
-        w = np.clip(ranking.rounded(sims[top], ranking.COSINE_DECIMALS), 0.0, None)
+        near, sims = self.nearest(query_vec, k, hops)
+        w = np.clip(sims, 0.0, None)
         total = float(w.sum())
         if total <= 0:
             return {}, {}
         prefix: dict[tuple[Step, ...], float] = {}
         whole: dict[tuple[Step, ...], float] = {}
-        for i, wi in zip(rows[top].tolist(), w.tolist()):
+        for i, wi in zip(near.tolist(), w.tolist()):
             lab = self.labels[i]
             whole[lab] = whole.get(lab, 0.0) + wi
             for j in range(1, len(lab) + 1):

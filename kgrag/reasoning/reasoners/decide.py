@@ -120,25 +120,15 @@ class Demos:
                              f"{index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
         self.index = index
 
-    def masked(self, text: str, topic_names: Sequence[str]) -> str:
-        """The question as the plan's texts are written (topic names replaced by X, brackets removed)."""
-        from kgrag.index.relplan import mask_topics
-
-        return mask_topics(text, topic_names)
-
     def nearest(self, masked: str, k: int) -> list[tuple[str, tuple[tuple[str, bool], ...]]]:
-        """The ``k`` nearest labelled questions with distinct (text, path), nearest first (cosine rounded, ties by
-        row): ``[(masked text, path steps), ...]``."""
-        from kgrag import ranking
-
-        plan = self.plan
-        if not len(plan.labels) or k < 1:
+        """The ``k`` nearest labelled questions with distinct (text, path), nearest first
+        (``PlanModel.nearest``: cosine rounded, ties by row): ``[(masked text, path steps), ...]``."""
+        if k < 1:
             return []
-        sims = plan.vectors.astype(np.float64) @ np.asarray(self.index.encode([masked])[0], dtype=np.float64)
-        order = ranking.top_k(sims, min(len(sims), 8 * k), ids=np.arange(len(sims)), decimals=ranking.COSINE_DECIMALS)
+        rows, _ = self.plan.nearest(self.index.encode([masked])[0], 8 * k)
         out: list = []
-        for i in order.tolist():
-            item = (plan.texts[i], tuple((str(r), bool(f)) for r, f in plan.labels[i]))
+        for i in rows.tolist():
+            item = (self.plan.texts[i], tuple((str(r), bool(f)) for r, f in self.plan.labels[i]))
             if item not in out:
                 out.append(item)
             if len(out) == k:
@@ -199,8 +189,10 @@ class PathBook:
     start; ``expanded``: the paths whose next steps were scored."""
 
     def __init__(self, *, plan: str, index, k: int, question: str, topic_names: Sequence[str], s: Sampling) -> None:
+        from kgrag.index.relplan import mask_topics
+
         demos = Demos(plan, index)
-        self.masked = demos.masked(question, topic_names)
+        self.masked = mask_topics(question, topic_names)
         got = demos.nearest(self.masked, k)
         self.turns = demo_turns(got)
         self.shown = [[t, path_text(p)] for t, p in got]

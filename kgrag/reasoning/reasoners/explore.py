@@ -230,7 +230,7 @@ class ExploreDomain:
         scored options for the trace or None), ...]`` per visit."""
         p, reqs = self.p, []
         for child, _, ent, rels in visits:
-            if p.prune == "llm" and len(rels[:26]) > p.max_relations:
+            if p.prune == "llm" and len(rels) > p.max_relations:
                 reqs.append([self.prune_request("relations", self.kg.names([ent])[0], child.thoughts[-1],
                                                 [rel_name(self.kg, r) for r in rels[:26]], p.max_relations)])
             else:
@@ -270,8 +270,8 @@ class ExploreDomain:
 
     def prune_by_path(self, visits: list) -> Gen:
         """Relation pruning with demonstrations: each visited entity's steps scored as the next step of the
-        relation path it was reached by, after the demonstrations' paths (``decide.PathBook.expand``: summed
-        log-probs, the path's end options too; one call per distinct path, all in one batch); the
+        relation path it was reached by, after the demonstrations' paths (``decide.PathBook.expand``: the path
+        plus the step ending and going on, their log-sum; one call per distinct path, all in one batch); the
         ``max_relations`` best within ``path_margin`` of the best kept (a failed call: the pre-rank's first).
         Returns ``[(kept steps, trace entry), ...]`` per visit."""
         p, book = self.p, self.book

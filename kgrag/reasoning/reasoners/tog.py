@@ -457,8 +457,10 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     demo_text, masked = None, question
     path_score: dict[tuple[int, ...], float] = {}  # demos: a chain's summed next-step scores
     if params.demos:
+        from kgrag.index.relplan import mask_topics
+
         demos = dc.Demos(params.plan, inp.index)
-        masked = demos.masked(q.text, trace["topic"])
+        masked = mask_topics(q.text, trace["topic"])
         shown = demos.nearest(masked, params.demos)
         demo_text = dc.demo_turns(shown)
         trace["demos"] = [[t, dc.path_text(p)] for t, p in shown]
