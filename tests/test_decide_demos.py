@@ -153,9 +153,9 @@ def test_demos_need_scored_decisions_and_a_matching_encoder(plan):
         dc.Demos(plan, Other(0))
 
 
-def test_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
-    """The real embedded models: MiniLM embeds the plan's questions and the question; SmolLM2 scores the path
-    steps and the end. Every path decision gets finite scores; the answer is an entity of the KG."""
+def run_real(kg, tmp_path, reasoner: str, **params):
+    """``reasoner`` on 'where was [Dir X] born' with the real embedded models: MiniLM embeds a plan of
+    PLAN_TEXTS and the question (the demonstrations use only the index's encoder), SmolLM2 scores."""
     from kgrag.index.embed import EmbeddingIndex, encode
     from tests.test_decide_tog import smollm2_client
 
@@ -163,14 +163,21 @@ def test_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
     folder = tmp_path / "relplan"
     PlanModel(model=model, texts=PLAN_TEXTS, hops=np.asarray([len(x) for x in PLAN_LABELS]), labels=PLAN_LABELS,
               vectors=encode(PLAN_TEXTS, model=model).astype(np.float32)).save(folder)
-    empty = np.zeros((0, 384), dtype=np.float32)  # the demonstrations use only the index's encoder
+    empty = np.zeros((0, 384), dtype=np.float32)
     index = EmbeddingIndex(model=model, entity_vectors=empty, relation_vectors=empty)
-    entry = REASONERS.get("tog")
-    q = Question("d1", "where was [Dir X] born", gkg.ids_of(["Dir X"]))
-    job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, index=index, sampling=Sampling()),
-                     params=entry.params(width=1, depth=2, decide="score", answer="rank", stop="path", demos=2,
-                                         plan=str(folder)))
+    entry = REASONERS.get(reasoner)
+    q = Question("r1", "where was [Dir X] born", kg.ids_of(["Dir X"]))
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=kg, index=index, sampling=Sampling()),
+                     params=entry.params(plan=str(folder), **params))
     ((res, calls),) = run_batched(jobs=[job], client=smollm2_client())
+    return res, calls
+
+
+def test_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
+    """The real embedded models: MiniLM embeds the plan's questions and the question; SmolLM2 scores the path
+    steps and the end. Every path decision gets finite scores; the answer is an entity of the KG."""
+    res, calls = run_real(gkg, tmp_path, "tog", width=1, depth=2, decide="score", answer="rank", stop="path",
+                          demos=2)
     assert res.trace["demos"][0] == ["where was X born", "born_in"]  # MiniLM finds the same question
     d1 = res.trace["depths"][0]
     assert all(isinstance(s, float) and s < 0 for p in d1["relations"]["paths"] for _, s in p["scores"])
@@ -280,21 +287,8 @@ def test_explore_demos_need_scored_decisions(plan):
 def test_explore_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
     """The real embedded models through explore's path decisions: finite scores for every step and end, the
     answer an end of the path the search judged most likely."""
-    from kgrag.index.embed import EmbeddingIndex, encode
-    from tests.test_decide_tog import smollm2_client
-
-    model = "all-MiniLM-L6-v2"
-    folder = tmp_path / "relplan"
-    PlanModel(model=model, texts=PLAN_TEXTS, hops=np.asarray([len(x) for x in PLAN_LABELS]), labels=PLAN_LABELS,
-              vectors=encode(PLAN_TEXTS, model=model).astype(np.float32)).save(folder)
-    empty = np.zeros((0, 384), dtype=np.float32)
-    index = EmbeddingIndex(model=model, entity_vectors=empty, relation_vectors=empty)
-    entry = REASONERS.get("explore")
-    q = Question("e1", "where was [Dir X] born", gkg.ids_of(["Dir X"]))
-    job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, index=index, sampling=Sampling()),
-                     params=entry.params(max_steps=1, depth=1, decide="score", answer="rank", demos=2,
-                                         plan=str(folder), thought_max_tokens=16))
-    ((res, calls),) = run_batched(jobs=[job], client=smollm2_client())
+    res, calls = run_real(gkg, tmp_path, "explore", max_steps=1, depth=1, decide="score", answer="rank", demos=2,
+                          thought_max_tokens=16)
     assert res.trace["demos"][0] == ["where was X born", "born_in"]
     (lv1,) = res.trace["steps"][0]["explored"]
     assert all(isinstance(s, float) and s < 0 for _, s in lv1["relation_scores"])
@@ -353,20 +347,7 @@ def test_agent_demos_need_scored_decisions():
 def test_agent_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
     """The real embedded models through the agent's path-scored actions: finite scores, the answer an end of
     the path the search judged most likely."""
-    from kgrag.index.embed import EmbeddingIndex, encode
-    from tests.test_decide_tog import smollm2_client
-
-    model = "all-MiniLM-L6-v2"
-    folder = tmp_path / "relplan"
-    PlanModel(model=model, texts=PLAN_TEXTS, hops=np.asarray([len(x) for x in PLAN_LABELS]), labels=PLAN_LABELS,
-              vectors=encode(PLAN_TEXTS, model=model).astype(np.float32)).save(folder)
-    empty = np.zeros((0, 384), dtype=np.float32)
-    index = EmbeddingIndex(model=model, entity_vectors=empty, relation_vectors=empty)
-    entry = REASONERS.get("agent")
-    q = Question("a1", "where was [Dir X] born", gkg.ids_of(["Dir X"]))
-    job = entry.impl(inp=ReasonInput(question=q, context="", kg=gkg, index=index, sampling=Sampling()),
-                     params=entry.params(max_steps=4, decide="score", answer="rank", demos=2, plan=str(folder)))
-    ((res, calls),) = run_batched(jobs=[job], client=smollm2_client())
+    res, calls = run_real(gkg, tmp_path, "agent", max_steps=4, decide="score", answer="rank", demos=2)
     assert res.trace["demos"][0] == ["where was X born", "born_in"]
     step2 = res.trace["steps"][1]
     assert all(isinstance(s, float) and s < 0 for _, s in step2["scores"] if s is not None)
