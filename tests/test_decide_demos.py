@@ -467,3 +467,17 @@ def test_pathbook_scores_each_step_once(plan):
                                                   "starred_actors (reverse) -> written_by ->")]
     assert book.score[(sa, wb)] == -3.3069 and book.score[(sa, db)] == -0.08
     assert drive({(sa,): [db, wb]}) == [] and (sa,) in book.expanded
+
+
+@pytest.mark.parametrize("strategy", ["tot", "got"])
+@pytest.mark.parametrize("reasoner", ["agent", "explore"])
+def test_demos_under_tot_and_got_answer_with_the_state_of_the_likeliest_path(gkg, plan, strategy, reasoner):
+    """ToT / GoT keep several states; with demonstrations the answer comes from the kept state whose most likely
+    whole path scores best (the agent's second branch finishes early on 'starred_actors (reverse).', -4.0; the
+    first reaches 'starred_actors (reverse) -> directed_by.', -0.1)."""
+    runner = run_agent if reasoner == "agent" else run_explore
+    b = ScriptedScores(copier(answer={"Dir X": -0.5, "Film A": -0.2}))
+    res, _ = runner(gkg, b, "who directed the films [Actor P] starred in", "Actor P", ExploreIndex(1), demos=1,
+                    plan=plan, strategy=strategy, branching=2, breadth=2)
+    assert res.trace["answer_path"] == "starred_actors (reverse) -> directed_by"
+    assert res.answer == "Dir X"

@@ -574,6 +574,8 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
                             max_steps=params.max_steps, sampling=inp.sampling)
     finished = [s for s in res.states if s.answer is not None or s.end == "finish"]
     best = finished[0] if finished else res.states[0]
+    if dom.book is not None:  # demos: the kept state whose most likely whole path scores best
+        best = dom.book.best_state(res.states, best)
     trace = {"reasoner": "agent", "strategy": params.strategy, "steps": [dict(s) for s in best.steps],
              "all_steps": dom.log, "search": res.trace}
     if params.decide == "score" or params.answer == "rank":

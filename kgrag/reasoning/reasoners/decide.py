@@ -238,6 +238,13 @@ class PathBook:
         sc, _, best = min(done, key=lambda t: (-t[0], t[1]))
         return best, sc
 
+    def best_state(self, states: Sequence, default):
+        """The state (``.reach``: its paths) whose most likely whole path scores highest, the earlier on a tie;
+        ``default`` when none has a scored path (ToT / GoT keep several states; the demonstrations' judgement
+        decides between them)."""
+        scored = [(sc, -i, st) for i, st in enumerate(states) if (sc := self.best(st.reach)[1]) is not None]
+        return max(scored, key=lambda t: (t[0], t[1]))[2] if scored else default
+
     def open_bound(self, paths) -> float | None:
         """The best log P(path ' ->') among ``paths`` whose next steps were not scored yet: what a path still to
         be extended can at most score (a continuation only lowers the probability)."""

@@ -472,6 +472,8 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
                             sampling=inp.sampling)
     finished = [s for s in res.states if s.answer is not None or s.end is not None]
     best = finished[0] if finished else res.states[0]
+    if dom.book is not None:  # demos: the kept state whose most likely whole path scores best
+        best = dom.book.best_state(res.states, best)
     kg = inp.kg
     trace = {"reasoner": "explore", "strategy": params.strategy, "prune": params.prune,
              "seed_entities": kg.names(list(init.seen)) if kg is not None else [],
