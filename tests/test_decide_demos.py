@@ -481,3 +481,117 @@ def test_demos_under_tot_and_got_answer_with_the_state_of_the_likeliest_path(gkg
                     plan=plan, strategy=strategy, branching=2, breadth=2)
     assert res.trace["answer_path"] == "starred_actors (reverse) -> directed_by"
     assert res.answer == "Dir X"
+
+
+# ---- FastToG with demonstrations: communities rated by their nodes' relation paths --------------------------------
+
+def run_fasttog(kg, backend, question, topic, index, **params):
+    entry = REASONERS.get("fasttog")
+    q = Question("f1", question, kg.ids_of([topic]))
+    base = dict(width=1, d_max=3, decide="score", answer="rank", stop="path")
+    job = entry.impl(inp=ReasonInput(question=q, context="", kg=kg, index=index, sampling=Sampling()),
+                     params=entry.params(**{**base, **params}))
+    ((res, calls),) = run_batched(jobs=[job], client=LLMClient(backend, cache=None))
+    return res, calls
+
+
+def test_fasttog_demos_grow_the_chain_along_the_shown_path_then_stop(gkg, plan):
+    """Actor P, the demonstration 'starred_actors (reverse) -> directed_by': the head community {Film A, Film B}
+    scores as its nodes' path 'starred_actors (reverse)' (-0.08: '.' -4.0, ' ->' -0.1); round 1 rates both
+    director communities as 'starred_actors (reverse) -> directed_by' (a tie: modularity's pre-rank keeps Dir
+    X); round 2's only candidate, City Q, walks one step past the shown path and scores -3.31, below that
+    whole path's -0.1, so the chain stops and rank answers over the path's ends. One path call per pruning."""
+    b = ScriptedScores(copier(answer={"Dir X": -0.5}))
+    res, calls = run_fasttog(gkg, b, "who directed the films [Actor P] starred in", "Actor P", NearestIs(1),
+                             demos=1, plan=plan)
+    t = res.trace
+    assert t["demos"] == [["who directed the films X starred in", "starred_actors (reverse) -> directed_by"]]
+    assert t["initial"]["paths"] == ["starred_actors (reverse)"] and t["initial"]["chosen"] == [0]
+    assert t["initial"]["reasoning"] == {"path": "starred_actors (reverse)", "score": -4.0}
+    (p1,), (p2,) = t["depths"][0]["pruning"], t["depths"][1]["pruning"]
+    assert [s for _, s in p1["scores"]] == [-0.08, -0.08] and p1["chosen"] == [0]
+    assert p1["paths"] == ["starred_actors (reverse) -> directed_by"] * 2
+    assert t["depths"][0]["chains"] == [[["Film A", "Film B"], ["Dir X"]]]
+    assert p2["paths"] == ["starred_actors (reverse) -> directed_by -> born_in"] and p2["stopped"] == "path_ends"
+    assert p2["scores"][0][1] == -3.3069 < t["depths"][0]["reasoning"]["score"] == -0.1
+    assert t["answer_path"] == "starred_actors (reverse) -> directed_by" and t["stop"] == "answered"
+    assert [n for n, _ in t["rank_top"]] == ["Dir X"] and res.answer == "Dir X" and res.depth == 1
+    # no reasoning call: initial pruning, one pruning per round, rank; within the paper's bound
+    assert t["llm_requests"] == ["prune_multi", "prune", "prune", "rank"] and len(calls) == 4
+    assert t["call_bound"]["holds"] and t["call_bound"]["bound"] == 2 * 1 * 3 + 3 + 2
+    # a path call scores whole paths of any prefix, each ending and going on
+    assert b.requests[1].continuations == ("starred_actors (reverse) -> directed_by.",
+                                           "starred_actors (reverse) -> directed_by ->")
+
+
+def test_fasttog_demos_a_one_step_path_answers_the_head_community(gkg, plan):
+    """'what films did X star in' (path 'starred_actors (reverse)'): round 1's director communities score -3.31,
+    below the head community's whole path (-0.1), so the search stops at depth 0 and rank picks among the
+    films."""
+    b = ScriptedScores(copier(answer={"Film B": -0.2, "Film A": -0.9}))
+    res, calls = run_fasttog(gkg, b, "what films did [Actor P] star in", "Actor P", NearestIs(2), demos=1,
+                             plan=plan)
+    (p1,) = res.trace["depths"][0]["pruning"]
+    assert p1["stopped"] == "path_ends" and res.depth == 0
+    assert sorted(n for n, _ in res.trace["rank_top"]) == ["Film A", "Film B"] and res.answer == "Film B"
+    assert len(calls) == 3
+
+
+def test_fasttog_community_paths_follow_links_then_internal_triples(gkg):
+    """A candidate's nodes get their paths over its triples: links from the current community add a step; an
+    internal triple extends the linked node's path; a node no triple reaches has none."""
+    from kgrag.reasoning.reasoners.fasttog import Candidate, community_paths
+
+    kg = gkg
+    ids = dict(zip(["Actor P", "Film A", "Dir X", "City Q", "Film B"],
+                   kg.ids_of(["Actor P", "Film A", "Dir X", "City Q", "Film B"])))
+    heads, tails = kg.heads.tolist(), kg.tails.tolist()
+
+    def edge(h, t):
+        return next(i for i in range(len(heads)) if heads[i] == ids[h] and tails[i] == ids[t])
+
+    cand = Candidate(frozenset({ids["Film A"], ids["Dir X"], ids["Film B"]}),
+                     (edge("Film A", "Actor P"), edge("Film A", "Dir X")), 0.1)
+    got = community_paths(kg, cand, {ids["Actor P"]: ()})
+    sa, db = ("starred_actors", False), ("directed_by", True)
+    # shortest walks only (Dir X's path does not go back to Film A); Film B: none of its triples is shown
+    assert got == {ids["Film A"]: [(sa,)], ids["Dir X"]: [(sa, db)]}
+
+
+def test_fasttog_demos_params_need_scores_and_stop_path_needs_demos(plan):
+    entry = REASONERS.get("fasttog")
+    with pytest.raises(ValueError, match="set decide: score, or demos: 0"):
+        entry.params(demos=2)
+    with pytest.raises(ValueError, match="stop: path .* needs demos > 0"):
+        entry.params(decide="score", answer="rank", stop="path")
+    assert entry.params(demos=2, decide="score", answer="rank", stop="path").path_margin == 2.3
+
+
+def test_fasttog_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
+    """The real embedded models through FastToG's path-rated pruning: finite scores for every community, the
+    answer an end of the path judged most likely, the call bound kept."""
+    res, calls = run_real(gkg, tmp_path, "fasttog", width=1, d_max=2, decide="score", answer="rank", stop="path",
+                          demos=2)
+    assert res.trace["demos"][0] == ["where was X born", "born_in"]
+    assert all(isinstance(s, float) and s < 0 for _, s in res.trace["initial"]["scores"])
+    assert res.answer in ends_of(res.trace["answer_path"], "Dir X")
+    assert res.trace["call_bound"]["holds"] and not any(c.failed for c in calls)
+
+
+def test_report_view_of_fasttog_shows_demos_paths_and_scores(gkg, plan):
+    """report.html's FastToG view lists the demonstrations and the answer's path; each pruning's community scores
+    and node paths are drawn."""
+    from kgrag.reporting import report_html as R
+    from tests.test_report_html import _all_edges, _gen_row
+
+    b = ScriptedScores(copier(answer={"Dir X": -0.5}))
+    res, calls = run_fasttog(gkg, b, "who directed the films [Actor P] starred in", "Actor P", NearestIs(1),
+                             demos=1, plan=plan)
+    view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "fasttog"), subgraph=_all_edges(gkg),
+                                          topic_ids=gkg.ids_of(["Actor P"])))
+    assert '<ul class="demos"><li>who directed the films X starred in → <code>starred_actors (reverse) -&gt; ' \
+           'directed_by</code></li></ul>' in view
+    assert "likeliest whole path <code>starred_actors (reverse) -&gt; directed_by</code>" in view
+    where = [w for w, _ in R.scored_decisions(res.trace)]
+    assert "initial" in where and "depths[0].pruning[0]" in where
+    assert "depths[0].pruning[0]: 2 options scored" in view and "likeliest node path per option" in view

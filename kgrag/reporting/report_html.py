@@ -385,7 +385,7 @@ def _walk_svg(chains: Sequence[Sequence[str]], topics: Sequence[str], data: Ques
 
 
 def _demos_html(trace: dict) -> str:
-    """``demos: k`` (tog, explore, agent): the labelled questions whose relation paths the decisions were shown,
+    """``demos: k`` (tog, fasttog, explore, agent): the labelled questions whose relation paths the decisions were shown,
     and the whole path the answer was ranked over; "" without demonstrations."""
     if not trace.get("demos"):
         return ""
@@ -442,7 +442,7 @@ def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionDat
     graph where their entities are retrieved ones), the pruning choices and the reasoning reply."""
     out = [f'<p>start: {esc(trace.get("start"))}; width {esc(trace.get("width"))}, D_max {esc(trace.get("d_max"))}, '
            f'{esc(trace.get("text"))}; stop <b>{esc(trace.get("stop"))}</b> at depth '
-           f'{esc(trace.get("depth_reached"))}</p>']
+           f'{esc(trace.get("depth_reached"))}</p>', _demos_html(trace)]
     depths = trace.get("depths") or []
     # the last round's chains; a run answered in the initial phase (depth 0, paper Alg. 1) has only those
     final = next((d.get("chains") for d in reversed(depths) if d.get("chains")), []) or \
@@ -471,13 +471,15 @@ def _trace_fasttog(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionDat
     if init:
         out.append(f'<details class="step"><summary>initial: {len(init.get("options") or [])} candidate '
                    f'communities, chosen {esc(init.get("chosen"))}</summary>'
-                   + _kv({"options": init.get("options"), "reply": init.get("reply")}) + "</details>")
+                   + _kv({"options": init.get("options"), "reply": init.get("reply"),
+                          "likeliest node path per option": init.get("paths")}) + "</details>")
     for d in depths:
         rea = d.get("reasoning") or {}
         out.append(f'<details class="step"><summary>round {esc(d.get("depth"))}: {len(d.get("chains") or [])} '
                    f'chains; answer {esc(rea.get("answer"))}</summary>'
                    + _kv({"pruning": d.get("pruning"), "context": d.get("context"),
-                          "reasoning reply": rea.get("reply")}) + "</details>")
+                          "reasoning reply": rea.get("reply"), "likeliest whole path": rea.get("path")})
+                   + "</details>")
     if trace.get("fallback_reply"):
         out.append(f"<p>fallback reply:</p>{_pre(trace['fallback_reply'])}")
     return "".join(out)

@@ -80,7 +80,7 @@ PATH_MARGIN_HELP = ("with demos: a relation whose next-step score (summed log-pr
 
 class DemoFields(ScoreFields):
     """The ``demos: k`` fields of the reasoners whose relation decisions can be shown demonstrations (``tog``,
-    ``explore``, ``agent``); each subclass defines ``decide`` (the demonstrations need ``score``) and, where it
+    ``fasttog``, ``explore``, ``agent``); each subclass defines ``decide`` (the demonstrations need ``score``) and, where it
     has one, ``prune`` (they need ``llm``)."""
 
     demos: int = Field(0, ge=0, le=16, description=DEMOS_HELP)
@@ -175,6 +175,13 @@ def step_end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far:
     return _path_call(demos, question, [path_text([*so_far, st]) + e for st in steps for e in END_OPTIONS], s)
 
 
+def paths_request(*, demos: Sequence[tuple[str, str]], question: str, paths: Sequence[Sequence[tuple[str, bool]]],
+                  s: Sampling) -> LLMRequest:
+    """Whole relation paths of any prefixes in one call, each scored ending ('.') and going on (' ->'), options
+    ``2 i`` and ``2 i + 1`` (as ``step_end_request``'s, which is this with one shared prefix)."""
+    return _path_call(demos, question, [path_text(p) + e for p in paths for e in END_OPTIONS], s)
+
+
 def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
                 s: Sampling) -> LLMRequest:
     """Whether the question's path ends after ``so_far``: the path followed by '.' scored against the path
@@ -184,7 +191,7 @@ def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequ
 
 class PathBook:
     """One question's demonstrations and the scores of every relation path a search walked after them (``demos:
-    k`` of ``explore`` and ``agent``). The scores are the path's, whichever entity ends it: ``ends[path]`` =
+    k`` of ``explore``, ``agent`` and ``fasttog``). The scores are the path's, whichever entity ends it: ``ends[path]`` =
     (log P(path '.'), log P(path ' ->')) as the reply, ``score[path]`` = their log-sum, log P(path) as the reply's
     start; ``expanded``: the paths whose next steps were scored."""
 
@@ -218,6 +225,29 @@ class PathBook:
                 end, on = sc[2 * i], sc[2 * i + 1]
                 self.score[h + (st,)] = round(float(np.logaddexp(end, on)), 4)
                 self.ends[h + (st,)] = [end, on]
+
+    def score_paths(self, groups):
+        """Score the non-empty paths of each group (``[[path, ...], ...]``) not scored before, each ending and going
+        on: **one** call per group whatever the paths' prefixes (``paths_request``; FastToG's one call per chain and
+        round), all in one batch; ``score`` and ``ends`` as :meth:`expand` sets them (the options are whole paths,
+        so scores of different prefixes compare). A path new in two groups is scored in the first; a failed call
+        leaves its paths unscored. Yields the requests (none when nothing is new)."""
+        seen: set = set()
+        todo = []
+        for g in groups:
+            new = [x for x in dict.fromkeys(g) if x and x not in self.score and x not in seen]
+            seen.update(new)
+            if new:
+                todo.append(new)
+        reqs = [paths_request(demos=self.turns, question=self.masked, paths=new, s=self.s) for new in todo]
+        recs = (yield reqs) if reqs else []
+        for new, rec in zip(todo, recs):
+            sc = option_scores(rec, len(END_OPTIONS) * len(new), "sum")
+            for i, x in enumerate(new if sc is not None else []):
+                end, on = sc[2 * i], sc[2 * i + 1]
+                self.score[x] = round(float(np.logaddexp(end, on)), 4)
+                self.ends[x] = [end, on]
+        return len(reqs)
 
     def score_ends(self, paths):
         """The end options of each non-empty path not scored yet (one call per path, one batch; yields them)."""

@@ -43,6 +43,7 @@ from kgrag.reasoning.community import coarse_prune, detect
 from kgrag.llm.prompts import clean_question
 from kgrag.llm.calls import CallRecord, LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
+from kgrag.reasoning.reasoners.kgtools import rel_name
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoning.reasoners.parsing import letters, parse_choices
 from kgrag.reasoning.reasoners.tog import (
@@ -240,7 +241,7 @@ class Seq2SeqGraph2Text:
 
 # ------------------------------------------------------------------------------------------ params
 
-class FastToGParams(dc.ScoreFields):
+class FastToGParams(dc.DemoFields):
     """Params of ``fasttog`` (defaults: the paper's W = 3, M = 4, Louvain; D_max 3 instead of 5 for cost)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -282,11 +283,22 @@ class FastToGParams(dc.ScoreFields):
                               "scored, and with answer: rank the reasoning check (Yes / No scored)")
     answer: dc.FinalAnswer = Field("generate", description=dc.ANSWER_HELP + ": the entities of the chains' last "
                                    "communities, the chains' triples as the facts")
-    stop: Literal["check", "rank"] = Field(
+    stop: Literal["check", "rank", "path"] = Field(
         "check", description="with decide: score and answer: rank, when the search stops: check = when the scored "
         "sufficiency check prefers Yes to No (else after D_max rounds); rank = rank's call in the initial phase and "
         "every round over the entities of the chains' last communities, the search runs D_max rounds (or until the "
-        "chains are exhausted) and answers with the depth whose best name scores highest")
+        "chains are exhausted) and answers with the depth whose best name scores highest; path (needs demos) = "
+        "when the most likely whole relation path reached scores at least every path a chain can still extend, "
+        "no call, and rank answers over that path's ends; a chain stops when no candidate can beat it")
+    path_margin: float = Field(2.3, ge=0.0, description=dc.PATH_MARGIN_HELP + " (the initial phase's head "
+                               "communities)")
+
+    @model_validator(mode="after")
+    def _stop_path_needs_demos(self) -> "FastToGParams":
+        if self.stop == "path" and (not self.demos or self.answer != "rank"):
+            raise ValueError("stop: path scores the end of the path after the demonstrations; it needs demos > 0 "
+                             "and answer: rank")
+        return self
 
     @field_validator("detector")
     @classmethod
@@ -452,6 +464,46 @@ def parse_fine(reply: str, n: int, k: int) -> tuple[list[int] | None, bool]:
     return [g for g in got if g != n][:k], True
 
 
+def community_paths(kg: KGView, cand: Candidate, known: dict[int, tuple], cap: int = 4) -> dict[int, list[tuple]]:
+    """The relation paths from the topic entities to each node of a candidate community, over the triples that
+    textualize it (``demos``; kgrag's adaptation): a triple from a node whose path is known (the current
+    community's nodes, ``known``) adds one step, ``(relation, walked head -> tail)``; the triples inside the
+    community extend the paths found, breadth first: a node's paths are those of its shortest walks (no walk
+    goes back). At most ``cap`` paths per node, in the triples' order (links to the current community first). A
+    node no triple reaches has none."""
+    e = np.asarray(list(cand.edges), dtype=np.int64)
+    rows = list(zip(kg.heads[e].tolist(), kg.relations[e].tolist(), kg.tails[e].tolist())) if len(e) else []
+    out: dict[int, list[tuple]] = {}
+    frontier = {n: [p] for n, p in known.items()}
+    reached = set(known)
+    while frontier:
+        nxt: dict[int, list[tuple]] = {}
+        for h, r, t in rows:
+            for a, b, fwd in ((h, t, True), (t, h, False)):
+                if b not in cand.nodes or a not in frontier or b in reached:
+                    continue
+                got = out.setdefault(b, [])
+                for path in frontier[a]:
+                    longer = path + ((rel_name(kg, r), fwd),)
+                    if longer not in got and len(got) < cap:
+                        got.append(longer)
+                        nxt.setdefault(b, []).append(longer)
+        reached.update(nxt)
+        frontier = nxt
+    return out
+
+
+def best_paths(book: dc.PathBook, per_node: dict[int, list[tuple]]) -> dict[int, tuple[float, tuple]]:
+    """Each node's most likely path (``book.score``, ties by the path's text): ``{node: (score, path)}``;
+    nodes none of whose paths is scored are left out."""
+    out = {}
+    for n, ps in per_node.items():
+        sc = [(book.score[x], x) for x in ps if x in book.score]
+        if sc:
+            out[n] = min(sc, key=lambda t: (-t[0], dc.path_text(t[1])))
+    return out
+
+
 @dataclass
 class Chain:
     """A reasoning chain: communities (global node ids, head first), the triples that textualize each,
@@ -462,12 +514,14 @@ class Chain:
     texts: list[str] = field(default_factory=list)
     converted: int = 0
     active: bool = True
+    paths: dict[int, tuple] = field(default_factory=dict)  # demos: node -> the relation path it is reached by
+
 
     def visited(self, start: frozenset[int]) -> set[int]:
         return set(start).union(*self.communities)
 
 
-@REASONERS.register("fasttog", params=FastToGParams, version="3")
+@REASONERS.register("fasttog", params=FastToGParams, version="4")
 def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     """FastToG: W community chains grown by Local Community Search (modularity coarse pruning, LLM fine
     pruning), Community2Text, a reasoning call per round, IO / CoT fallback after D_max rounds.
@@ -588,6 +642,17 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
         """The search's answer: with answer: rank, rank's selection over the entities of the chains' last
         communities (stop: rank: the best-scored depth's, no further call); otherwise the generated ``ans``, or
         the fallback when there is none."""
+        if book is not None and params.stop == "path" and reach:
+            path, _ = book.best(reach)
+            if path is not None:  # the ends of the most likely whole relation path
+                ids = {str(n): int(e) for n, e in zip(kg.names(np.asarray(reach[path])), reach[path])}
+                trace["answer_path"] = dc.path_text(path)
+                (rec,) = yield [dc.rank_request(question=q, facts=chain_facts(), names=list(ids), s=s)]
+                calls.append("rank")
+                got, top = dc.rank_answer(rec, q.choices or list(ids), s, margin=params.margin, ids=ids)
+                trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
+                check()
+                return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable)
         if best_depth:
             _, got, d_best, top = best_depth
             trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top, answer_depth=d_best)
@@ -613,6 +678,45 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     trace["start"] = start_text
     history: set[frozenset[int]] = {c0}
     converter = community2text(params)
+    # demos: the demonstrations, every relation path's scores, and the nodes at each path's end (all chains)
+    book = None if not params.demos else dc.PathBook(
+        plan=params.plan, index=inp.index, k=params.demos, question=q.text, topic_names=kg.names(np.asarray(
+            sorted(c0))), s=s)
+    reach: dict[tuple, list[int]] = {}
+    if book is not None:
+        trace["demos"] = book.shown
+    path_stop = params.stop == "path"
+
+    def rate(groups: list[tuple[list[Candidate], dict[int, tuple]]]
+             ) -> Generator[list[LLMRequest], list[CallRecord], tuple[int, list[tuple[list, list]]]]:
+        """demos: every candidate community of each group (one group per pruning: the candidates and the paths
+        of the community they grow from) rated by its nodes' relation paths, one call per group, one batch:
+        (calls made, per group (each candidate's score, each candidate's ``{node: (score, path)}``)). A
+        community scores as its likeliest node path, None when none is scored (a failed call)."""
+        per = [[community_paths(kg, c, known) for c in cs] for cs, known in groups]
+        n = yield from book.score_paths([[x for d in g for ps in d.values() for x in ps] for g in per])
+        out = []
+        for g in per:
+            rated = [best_paths(book, d) for d in g]
+            out.append(([max((v[0] for v in r.values()), default=None) for r in rated], rated))
+        return n, out
+
+    def path_info(cands: list[Candidate], sc: list, rated: list) -> dict[str, Any]:
+        """The trace of a path-rated pruning: each community's score and its likeliest node path."""
+        return {"scores": dc.scored_options([triple2text(_triples(kg, c.edges)) for c in cands], sc),
+                "paths": [dc.path_text(max(r.values(), key=lambda v: (v[0], -len(v[1])))[1]) if r else None
+                          for r in rated]}
+
+    def grow(ch: Chain, c: Candidate, rated: dict[int, tuple[float, tuple]]) -> None:
+        """demos: the chosen community's nodes take their likeliest paths; each path's ends gain them."""
+        for n in sorted(rated):
+            ch.paths[n] = rated[n][1]
+            ends = reach.setdefault(rated[n][1], [])
+            if n not in ends:
+                ends.append(n)
+
+    def best_reached() -> tuple[tuple | None, float | None]:
+        return book.best(reach) if book is not None else (None, None)
 
     def names(c: frozenset[int]) -> list[str]:
         return kg.names(np.asarray(sorted(c)))
@@ -624,7 +728,15 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     trace["initial"] = init
     if not cands:
         return (yield from finish("no_candidates", 0))
-    if scored:
+    head_rated: list = []
+    if book is not None:  # demos: the W communities of the likeliest paths, within path_margin of the best
+        n, ((sc, head_rated),) = yield from rate([(cands, {t: () for t in c0})])
+        calls.extend(["prune_multi"] * n)
+        ok = [x for x in sc if x is not None]
+        chosen = [i for i in dc.best_k([-1e18 if x is None else x for x in sc], W)
+                  if sc[i] is not None and sc[i] >= max(ok) - params.path_margin] if ok else list(range(min(W, len(cands))))
+        init.update(reply="", parsed=True, chosen=chosen, **path_info(cands, sc, head_rated))
+    elif scored:
         (rec,) = yield [dc.score_request(SCORE_MULTI.format(question=question, premise=start_text), opts, s)]
         calls.append("prune_multi")
         chosen, scores = dc.choose(rec, len(cands), W, params.score_normalize)
@@ -647,6 +759,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     for i in chosen:
         chains.append(Chain([cands[i].nodes], [cands[i].edges]))
         history.add(cands[i].nodes)
+        if head_rated:
+            grow(chains[-1], cands[i], head_rated[i])
 
     last_context: str | None = None
 
@@ -702,9 +816,18 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     # ---- initial phase, reasoning over the head communities (the paper's "1 round of ... reasoning in the
     # initial phase"): an answer here is depth 0
     init["chains"] = [[names(c) for c in ch.communities] for ch in chains]
-    answered, ans, _ = yield from text_and_reason(init, 0)
-    if answered:
-        return (yield from conclude("answered", 0, ans))
+
+    def path_state(rd: dict[str, Any]) -> None:
+        """stop: path: the most likely whole path reached so far, in place of the reasoning call (no call)."""
+        best, bs = best_reached()
+        rd["reasoning"] = {"path": None if best is None else dc.path_text(best), "score": bs}
+
+    if path_stop:
+        path_state(init)
+    else:
+        answered, ans, _ = yield from text_and_reason(init, 0)
+        if answered:
+            return (yield from conclude("answered", 0, ans))
     for it in range(D):
         rd: dict[str, Any] = {"depth": it + 1, "pruning": []}
         trace["depths"].append(rd)
@@ -723,7 +846,29 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 entry["stopped"] = "no_candidates"
                 continue
             asks.append((ci, cs))
-        if asks:
+        grew = False
+        if asks and book is not None:  # demos: each chain's candidates rated by their nodes' paths
+            n, rated_groups = yield from rate([(cs, {x: chains[ci].paths[x] for x in chains[ci].communities[-1]
+                                                     if x in chains[ci].paths}) for ci, cs in asks])
+            calls.extend(["prune"] * n)
+            _, bs = best_reached()
+            by_chain = {e["chain"]: e for e in rd["pruning"]}
+            for (ci, cs), (sc, rated) in zip(asks, rated_groups):
+                ok = any(x is not None for x in sc)
+                got = dc.best_k([-1e18 if x is None else x for x in sc], 1) if ok else [0]
+                by_chain[ci].update(reply="", parsed=True, chosen=got, **path_info(cs, sc, rated))
+                if path_stop and ok and bs is not None and sc[got[0]] < bs:
+                    # no path through any candidate can score above the likeliest whole path reached
+                    chains[ci].active = False
+                    by_chain[ci]["stopped"] = "path_ends"
+                    continue
+                c = cs[got[0]]
+                chains[ci].communities.append(c.nodes)
+                chains[ci].edges.append(c.edges)
+                history.add(c.nodes)
+                grow(chains[ci], c, rated[got[0]])
+                grew = True
+        elif asks:
             reqs = []
             for ci, cs in asks:
                 premise = "; ".join([start_text] + [triple2text(_triples(kg, e)) for e in chains[ci].edges])
@@ -761,6 +906,11 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 chains[ci].edges.append(c.edges)
                 history.add(c.nodes)
         rd["chains"] = [[names(c) for c in ch.communities] for ch in chains]
+        if path_stop:
+            path_state(rd)
+            if not grew:  # every chain ended (or ran out of candidates): the paths reached so far answer
+                return (yield from conclude("answered" if reach else "exhausted", it))
+            continue
         answered, ans, stale = yield from text_and_reason(rd, it + 1)
         if stale:  # nothing new since the last reasoning call
             return (yield from conclude("exhausted", it))
