@@ -595,3 +595,31 @@ def test_report_view_of_fasttog_shows_demos_paths_and_scores(gkg, plan):
     where = [w for w, _ in R.scored_decisions(res.trace)]
     assert "initial" in where and "depths[0].pruning[0]" in where
     assert "depths[0].pruning[0]: 2 options scored" in view and "likeliest node path per option" in view
+
+
+def test_fasttog_order_by_paths_breaks_ties_by_the_whole_path():
+    """Communities sharing their likeliest node path (the films every head community holds) are ordered by the
+    whole path one of their nodes already ends (the one holding a release year first), then by modularity."""
+    from kgrag.reasoning.reasoners.fasttog import order_by_paths
+
+    assert order_by_paths([-0.9, -0.9, -0.9, -2.0], [-5.0, -1.5, None, -0.1], 2) == [1, 0]
+    assert order_by_paths([-0.9, None, -0.9], [None, -0.1, None], 3) == [0, 2, 1]
+
+
+def test_fasttog_cap_subsamples_round_robin_over_the_nodes_that_reached_them(tmp_path):
+    """Past max_nodes, a hub's many neighbours do not crowd out a small node's: a genre with 40 films and a film
+    with its director, room 4: the director is kept (a uniform draw keeps it with probability 4/41)."""
+    from kgrag.kg.store import KGStore
+    from kgrag.reasoning.reasoners.fasttog import fair_subsample
+    from tests.test_golden_reasoners import tiny_tables, write_duckdb
+
+    edges = [(f"F{i}", "has_genre", "Drama") for i in range(40)] + [("Film A", "directed_by", "Dir X")]
+    write_duckdb(tmp_path / "kg.duckdb", tiny_tables(edges))
+    kg = KGStore(tmp_path / "kg.duckdb")
+    drama, film, director = kg.ids_of(["Drama", "Film A", "Dir X"])
+    e = np.arange(len(kg.heads))
+    new = np.asarray(sorted(kg.ids_of([f"F{i}" for i in range(40)] + ["Dir X"])))
+    for seed in range(5):
+        got = fair_subsample(kg, e, [drama, film], new, 4, np.random.default_rng(seed)).tolist()
+        assert len(got) == 4 == len(set(got)) and director in got and set(got) <= set(new.tolist())
+    assert fair_subsample(kg, e, [drama, film], new, 0, np.random.default_rng(0)).tolist() == []

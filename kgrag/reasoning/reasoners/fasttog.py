@@ -21,6 +21,11 @@ section's sampling). Defaults that differ: D_max 3 (paper 5, for cost). Hub enti
 incident edges per hop, a seeded random subsample is read (not the first ones in KB order) before the rho
 sampling. The seq2seq graph2text input is cut at ``seq2seq_max_input_tokens`` (512) tokens.
 
+kgrag's adaptations for small models (not the paper's setting; docs/papers.md): ``decide: score`` scores each
+candidate community as the reply; ``answer: rank`` ends with rank's selection over the entities reached;
+``demos: k`` rates a community by its nodes' relation paths from the topic after kNN demonstrations, and
+``stop: path`` stops on the likeliest whole path (see ``fasttog``).
+
 References
 ----------
 Liang et al., Fast Think-on-Graph: Wider, Deeper and Faster Reasoning of Large Language Model on Knowledge
@@ -272,7 +277,8 @@ class FastToGParams(dc.DemoFields):
                                       "paper's 0.1)")
     fallback: Literal["io", "cot"] = Field("cot", description="baseline answering when no answer after D_max rounds")
     seed: int = Field(0, description="seed of the neighbour sampling and of the community detector")
-    max_nodes: int = Field(300, ge=2, description="local subgraph size cap (sampled nodes past it dropped, seeded)")
+    max_nodes: int = Field(300, ge=2, description="local subgraph size cap (past it a hop's sampled nodes are "
+                           "subsampled round-robin over the nodes that reached them, seeded)")
     max_edges: int = Field(5000, ge=1, description="incident edges read per hop (past it a hub's edges are a "
                            "seeded random subsample)")
     max_community_triples: int = Field(8, ge=1, description="triples shown per community (links to the current "
@@ -359,12 +365,42 @@ class Candidate:
     modularity: float
 
 
+def fair_subsample(kg: KGView, edges: np.ndarray, frontier: Sequence[int], take: np.ndarray, room: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """``room`` of the new nodes ``take`` (sorted), chosen round-robin over the ``frontier`` nodes that reached
+    them through ``edges``: each frontier node's new neighbours in a seeded random order, one per frontier node
+    in turn (sorted), each node once. A uniform draw over the union would fill the cap with a hub's neighbours
+    (a genre's thousands of films) and drop the few neighbours of the other nodes (a film's director)."""
+    if room <= 0:
+        return np.zeros(0, dtype=np.int64)
+    wanted = set(take.tolist())
+    h, t = kg.heads[edges].tolist(), kg.tails[edges].tolist()
+    fr = set(frontier)
+    by: dict[int, list[int]] = {}
+    for a, b in zip(h + t, t + h):
+        if a in fr and b in wanted:
+            by.setdefault(a, []).append(b)
+    queues = [list(dict.fromkeys(rng.permutation(np.asarray(by[a])).tolist())) for a in sorted(by)]
+    out: list[int] = []
+    chosen: set[int] = set()
+    depth = 0
+    while len(out) < room and any(depth < len(q) for q in queues):
+        for q in queues:
+            if depth < len(q) and q[depth] not in chosen and len(out) < room:
+                chosen.add(q[depth])
+                out.append(q[depth])
+        depth += 1
+    return np.sort(np.asarray(out, dtype=np.int64))
+
+
 def local_subgraph(kg: KGView, community: frozenset[int], *, r_max: int, rho: float, rng: np.random.Generator,
                    max_nodes: int, max_edges: int, graph_id: str | None) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """(nodes, triple indices, nodes kept per hop) of the subgraph within ``r_max`` hops of ``community``.
 
     A node first reached at hop n is kept with probability rho^(n-1) (hop 1 always); only kept nodes are
-    expanded. Past ``max_nodes`` a hop's kept nodes are subsampled (seeded). The edges are those walked
+    expanded. Past ``max_nodes`` a hop's kept nodes are subsampled (seeded), round-robin over the frontier nodes
+    that reached them (``fair_subsample``: a hub does not crowd out the other nodes' neighbours). The edges are
+    those walked
     between kept nodes.
 
     References
@@ -388,7 +424,7 @@ def local_subgraph(kg: KGView, community: frozenset[int], *, r_max: int, rho: fl
         take = new[draw < rho ** (n - 1)]
         room = max_nodes - len(kept)
         if len(take) > room:
-            take = np.sort(rng.permutation(take)[: max(room, 0)])
+            take = fair_subsample(kg, e, frontier, take, max(room, 0), rng)
         kept.update(take.tolist())
         per_hop.append(int(len(take)))
         frontier = take.tolist()
@@ -504,6 +540,15 @@ def best_paths(book: dc.PathBook, per_node: dict[int, list[tuple]]) -> dict[int,
     return out
 
 
+def order_by_paths(scores: Sequence[float | None], whole: Sequence[float | None], k: int) -> list[int]:
+    """The ``k`` best candidate communities (positions): by ``scores`` (a community's likeliest node path);
+    equal scores by ``whole`` (its likeliest whole path, log P(path '.')); then by position (the pre-rank).
+    None sorts last."""
+    low = -1e18
+    return sorted(range(len(scores)), key=lambda i: (-(low if scores[i] is None else scores[i]),
+                                                     -(low if whole[i] is None else whole[i]), i))[: max(k, 0)]
+
+
 @dataclass
 class Chain:
     """A reasoning chain: communities (global node ids, head first), the triples that textualize each,
@@ -563,6 +608,23 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     the generated answer or the IO / CoT fallback (before any chain exists the fallback still answers).
     Scored calls replace generated ones one for one and rank's call replaces the fallback, so the call bound
     holds unchanged. Every score is in the trace (``scores`` of each pruning and check, ``rank_top``).
+
+    ``demos: k`` (with ``decide: score``; kgrag's adaptation, ``decide.PathBook``): the community pruning is shown
+    the relation paths of the ``k`` labelled questions nearest to the question (the ``relplan`` stage's plan, as
+    ToG's ``demos``). Every node of a candidate community gets the relation paths from the topic entities to it
+    over the community's triples (``community_paths``: a link from the current community adds a step to the
+    linking node's path, internal triples extend it, shortest walks only), each path is scored whole, ending
+    ('.') and going on (' ->'), after the demonstrations, and a community scores as its likeliest node path:
+    one call per pruning whatever the paths' prefixes (``PathBook.score_paths``), so the call bound holds
+    (communities of the same score, sharing their likeliest node path, are ordered by their likeliest whole
+    path, then by modularity). The initial phase keeps the W best within ``path_margin`` of the best; a chain
+    keeps its best candidate. Each
+    chosen node keeps its likeliest path. ``stop: path`` (needs ``answer: rank``): no reasoning call; a chain
+    stops when its best candidate scores below the likeliest whole path reached (log P(path '.'), every chain):
+    no path through the candidate can score above it. When no chain grows, or after D_max rounds, ``rank``
+    answers over the entities at the end of the likeliest whole path (``answer_path``), with the chains'
+    triples as facts. Traces: each pruning's ``scores`` (communities), ``paths`` (each one's likeliest node
+    path), each depth's ``reasoning: {path, score}``, ``demos``.
 
     ``stop: rank`` (with ``decide: score`` and ``answer: rank`` only; kgrag's adaptation: with SmolLM2-135M the
     scored check preferred "No" on every dev question, so the search always ran D_max rounds): in the initial phase
@@ -701,6 +763,13 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             out.append(([max((v[0] for v in r.values()), default=None) for r in rated], rated))
         return n, out
 
+    def ranked(sc: list, rated: list, k: int) -> list[int]:
+        """The ``k`` best candidates: by score; candidates sharing their best node path (the same score) by their
+        likeliest whole path (log P(path '.') of a node's path: the one that already holds an answer first);
+        then the pre-rank (modularity)."""
+        return order_by_paths(sc, [max((book.ends[v[1]][0] for v in r.values() if v[1] in book.ends), default=None)
+                                   for r in rated], k)
+
     def path_info(cands: list[Candidate], sc: list, rated: list) -> dict[str, Any]:
         """The trace of a path-rated pruning: each community's score and its likeliest node path."""
         return {"scores": dc.scored_options([triple2text(_triples(kg, c.edges)) for c in cands], sc),
@@ -733,8 +802,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
         n, ((sc, head_rated),) = yield from rate([(cands, {t: () for t in c0})])
         calls.extend(["prune_multi"] * n)
         ok = [x for x in sc if x is not None]
-        chosen = [i for i in dc.best_k([-1e18 if x is None else x for x in sc], W)
-                  if sc[i] is not None and sc[i] >= max(ok) - params.path_margin] if ok else list(range(min(W, len(cands))))
+        chosen = [i for i in ranked(sc, head_rated, W) if sc[i] is not None and sc[i] >= max(ok) - params.path_margin
+                  ] if ok else list(range(min(W, len(cands))))
         init.update(reply="", parsed=True, chosen=chosen, **path_info(cands, sc, head_rated))
     elif scored:
         (rec,) = yield [dc.score_request(SCORE_MULTI.format(question=question, premise=start_text), opts, s)]
@@ -855,7 +924,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             by_chain = {e["chain"]: e for e in rd["pruning"]}
             for (ci, cs), (sc, rated) in zip(asks, rated_groups):
                 ok = any(x is not None for x in sc)
-                got = dc.best_k([-1e18 if x is None else x for x in sc], 1) if ok else [0]
+                got = ranked(sc, rated, 1) if ok else [0]
                 by_chain[ci].update(reply="", parsed=True, chosen=got, **path_info(cs, sc, rated))
                 if path_stop and ok and bs is not None and sc[got[0]] < bs:
                     # no path through any candidate can score above the likeliest whole path reached
