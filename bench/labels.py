@@ -9,7 +9,7 @@ G-Retriever reports dev, so choices are made on a train sample and dev is measur
 
 Writes ``--out`` (default ``reports/bench/labels.json``): per configuration, rows, accuracy with its bootstrap
 95% interval, the majority-label baseline, ``llm_lift``, the predicted label counts, unparseable labels, failed
-rows and generate seconds.
+rows, generate seconds, and the reasoner's LLM calls, tokens and generate seconds per question.
 
     python bench/labels.py --split train --sample 200 --config raw= --config calibrated='reason.rank.calibrate=labels'
 """
@@ -42,7 +42,10 @@ def one(work: Path, split: str, sample: int, seed: int, overrides: list[str]) ->
             "baseline_first": m.get("baseline_first"), "baseline_random": m.get("baseline_random"),
             "llm_lift": m.get("llm_lift"), "label_counts": m.get("label_counts"),
             "label_unparseable": m.get("label_unparseable"), "failed": m.get("failed"),
-            "generate_seconds": seconds["generate"]}
+            "generate_seconds": seconds["generate"],
+            "calls_per_question": m.get("reasoner_calls_per_question"),
+            "tokens_per_question": m.get("tokens_per_question"),
+            "seconds_per_question": round(seconds["generate"] / max(int(m["questions"] or 0), 1), 2)}
 
 
 def main() -> None:

@@ -623,3 +623,27 @@ def test_fasttog_cap_subsamples_round_robin_over_the_nodes_that_reached_them(tmp
         got = fair_subsample(kg, e, [drama, film], new, 4, np.random.default_rng(seed)).tolist()
         assert len(got) == 4 == len(set(got)) and director in got and set(got) <= set(new.tolist())
     assert fair_subsample(kg, e, [drama, film], new, 0, np.random.default_rng(0)).tolist() == []
+
+
+def test_fasttog_edge_cap_is_shared_among_the_nodes(tmp_path):
+    """incident_edges(fair=True): past max_edges a node with few edges keeps them all and the hub's are a seeded
+    draw of the rest (the quota), so the film's director edge is always read; without fair a uniform draw over
+    the union can drop it."""
+    from kgrag.kg.store import KGStore
+    from kgrag.reasoning.reasoners.tog import incident_edges
+    from tests.test_golden_reasoners import tiny_tables, write_duckdb
+
+    edges = [(f"F{i}", "has_genre", "Drama") for i in range(40)] + [("Film A", "directed_by", "Dir X"),
+                                                                     ("Film A", "has_genre", "Drama")]
+    write_duckdb(tmp_path / "kg.duckdb", tiny_tables(edges))
+    kg = KGStore(tmp_path / "kg.duckdb")
+    drama, film, director = kg.ids_of(["Drama", "Film A", "Dir X"])
+    for seed in range(5):
+        e = incident_edges(kg, [drama, film], None, 6, rng=np.random.default_rng(seed), fair=True)
+        touch = set(kg.heads[e].tolist()) | set(kg.tails[e].tolist())
+        assert len(e) == 6 and director in touch  # Film A's 2 edges (quota 4 >= 2) and 4 of Drama's 41
+        assert sum(1 for h in kg.heads[e].tolist() if h == film) == 2
+    dropped = sum(director not in set(kg.tails[incident_edges(kg, [drama, film], None, 6,
+                                                               rng=np.random.default_rng(s))].tolist())
+                  for s in range(20))
+    assert dropped > 0  # the uniform draw over the union loses it for some seeds

@@ -19,7 +19,9 @@ Paper settings (section "Experiments", "Language Model"): pruning at temperature
 (``prune_temperature``, ``reason_temperature``; the IO / CoT fallback and graph2text-by-LLM use the generate
 section's sampling). Defaults that differ: D_max 3 (paper 5, for cost). Hub entities: past ``max_edges``
 incident edges per hop, a seeded random subsample is read (not the first ones in KB order) before the rho
-sampling. The seq2seq graph2text input is cut at ``seq2seq_max_input_tokens`` (512) tokens.
+sampling, the cap shared among the hop's nodes (``tog.fair_share``); past ``max_nodes`` a hop's sampled nodes
+are subsampled round-robin over the nodes that reached them (``fair_subsample``), so a genre hub in the
+current community does not crowd out a film's director. The seq2seq graph2text input is cut at ``seq2seq_max_input_tokens`` (512) tokens.
 
 kgrag's adaptations for small models (not the paper's setting; docs/papers.md): ``decide: score`` scores each
 candidate community as the reply; ``answer: rank`` ends with rank's selection over the entities reached;
@@ -279,8 +281,9 @@ class FastToGParams(dc.DemoFields):
     seed: int = Field(0, description="seed of the neighbour sampling and of the community detector")
     max_nodes: int = Field(300, ge=2, description="local subgraph size cap (past it a hop's sampled nodes are "
                            "subsampled round-robin over the nodes that reached them, seeded)")
-    max_edges: int = Field(5000, ge=1, description="incident edges read per hop (past it a hub's edges are a "
-                           "seeded random subsample)")
+    max_edges: int = Field(5000, ge=1, description="incident edges read per hop (past it the cap is shared among "
+                           "the hop's nodes: a node with few edges keeps them all, the hubs' are a seeded random "
+                           "subsample)")
     max_community_triples: int = Field(8, ge=1, description="triples shown per community (links to the current "
                                        "community first)")
     prune_tokens: int = Field(24, ge=1, description="max tokens of a pruning reply")
@@ -415,7 +418,7 @@ def local_subgraph(kg: KGView, community: frozenset[int], *, r_max: int, rho: fl
     for n in range(1, r_max + 1):
         if not frontier:
             break
-        e = incident_edges(kg, frontier, graph_id, max_edges, rng=rng)
+        e = incident_edges(kg, frontier, graph_id, max_edges, rng=rng, fair=True)
         walked.append(e)
         ends = np.unique(np.concatenate([kg.heads[e], kg.tails[e]])) if len(e) else np.zeros(0, dtype=np.int64)
         new = np.asarray([x for x in ends.tolist() if x not in seen], dtype=np.int64)

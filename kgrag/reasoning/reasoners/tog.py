@@ -143,20 +143,40 @@ def fallback_answer(kind: str, rec: CallRecord) -> tuple[str, int]:
 
 
 def incident_edges(kg: KGView, ids: Sequence[int], graph_id: str | None, max_edges: int,
-                   rng: np.random.Generator | None = None) -> np.ndarray:
+                   rng: np.random.Generator | None = None, fair: bool = False) -> np.ndarray:
     """Triple indices of the edges touching ``ids`` that a question over ``graph_id`` sees (its own graph
     when it has one, else the global KG: ``KGStore.question_neighbourhood``), sorted.
 
     Past ``max_edges`` (a hub): with ``rng`` a uniform random subsample of ``max_edges`` of them (seeded by the
     caller, so reproducible; no draw is made below the cap), without it the first ``max_edges`` in KB order
-    (which favours whatever the loader wrote first).
+    (which favours whatever the loader wrote first). ``fair`` (with ``rng``): the cap is shared among ``ids``
+    (``fair_share``): a node with few edges keeps them all, the hubs share the rest, so a genre's thousands of
+    films do not push a film's director out of a draw over the union.
     """
     ids_ = np.asarray(list(ids), dtype=np.int64)
     nb = kg.question_neighbourhood(ids_, 1, max_edges if rng is None else 10**12, graph_id=graph_id)
     e = np.sort(nb.edges)
     if rng is not None and len(e) > max_edges:
-        e = np.sort(rng.choice(e, size=max_edges, replace=False))
+        e = fair_share(kg, e, ids_, max_edges, rng) if fair else np.sort(rng.choice(e, size=max_edges, replace=False))
     return e
+
+
+def fair_share(kg: KGView, edges: np.ndarray, ids: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """``cap`` of ``edges`` (sorted) shared among the nodes ``ids`` they touch (an edge counts for its head when
+    the head is one of ``ids``, else for its tail): the largest per-node quota q with sum(min(count, q)) <= cap
+    (water-filling), each node's edges a seeded uniform draw of min(count, q); sorted."""
+    owner = np.where(np.isin(kg.heads[edges], ids), kg.heads[edges], kg.tails[edges])
+    nodes, counts = np.unique(owner, return_counts=True)
+    lo, hi = 0, int(counts.max())
+    while lo < hi:  # the largest quota that fits
+        mid = (lo + hi + 1) // 2
+        if int(np.minimum(counts, mid).sum()) <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    keep = [edges[owner == n] if c <= lo else rng.choice(edges[owner == n], size=lo, replace=False)
+            for n, c in zip(nodes.tolist(), counts.tolist())]
+    return np.sort(np.concatenate(keep)) if keep else edges[:0]
 
 
 def valid_topics(inp: ReasonInput) -> list[int]:
