@@ -647,3 +647,25 @@ def test_fasttog_edge_cap_is_shared_among_the_nodes(tmp_path):
                                                                rng=np.random.default_rng(s))].tolist())
                   for s in range(20))
     assert dropped > 0  # the uniform draw over the union loses it for some seeds
+
+
+def test_fasttog_demos_coarse_pruning_is_path_diverse(tmp_path):
+    """With demos, coarse pruning keeps N candidates round-robin over their relation-path signatures: four tag
+    communities (one signature, the higher modularity) and the director's, N = 2: one tag community and the
+    director's, in modularity order."""
+    from kgrag.kg.store import KGStore
+    from kgrag.reasoning.reasoners.fasttog import Candidate, path_diverse
+    from tests.test_golden_reasoners import tiny_tables, write_duckdb
+
+    edges = [("Film A", "has_tags", f"tag{i}") for i in range(4)] + [("Film A", "directed_by", "Dir X")]
+    write_duckdb(tmp_path / "kg.duckdb", tiny_tables(edges))
+    kg = KGStore(tmp_path / "kg.duckdb")
+    (film,) = kg.ids_of(["Film A"])
+    heads, tails = kg.heads.tolist(), kg.tails.tolist()
+    cands = [Candidate(frozenset({t}), (i,), 0.5 - 0.01 * k)
+             for k, (i, t) in enumerate(sorted((i, tails[i]) for i in range(len(heads))))]
+    tag_first = sorted(cands, key=lambda c: kg.names([next(iter(c.nodes))])[0] == "Dir X")
+    got, signatures = path_diverse(kg, tag_first, {film: (("starred_actors", False),)}, 2)
+    assert signatures == 2
+    assert [kg.names([next(iter(c.nodes))])[0] for c in got] == ["tag0", "Dir X"]
+    assert path_diverse(kg, tag_first, {film: ()}, 10)[0] == tag_first  # room for all: nothing dropped

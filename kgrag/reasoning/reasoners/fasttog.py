@@ -438,13 +438,14 @@ def local_subgraph(kg: KGView, community: frozenset[int], *, r_max: int, rho: fl
 
 
 def lcs_candidates(kg: KGView, current: frozenset[int], visited: set[int], history: set[frozenset[int]],
-                   p: FastToGParams, rng: np.random.Generator, graph_id: str | None
-                   ) -> tuple[list[Candidate], dict[str, Any]]:
+                   p: FastToGParams, rng: np.random.Generator, graph_id: str | None,
+                   known: dict[int, tuple] | None = None) -> tuple[list[Candidate], dict[str, Any]]:
     """Algorithm 2 up to the fine pruning: subgraph, community detection, coarse pruning.
 
     Each detected community loses the nodes the chain has already visited; what remains is a candidate
     when it is non-empty, one hop from the current community (the paper excludes candidates farther away)
-    and not in the history H. The N of highest modularity are kept.
+    and not in the history H. The N of highest modularity are kept; with ``known`` (``demos``: the current
+    community's relation paths) the N are path-diverse (``path_diverse``).
     """
     nodes, edges, per_hop = local_subgraph(kg, current, r_max=p.r_max, rho=p.rho, rng=rng, max_nodes=p.max_nodes,
                                            max_edges=p.max_edges, graph_id=graph_id)
@@ -469,8 +470,8 @@ def lcs_candidates(kg: KGView, current: frozenset[int], visited: set[int], histo
         if np.any((inr[src] & cur[dst]) | (inr[dst] & cur[src])):
             rests.append(rest)
     hist = {frozenset(pos[g] for g in h) for h in history if all(g in pos for g in h)}
-    kept = coarse_prune(n=n, edges=pairs, communities=rests, history=hist, keep=p.candidates,
-                        exclude=np.nonzero(vis)[0].tolist())
+    kept = coarse_prune(n=n, edges=pairs, communities=rests, history=hist,
+                        keep=p.candidates if known is None else len(rests), exclude=np.nonzero(vis)[0].tolist())
     out = []
     for c, q in kept:
         inc = np.zeros(n, dtype=bool)
@@ -480,9 +481,30 @@ def lcs_candidates(kg: KGView, current: frozenset[int], visited: set[int], histo
         chosen = np.concatenate([np.nonzero(link)[0], np.nonzero(internal & ~link)[0]])[: p.max_community_triples]
         out.append(Candidate(frozenset(int(x) for x in nodes[c]), tuple(int(x) for x in edges[chosen]), float(q)))
     info = {"subgraph_nodes": int(n), "subgraph_edges": int(len(edges)), "kept_per_hop": per_hop,
-            "communities": len(comms), "adjacent_new": len(rests), "coarse_kept": len(out),
-            "sampled": sorted(int(x) for x in nodes.tolist())}
+            "communities": len(comms), "adjacent_new": len(rests)}
+    if known is not None:
+        out, info["path_signatures"] = path_diverse(kg, out, known, p.candidates)
+    info.update(coarse_kept=len(out), sampled=sorted(int(x) for x in nodes.tolist()))
     return out, info
+
+
+def path_diverse(kg: KGView, cands: Sequence[Candidate], known: dict[int, tuple], n: int
+                 ) -> tuple[list[Candidate], int]:
+    """``demos``' coarse pruning: ``n`` of the candidates (in modularity order), taken round-robin over their
+    relation-path signatures (the set of their nodes' paths from the topic, ``community_paths``): the best of
+    each signature first, then the second of each, ... Modularity alone filled the N slots with a hub's
+    neighbours (a genre's films, all one path) and left out the one community with another relation (the film's
+    director). Returns (the kept candidates in modularity order, the number of signatures)."""
+    groups: dict[frozenset, list[int]] = {}
+    for i, c in enumerate(cands):
+        groups.setdefault(frozenset(x for ps in community_paths(kg, c, known).values() for x in ps), []).append(i)
+    order = list(groups.values())  # by each signature's best modularity
+    keep: list[int] = []
+    rank = 0
+    while len(keep) < n and any(rank < len(g) for g in order):
+        keep += [g[rank] for g in order if rank < len(g)][: n - len(keep)]
+        rank += 1
+    return [cands[i] for i in sorted(keep)], len(groups)
 
 
 def _triples(kg: KGView, edges: Sequence[int]) -> list[Triple]:
@@ -620,7 +642,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     ('.') and going on (' ->'), after the demonstrations, and a community scores as its likeliest node path:
     one call per pruning whatever the paths' prefixes (``PathBook.score_paths``), so the call bound holds
     (communities of the same score, sharing their likeliest node path, are ordered by their likeliest whole
-    path, then by modularity). The initial phase keeps the W best within ``path_margin`` of the best; a chain
+    path, then by modularity). Coarse pruning keeps N candidates round-robin over their path signatures
+    (``path_diverse``) instead of the N of highest modularity. The initial phase keeps the W best within ``path_margin`` of the best; a chain
     keeps its best candidate. Each
     chosen node keeps its likeliest path. ``stop: path`` (needs ``answer: rank``): no reasoning call; a chain
     stops when its best candidate scores below the likeliest whole path reached (log P(path '.'), every chain):
@@ -794,7 +817,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
         return kg.names(np.asarray(sorted(c)))
 
     # ---- initial phase: W head communities by one multiple-choice pruning
-    cands, info = lcs_candidates(kg, c0, set(c0), history, params, rng(0, 0), q.graph_id)
+    cands, info = lcs_candidates(kg, c0, set(c0), history, params, rng(0, 0), q.graph_id,
+                                 known=None if book is None else {t: () for t in c0})
     opts = [triple2text(_triples(kg, c.edges)) for c in cands]
     init: dict[str, Any] = {"lcs": info, "options": opts, "modularity": [c.modularity for c in cands]}
     trace["initial"] = init
@@ -909,7 +933,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             if not ch.active:
                 continue
             cs, info = lcs_candidates(kg, ch.communities[-1], ch.visited(c0), history, params, rng(it + 1, ci),
-                                      q.graph_id)
+                                      q.graph_id, known=None if book is None else {
+                                          x: ch.paths[x] for x in ch.communities[-1] if x in ch.paths})
             entry = {"chain": ci, "lcs": info, "options": [triple2text(_triples(kg, c.edges)) for c in cs],
                      "modularity": [c.modularity for c in cs]}
             rd["pruning"].append(entry)
