@@ -556,6 +556,7 @@ def test_fasttog_community_paths_follow_links_then_internal_triples(gkg):
     sa, db = ("starred_actors", False), ("directed_by", True)
     # shortest walks only (Dir X's path does not go back to Film A); Film B: none of its triples is shown
     assert got == {ids["Film A"]: [(sa,)], ids["Dir X"]: [(sa, db)]}
+    assert community_paths(kg, cand, {ids["Actor P"]: ()}, layers=1) == {ids["Film A"]: [(sa,)]}  # the links only
 
 
 def test_fasttog_demos_params_need_scores_and_stop_path_needs_demos(plan):

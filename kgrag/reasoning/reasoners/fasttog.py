@@ -491,13 +491,15 @@ def lcs_candidates(kg: KGView, current: frozenset[int], visited: set[int], histo
 def path_diverse(kg: KGView, cands: Sequence[Candidate], known: dict[int, tuple], n: int
                  ) -> tuple[list[Candidate], int]:
     """``demos``' coarse pruning: ``n`` of the candidates (in modularity order), taken round-robin over their
-    relation-path signatures (the set of their nodes' paths from the topic, ``community_paths``): the best of
-    each signature first, then the second of each, ... Modularity alone filled the N slots with a hub's
+    relation-path signatures (the set of the paths of their nodes linked to the current community,
+    ``community_paths`` with ``layers=1``: the steps they take): the best of each signature first, then the
+    second of each, ... Modularity alone filled the N slots with a hub's
     neighbours (a genre's films, all one path) and left out the one community with another relation (the film's
     director). Returns (the kept candidates in modularity order, the number of signatures)."""
     groups: dict[frozenset, list[int]] = {}
     for i, c in enumerate(cands):
-        groups.setdefault(frozenset(x for ps in community_paths(kg, c, known).values() for x in ps), []).append(i)
+        sig = frozenset(x for ps in community_paths(kg, c, known, layers=1).values() for x in ps)
+        groups.setdefault(sig, []).append(i)
     order = list(groups.values())  # by each signature's best modularity
     keep: list[int] = []
     rank = 0
@@ -525,19 +527,23 @@ def parse_fine(reply: str, n: int, k: int) -> tuple[list[int] | None, bool]:
     return [g for g in got if g != n][:k], True
 
 
-def community_paths(kg: KGView, cand: Candidate, known: dict[int, tuple], cap: int = 4) -> dict[int, list[tuple]]:
+def community_paths(kg: KGView, cand: Candidate, known: dict[int, tuple], cap: int = 4,
+                    layers: int | None = None) -> dict[int, list[tuple]]:
     """The relation paths from the topic entities to each node of a candidate community, over the triples that
     textualize it (``demos``; kgrag's adaptation): a triple from a node whose path is known (the current
     community's nodes, ``known``) adds one step, ``(relation, walked head -> tail)``; the triples inside the
     community extend the paths found, breadth first: a node's paths are those of its shortest walks (no walk
     goes back). At most ``cap`` paths per node, in the triples' order (links to the current community first). A
-    node no triple reaches has none."""
+    node no triple reaches has none. ``layers``: only the paths of nodes that many steps from the current
+    community (1: the linked nodes)."""
     e = np.asarray(list(cand.edges), dtype=np.int64)
     rows = list(zip(kg.heads[e].tolist(), kg.relations[e].tolist(), kg.tails[e].tolist())) if len(e) else []
     out: dict[int, list[tuple]] = {}
     frontier = {n: [p] for n, p in known.items()}
     reached = set(known)
-    while frontier:
+    layer = 0
+    while frontier and (layers is None or layer < layers):
+        layer += 1
         nxt: dict[int, list[tuple]] = {}
         for h, r, t in rows:
             for a, b, fwd in ((h, t, True), (t, h, False)):
