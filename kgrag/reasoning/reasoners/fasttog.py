@@ -808,9 +808,13 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 "paths": [dc.path_text(max(r.values(), key=lambda v: (v[0], -len(v[1])))[1]) if r else None
                           for r in rated]}
 
-    def grow(ch: Chain, c: Candidate, rated: dict[int, tuple[float, tuple]]) -> None:
-        """demos: the chosen community's nodes take their likeliest paths; each path's ends gain them."""
-        for n in sorted(rated):
+    def extend(ch: Chain, c: Candidate, rated: dict[int, tuple[float, tuple]] | None = None) -> None:
+        """The chain grows by ``c`` (added to the history H); with demos (``rated``) its nodes take their
+        likeliest paths and each path's ends gain them."""
+        ch.communities.append(c.nodes)
+        ch.edges.append(c.edges)
+        history.add(c.nodes)
+        for n in sorted(rated or {}):
             ch.paths[n] = rated[n][1]
             ends = reach.setdefault(rated[n][1], [])
             if n not in ends:
@@ -859,10 +863,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     if not chosen:
         return (yield from finish("pruned_all", 0))
     for i in chosen:
-        chains.append(Chain([cands[i].nodes], [cands[i].edges]))
-        history.add(cands[i].nodes)
-        if head_rated:
-            grow(chains[-1], cands[i], head_rated[i])
+        chains.append(Chain())
+        extend(chains[-1], cands[i], head_rated[i] if head_rated else None)
 
     last_context: str | None = None
 
@@ -965,11 +967,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                     chains[ci].active = False
                     by_chain[ci]["stopped"] = "path_ends"
                     continue
-                c = cs[got[0]]
-                chains[ci].communities.append(c.nodes)
-                chains[ci].edges.append(c.edges)
-                history.add(c.nodes)
-                grow(chains[ci], c, rated[got[0]])
+                extend(chains[ci], cs[got[0]], rated[got[0]])
                 grew = True
         elif asks:
             reqs = []
@@ -1004,10 +1002,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                     chains[ci].active = False
                     by_chain[ci]["stopped"] = "llm_none"
                     continue
-                c = cs[got[0]]
-                chains[ci].communities.append(c.nodes)
-                chains[ci].edges.append(c.edges)
-                history.add(c.nodes)
+                extend(chains[ci], cs[got[0]])
         rd["chains"] = [[names(c) for c in ch.communities] for ch in chains]
         if path_stop:
             path_state(rd)
