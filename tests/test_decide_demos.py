@@ -88,18 +88,21 @@ def test_demos_pick_the_relation_and_end_the_path(gkg, plan):
     (d1,) = res.trace["depths"]
     assert res.trace["demos"] == [["where was X born", "born_in"]]
     assert d1["relations"]["chosen"] == ["(Dir X, born_in, ?)"]
-    # path decisions sum their tokens' log-probs (the whole path is the reply; its shared prefix adds the same)
+    # a step scores as its whole path ending ('.') or going on (' ->'), log-sum of the two summed log-probs:
+    # born_in: '.' -0.1, ' ->' -4.0 -> -0.08; directed_by (reverse): -4.0 twice -> -3.3069
     (paths,) = d1["relations"]["paths"]
-    assert paths["path"] == "" and sorted(paths["scores"]) == [["born_in", -0.1], ["directed_by (reverse)", -4.0]]
+    assert paths["path"] == "" and sorted(paths["scores"]) == [["born_in", -0.08], ["directed_by (reverse)", -3.3069]]
     assert d1["reasoning"] == {"path": "born_in", "path_ends": True, "scores": [[".", -0.1], [" ->", -4.0]]}
     assert res.answer == "City Q" and res.trace["stop"] == "answered" and res.depth == 1
     # the path request: the system prompt, the demonstration as a user / assistant pair, the masked question
     path_req = b.requests[0]
     assert path_req.messages[1:] == (("user", "Question: where was X born"), ("assistant", "born_in."),
                                      ("user", "Question: where was X born"))
-    assert path_req.continuations in (("directed_by (reverse)", "born_in"), ("born_in", "directed_by (reverse)"))
-    # relation (1 call), path end (1), rank (1); City Q was the only entity: no entity call
-    assert len(calls) == 3 <= (1 + 2) * 3 + 1
+    assert sorted(path_req.continuations) == ["born_in ->", "born_in.", "directed_by (reverse) ->",
+                                              "directed_by (reverse)."]
+    # relation (1 call, which also scored the path's end: no end call), rank (1); City Q was the only entity: no
+    # entity call
+    assert len(calls) == 2 <= (1 + 2) * 3 + 1
 
 
 def test_demos_path_goes_on_until_the_shown_path_ends(gkg, plan):

@@ -157,14 +157,6 @@ def _path_call(demos: Sequence[tuple[str, str]], question: str, options: Sequenc
 END_OPTIONS = (".", " ->")
 
 
-def path_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
-                 steps: Sequence[tuple[str, bool]], s: Sampling) -> LLMRequest:
-    """The question's path after the demonstration turns, each of ``steps`` scored as its next step: the
-    options are the whole path so far plus the step, so under ``sum`` normalization they differ by the step's
-    log-probability only (the shared prefix adds the same to every option)."""
-    return _path_call(demos, question, [path_text([*so_far, st]) for st in steps], s)
-
-
 def step_end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
                      steps: Sequence[tuple[str, bool]], s: Sampling) -> LLMRequest:
     """Each of ``steps`` after the path so far, scored twice: the path ending there ('.') and going on (' ->')

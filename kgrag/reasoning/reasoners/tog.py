@@ -326,13 +326,15 @@ def _steps(kg: KGView, path: Sequence[int], end: int) -> tuple[tuple[str, bool],
 
 
 def _prune_by_path(params, s, texts: list[str], steps: list[tuple[str, bool]],
-                   history: list[tuple[tuple[str, bool], ...]], *, demos: tuple, question: str):
+                   history: list[tuple[tuple[str, bool], ...]], *, demos: tuple, question: str, ends: dict):
     """Relation pruning with demonstrations (``demos: k``): each option (``steps[i]`` reached from a chain whose
-    path so far is ``history[i]``) scored as the next step of that path after the demonstrations' paths (the
-    whole path as the reply, summed log-probs); one call per distinct path so far, all in one batch; the W best
+    path so far is ``history[i]``) scored as the next step of that path after the demonstrations' paths: the
+    whole path with the step, ending ('.') and going on (' ->'), log-sum of the two (``decide.step_end_request``;
+    a bare prefix is no fair option, the tokenizer merges its last character with what follows); one call per
+    distinct path so far, all in one batch; the W best
     options within ``path_margin`` of the best kept (an option whose call failed scores below every scored one,
-    so the pre-rank decides among those). Yields its requests; returns (chosen
-    positions, the trace record, calls)."""
+    so the pre-rank decides among those). Each scored path's two end scores go to ``ends`` (``stop: path`` reads
+    them instead of a call). Yields its requests; returns (chosen positions, the trace record, calls)."""
     if len(texts) <= params.width:
         return _all_kept(texts)
     groups: dict[tuple, list[int]] = {}
@@ -342,12 +344,16 @@ def _prune_by_path(params, s, texts: list[str], steps: list[tuple[str, bool]],
     for h, members in groups.items():
         st = list(dict.fromkeys(steps[i] for i in members))
         opts.append(st)
-        reqs.append(dc.path_request(demos=demos, question=question, so_far=h, steps=st, s=s))
+        reqs.append(dc.step_end_request(demos=demos, question=question, so_far=h, steps=st, s=s))
     recs = yield reqs
     score: list[float | None] = [None] * len(texts)
     per_path = []
     for (h, members), st, rec in zip(groups.items(), opts, recs):
-        sc = dc.option_scores(rec, len(st), "sum")  # whole paths: the shared prefix adds the same to each
+        got = dc.option_scores(rec, len(dc.END_OPTIONS) * len(st), "sum")  # each step: '.' then ' ->'
+        sc = None if got is None else [round(float(np.logaddexp(got[2 * j], got[2 * j + 1])), 4)
+                                       for j in range(len(st))]
+        for j, x in enumerate(st if got is not None else []):
+            ends[tuple(h) + (x,)] = [got[2 * j], got[2 * j + 1]]
         per_path.append({"path": dc.path_text(h), "scores": dc.scored_options([dc.step_text(*x) for x in st], sc)})
         for i in members:
             score[i] = None if sc is None else sc[st.index(steps[i])]
@@ -375,7 +381,7 @@ def _hub_rng(seed: int, question_id: str, depth: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(str(question_id).encode()), depth])
 
 
-@REASONERS.register("tog", params=ToGParams, version="4")
+@REASONERS.register("tog", params=ToGParams, version="5")
 def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     """Think-on-Graph: beam search of width W and depth D over relation then entity pruning, a reasoning
     call after each depth, IO / CoT fallback.
@@ -402,11 +408,12 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
 
     ``demos: k`` (with ``decide: score``; ``kgrag.reasoning.reasoners.decide.Demos``): the relation pruning shows
     the relation paths of the k labelled questions nearest to the question (the learnt plan ``plan``) and scores
-    each relation as the next step of its chain's path (one call per distinct path so far, at most W), keeping the
-    W best within ``path_margin`` of the best; entity pruning keeps one chain per entity; rank answers over the ends
-    of the chains whose path scores best (the sum of its next-step scores). ``stop: path``: after each depth, '.'
-    against ' ->' after the best-scored chain's path says whether it ends there (kgrag's adaptation,
-    docs/papers.md).
+    each relation as the next step of its chain's path: the path with the step ending ('.') and going on (' ->'),
+    log-sum of the two (one call per distinct path so far, at most W), keeping the W best within ``path_margin``
+    of the best; entity pruning keeps one chain per entity; rank answers over the ends of the chains whose path
+    scores best (the sum of its next-step scores). ``stop: path``: after each depth, '.' against ' ->' after the
+    best-scored chain's path says whether it ends there, read from the call that scored its last step (a call of
+    its own only when that step was not scored) (kgrag's adaptation, docs/papers.md).
 
     At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback or
     rank's answer), (W + 2)·D + 1 with ``demos`` (up to W relation calls a depth), D + 1 otherwise.
@@ -476,6 +483,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         trace.update(decide=params.decide, answer=params.answer)
     demo_text, masked = None, question
     path_score: dict[tuple[int, ...], float] = {}  # demos: a chain's summed next-step scores
+    path_ends: dict[tuple, list[float]] = {}  # demos: a relation path's (log P(path "."), log P(path " ->"))
     if params.demos:
         from kgrag.index.relplan import mask_topics
 
@@ -517,7 +525,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
                 hist_of.setdefault(end, _steps(kg, path, end))
             chosen, rec_d["relations"], n_calls = yield from _prune_by_path(
                 params, s, texts, [(str(kg.relation_names[r]), dr == "out") for _, r, dr in keys],
-                [hist_of[e] for e, _, _ in keys], demos=demo_text, question=masked)
+                [hist_of[e] for e, _, _ in keys], demos=demo_text, question=masked, ends=path_ends)
         else:
             chosen, rec_d["relations"], n_calls = yield from _prune(
                 params, s, texts,
@@ -568,9 +576,13 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
             lines.extend(t for t in p if t not in lines)
         if params.stop == "path":  # the best chain's path ends here ('.') or goes on ('->'), after the demos
             hist = _steps(kg, *max(chains, key=lambda c: path_score.get(c[0], -1e18)))  # the best-scored path
-            (rec,) = yield [dc.end_request(demos=demo_text, question=masked, so_far=hist, s=s)]
-            calls += 1
-            done, sc = dc.ends_here(rec)
+            if tuple(hist) in path_ends:  # scored with its last step: no call
+                sc = path_ends[tuple(hist)]
+                done = sc[0] > sc[1]
+            else:  # its last step was not scored (no choice at that depth, or a failed call)
+                (rec,) = yield [dc.end_request(demos=demo_text, question=masked, so_far=hist, s=s)]
+                calls += 1
+                done, sc = dc.ends_here(rec)
             rec_d["reasoning"] = {"path": dc.path_text(hist), "path_ends": done,
                                   "scores": dc.scored_options(dc.END_OPTIONS, sc)}
             if done:
