@@ -80,8 +80,8 @@ PATH_MARGIN_HELP = ("with demos: a relation whose next-step score (summed log-pr
 
 class DemoFields(ScoreFields):
     """The ``demos: k`` fields of the reasoners whose relation decisions can be shown demonstrations (``tog``,
-    ``fasttog``, ``explore``, ``agent``); each subclass defines ``decide`` (the demonstrations need ``score``) and, where it
-    has one, ``prune`` (they need ``llm``)."""
+    ``fasttog``, ``explore``, ``agent``); each subclass defines ``decide`` (the demonstrations need ``score``)
+    and, where it has one, ``prune`` (they need ``llm``)."""
 
     demos: int = Field(0, ge=0, le=16, description=DEMOS_HELP)
     plan: str = Field("data/relplan", description=PLAN_HELP)
@@ -183,9 +183,9 @@ def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequ
 
 class PathBook:
     """One question's demonstrations and the scores of every relation path a search walked after them (``demos:
-    k`` of ``explore``, ``agent`` and ``fasttog``). The scores are the path's, whichever entity ends it: ``ends[path]`` =
-    (log P(path '.'), log P(path ' ->')) as the reply, ``score[path]`` = their log-sum, log P(path) as the reply's
-    start; ``expanded``: the paths whose next steps were scored."""
+    k`` of ``explore``, ``agent`` and ``fasttog``). The scores are the path's, whichever entity ends it:
+    ``ends[path]`` = (log P(path '.'), log P(path ' ->')) as the reply, ``score[path]`` = their log-sum, log
+    P(path) as the reply's start; ``expanded``: the paths whose next steps were scored."""
 
     def __init__(self, *, plan: str, index, k: int, question: str, topic_names: Sequence[str], s: Sampling) -> None:
         from kgrag.index.relplan import mask_topics

@@ -21,7 +21,8 @@ section's sampling). Defaults that differ: D_max 3 (paper 5, for cost). Hub enti
 incident edges per hop, a seeded random subsample is read (not the first ones in KB order) before the rho
 sampling, the cap shared among the hop's nodes (``tog.fair_share``); past ``max_nodes`` a hop's sampled nodes
 are subsampled round-robin over the nodes that reached them (``fair_subsample``), so a genre hub in the
-current community does not crowd out a film's director. The seq2seq graph2text input is cut at ``seq2seq_max_input_tokens`` (512) tokens.
+current community does not crowd out a film's director. The seq2seq graph2text input is cut at
+``seq2seq_max_input_tokens`` (512) tokens.
 
 kgrag's adaptations for small models (not the paper's setting; docs/papers.md): ``decide: score`` scores each
 candidate community as the reply; ``answer: rank`` ends with rank's selection over the entities reached;
@@ -297,8 +298,8 @@ class FastToGParams(dc.DemoFields):
         "sufficiency check prefers Yes to No (else after D_max rounds); rank = rank's call in the initial phase and "
         "every round over the entities of the chains' last communities, the search runs D_max rounds (or until the "
         "chains are exhausted) and answers with the depth whose best name scores highest; path (needs demos) = "
-        "when the most likely whole relation path reached scores at least every path a chain can still extend, "
-        "no call, and rank answers over that path's ends; a chain stops when no candidate can beat it")
+        "no reasoning call: a chain stops when none of its candidate communities can beat the most likely whole "
+        "relation path reached, and rank answers over that path's ends")
     path_margin: float = Field(2.3, ge=0.0, description=dc.PATH_MARGIN_HELP + " (the initial phase's head "
                                "communities)")
 
@@ -649,9 +650,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     one call per pruning whatever the paths' prefixes (``PathBook.score_paths``), so the call bound holds
     (communities of the same score, sharing their likeliest node path, are ordered by their likeliest whole
     path, then by modularity). Coarse pruning keeps N candidates round-robin over their path signatures
-    (``path_diverse``) instead of the N of highest modularity. The initial phase keeps the W best within ``path_margin`` of the best; a chain
-    keeps its best candidate. Each
-    chosen node keeps its likeliest path. ``stop: path`` (needs ``answer: rank``): no reasoning call; a chain
+    (``path_diverse``) instead of the N of highest modularity. The initial phase keeps the W best within
+    ``path_margin`` of the best; a chain keeps its best candidate. Each chosen node keeps its likeliest path. ``stop: path`` (needs ``answer: rank``): no reasoning call; a chain
     stops when its best candidate scores below the likeliest whole path reached (log P(path '.'), every chain):
     no path through the candidate can score above it. When no chain grows, or after D_max rounds, ``rank``
     answers over the entities at the end of the likeliest whole path (``answer_path``), with the chains'
