@@ -157,20 +157,13 @@ def _path_call(demos: Sequence[tuple[str, str]], question: str, options: Sequenc
 END_OPTIONS = (".", " ->")
 
 
-def step_end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
-                     steps: Sequence[tuple[str, bool]], s: Sampling) -> LLMRequest:
-    """Each of ``steps`` after the path so far, scored twice: the path ending there ('.') and going on (' ->')
-    (``END_OPTIONS``, options ``2 i`` and ``2 i + 1``). Their log-sum is the step's probability as the path's
-    next step; a bare prefix is no fair option, since the tokenizer merges a path's last character with what
-    follows (SmolLM2 writes "(reverse)." as "(reverse" + ")."; "(reverse)" alone ends in a token the
-    demonstrations use only before ' ->')."""
-    return _path_call(demos, question, [path_text([*so_far, st]) + e for st in steps for e in END_OPTIONS], s)
-
-
 def paths_request(*, demos: Sequence[tuple[str, str]], question: str, paths: Sequence[Sequence[tuple[str, bool]]],
                   s: Sampling) -> LLMRequest:
-    """Whole relation paths of any prefixes in one call, each scored ending ('.') and going on (' ->'), options
-    ``2 i`` and ``2 i + 1`` (as ``step_end_request``'s, which is this with one shared prefix)."""
+    """Whole relation paths of any prefixes in one call, each scored twice: ending there ('.') and going on
+    (' ->') (``END_OPTIONS``, options ``2 i`` and ``2 i + 1``). Their log-sum is the last step's probability as
+    the path's next step; a bare prefix is no fair option, since the tokenizer merges a path's last character
+    with what follows (SmolLM2 writes "(reverse)." as "(reverse" + ")."; "(reverse)" alone ends in a token the
+    demonstrations use only before ' ->')."""
     return _path_call(demos, question, [path_text(p) + e for p in paths for e in END_OPTIONS], s)
 
 
@@ -202,28 +195,18 @@ class PathBook:
 
     def expand(self, groups: dict[tuple, Sequence[tuple[str, bool]]]):
         """Score the next ``steps`` of each path (``{path: steps}``) not scored before, each step's path ending
-        and going on (``step_end_request``): one call per path, all in one batch. A step's score (``score``) is
-        the log-sum of the two (log P(path -> step)), its new path's ends (``ends``) are the two; a failed call
-        leaves its steps unscored. Yields the requests."""
-        todo = {h: [st for st in dict.fromkeys(sts) if h + (st,) not in self.score] for h, sts in groups.items()}
-        keys = [h for h, st in todo.items() if st]
+        and going on: one call per path, all in one batch (:meth:`score_paths`, a group per path). A step's score
+        (``score``) is the log-sum of the two (log P(path -> step)), its new path's ends (``ends``) are the two; a
+        failed call leaves its steps unscored. Yields the requests; returns how many."""
         self.expanded.update(h for h, st in groups.items() if st)
-        reqs = [step_end_request(demos=self.turns, question=self.masked, so_far=h, steps=todo[h], s=self.s)
-                for h in keys]
-        recs = (yield reqs) if reqs else []
-        for h, rec in zip(keys, recs):
-            sc = option_scores(rec, len(END_OPTIONS) * len(todo[h]), "sum")
-            for i, st in enumerate(todo[h] if sc is not None else []):
-                end, on = sc[2 * i], sc[2 * i + 1]
-                self.score[h + (st,)] = round(float(np.logaddexp(end, on)), 4)
-                self.ends[h + (st,)] = [end, on]
+        return (yield from self.score_paths([[h + (st,) for st in sts] for h, sts in groups.items()]))
 
     def score_paths(self, groups):
         """Score the non-empty paths of each group (``[[path, ...], ...]``) not scored before, each ending and going
         on: **one** call per group whatever the paths' prefixes (``paths_request``; FastToG's one call per chain and
-        round), all in one batch; ``score`` and ``ends`` as :meth:`expand` sets them (the options are whole paths,
-        so scores of different prefixes compare). A path new in two groups is scored in the first; a failed call
-        leaves its paths unscored. Yields the requests (none when nothing is new)."""
+        round), all in one batch; ``score[path]`` the log-sum of the two, ``ends[path]`` the two (the options are
+        whole paths, so scores of different prefixes compare). A path new in two groups is scored in the first; a
+        failed call leaves its paths unscored. Yields the requests (none when nothing is new); returns how many."""
         seen: set = set()
         todo = []
         for g in groups:
@@ -242,7 +225,8 @@ class PathBook:
         return len(reqs)
 
     def score_ends(self, paths):
-        """The end options of each non-empty path not scored yet (one call per path, one batch; yields them)."""
+        """The end options of each non-empty path not scored yet (one call per path, one batch; yields them;
+        returns how many); a failed call leaves its path without ``ends``."""
         todo = list(dict.fromkeys(x for x in paths if x and x not in self.ends))
         reqs = [end_request(demos=self.turns, question=self.masked, so_far=x, s=self.s) for x in todo]
         recs = (yield reqs) if reqs else []
@@ -250,6 +234,7 @@ class PathBook:
             sc = option_scores(rec, len(END_OPTIONS), "sum")
             if sc is not None:
                 self.ends[x] = sc
+        return len(reqs)
 
     def best(self, paths) -> tuple[tuple | None, float | None]:
         """The most likely whole path among ``paths`` (the highest log P(path '.'); ties by the path's text) and
@@ -280,11 +265,6 @@ def merged_reach(a: dict, b: dict) -> dict:
         out[p] = out.get(p, ()) + tuple(e for e in ends if e not in out.get(p, ()))
     return out
 
-
-def ends_here(rec: CallRecord) -> tuple[bool, list[float] | None]:
-    """(the path ends: '.' scores above '->', the two scores); a failed call: it goes on."""
-    sc = option_scores(rec, len(END_OPTIONS), "sum")
-    return (sc is not None and sc[0] > sc[1]), sc
 
 # the sufficiency check scored: the two replies the check's prompt allows
 ENOUGH_OPTIONS = ("Yes", "No")

@@ -325,43 +325,30 @@ def _steps(kg: KGView, path: Sequence[int], end: int) -> tuple[tuple[str, bool],
     return tuple(reversed(out))
 
 
-def _prune_by_path(params, s, texts: list[str], steps: list[tuple[str, bool]],
-                   history: list[tuple[tuple[str, bool], ...]], *, demos: tuple, question: str, ends: dict):
+def _prune_by_path(params, texts: list[str], steps: list[tuple[str, bool]],
+                   history: list[tuple[tuple[str, bool], ...]], book: dc.PathBook):
     """Relation pruning with demonstrations (``demos: k``): each option (``steps[i]`` reached from a chain whose
     path so far is ``history[i]``) scored as the next step of that path after the demonstrations' paths: the
-    whole path with the step, ending ('.') and going on (' ->'), log-sum of the two (``decide.step_end_request``;
-    a bare prefix is no fair option, the tokenizer merges its last character with what follows); one call per
-    distinct path so far, all in one batch; the W best
-    options within ``path_margin`` of the best kept (an option whose call failed scores below every scored one,
-    so the pre-rank decides among those). Each scored path's two end scores go to ``ends`` (``stop: path`` reads
-    them instead of a call). Yields its requests; returns (chosen positions, the trace record, calls)."""
+    whole path with the step, ending ('.') and going on (' ->'), log-sum of the two (``decide.PathBook.expand``:
+    one call per distinct path so far, all in one batch; the two end scores stay in ``book.ends``, where ``stop:
+    path`` reads them instead of a call); the W best options within ``path_margin`` of the best kept (an option
+    whose call failed scores below every scored one, so the pre-rank decides among those). Yields its requests;
+    returns (chosen positions, the trace record, calls)."""
     if len(texts) <= params.width:
         return _all_kept(texts)
-    groups: dict[tuple, list[int]] = {}
-    for i, h in enumerate(history):
-        groups.setdefault(h, []).append(i)
-    reqs, opts = [], []
-    for h, members in groups.items():
-        st = list(dict.fromkeys(steps[i] for i in members))
-        opts.append(st)
-        reqs.append(dc.step_end_request(demos=demos, question=question, so_far=h, steps=st, s=s))
-    recs = yield reqs
-    score: list[float | None] = [None] * len(texts)
-    per_path = []
-    for (h, members), st, rec in zip(groups.items(), opts, recs):
-        got = dc.option_scores(rec, len(dc.END_OPTIONS) * len(st), "sum")  # each step: '.' then ' ->'
-        sc = None if got is None else [round(float(np.logaddexp(got[2 * j], got[2 * j + 1])), 4)
-                                       for j in range(len(st))]
-        for j, x in enumerate(st if got is not None else []):
-            ends[tuple(h) + (x,)] = [got[2 * j], got[2 * j + 1]]
-        per_path.append({"path": dc.path_text(h), "scores": dc.scored_options([dc.step_text(*x) for x in st], sc)})
-        for i in members:
-            score[i] = None if sc is None else sc[st.index(steps[i])]
+    groups: dict[tuple, list[tuple[str, bool]]] = {}
+    for h, st in zip(history, steps):
+        groups.setdefault(tuple(h), []).append(st)
+    n = yield from book.expand(groups)
+    score = [book.score.get(tuple(h) + (st,)) for h, st in zip(history, steps)]
+    per_path = [{"path": dc.path_text(h), "scores": dc.scored_options(
+        [dc.step_text(*x) for x in dict.fromkeys(sts)], [book.score.get(h + (x,)) for x in dict.fromkeys(sts)])}
+        for h, sts in groups.items()]
     chosen = dc.best_k([-1e18 if v is None else v for v in score], params.width)
     if chosen and score[chosen[0]] is not None:  # far less likely next steps than the best are not walked
         chosen = [i for i in chosen if score[i] is not None and score[i] >= score[chosen[0]] - params.path_margin]
     return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": True, "reply": "",
-                    "scores": [[t, score[i]] for i, t in enumerate(texts)], "paths": per_path}, len(reqs)
+                    "scores": [[t, score[i]] for i, t in enumerate(texts)], "paths": per_path}, n
 
 
 def _choose(kind: str, k: int, rec: CallRecord | None, n: int) -> tuple[list[int], bool, str]:
@@ -406,7 +393,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     says the facts suffice, at depth D, or at a dead end (no chain walked yet: the fallback answers).
     Every score is in the trace (``scores`` of each decision, ``rank_top``).
 
-    ``demos: k`` (with ``decide: score``; ``kgrag.reasoning.reasoners.decide.Demos``): the relation pruning shows
+    ``demos: k`` (with ``decide: score``; ``kgrag.reasoning.reasoners.decide.PathBook``): the relation pruning shows
     the relation paths of the k labelled questions nearest to the question (the learnt plan ``plan``) and scores
     each relation as the next step of its chain's path: the path with the step ending ('.') and going on (' ->'),
     log-sum of the two (one call per distinct path so far, at most W), keeping the W best within ``path_margin``
@@ -481,17 +468,12 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     trace["scorer"] = scorer.used
     if params.decide == "score" or params.answer == "rank":
         trace.update(decide=params.decide, answer=params.answer)
-    demo_text, masked = None, question
     path_score: dict[tuple[int, ...], float] = {}  # demos: a chain's summed next-step scores
-    path_ends: dict[tuple, list[float]] = {}  # demos: a relation path's (log P(path "."), log P(path " ->"))
-    if params.demos:
-        from kgrag.index.relplan import mask_topics
-
-        demos = dc.Demos(params.plan, inp.index)
-        masked = mask_topics(q.text, trace["topic"])
-        shown = demos.nearest(masked, params.demos)
-        demo_text = dc.demo_turns(shown)
-        trace["demos"] = [[t, dc.path_text(p)] for t, p in shown]
+    # demos: the demonstrations and every relation path's scores
+    book = None if not params.demos else dc.PathBook(plan=params.plan, index=inp.index, k=params.demos,
+                                                     question=q.text, topic_names=trace["topic"], s=s)
+    if book is not None:
+        trace["demos"] = book.shown
     # a chain: the triple indices walked from a topic entity, and the entity it ends at
     chains: list[tuple[tuple[int, ...], int]] = [((), t) for t in topics]
     for d in range(1, params.depth + 1):
@@ -519,13 +501,13 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         keys = [keys[i] for i in order]
         texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
                   else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
-        if demo_text is not None:
+        if book is not None:
             hist_of = {}
             for path, end in chains:
                 hist_of.setdefault(end, _steps(kg, path, end))
             chosen, rec_d["relations"], n_calls = yield from _prune_by_path(
-                params, s, texts, [(str(kg.relation_names[r]), dr == "out") for _, r, dr in keys],
-                [hist_of[e] for e, _, _ in keys], demos=demo_text, question=masked, ends=path_ends)
+                params, texts, [(str(kg.relation_names[r]), dr == "out") for _, r, dr in keys],
+                [hist_of[e] for e, _, _ in keys], book)
         else:
             chosen, rec_d["relations"], n_calls = yield from _prune(
                 params, s, texts,
@@ -550,7 +532,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
                     nxt = int(kg.tails[e]) if dr == "out" else int(kg.heads[e])
                     if nxt not in on_path:
                         ext.append((path + (e,), nxt))
-                        if demo_text is not None:  # the chain's path score: its relations' next-step scores
+                        if book is not None:  # the chain's path score: its relations' next-step scores
                             path_score[path + (e,)] = path_score.get(path, 0.0) + step_score.get(texts[i], 0.0)
         if params.decide == "score":  # one chain per entity reached: two relations to one entity would fill the beam
             seen: set[int] = set()
@@ -576,13 +558,11 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
             lines.extend(t for t in p if t not in lines)
         if params.stop == "path":  # the best chain's path ends here ('.') or goes on ('->'), after the demos
             hist = _steps(kg, *max(chains, key=lambda c: path_score.get(c[0], -1e18)))  # the best-scored path
-            if tuple(hist) in path_ends:  # scored with its last step: no call
-                sc = path_ends[tuple(hist)]
-                done = sc[0] > sc[1]
-            else:  # its last step was not scored (no choice at that depth, or a failed call)
-                (rec,) = yield [dc.end_request(demos=demo_text, question=masked, so_far=hist, s=s)]
-                calls += 1
-                done, sc = dc.ends_here(rec)
+            # read from the call that scored its last step; a call of its own only when that step was not scored
+            # (no choice at that depth, or a failed call)
+            calls += yield from book.score_ends([tuple(hist)])
+            sc = book.ends.get(tuple(hist))
+            done = sc is not None and sc[0] > sc[1]
             rec_d["reasoning"] = {"path": dc.path_text(hist), "path_ends": done,
                                   "scores": dc.scored_options(dc.END_OPTIONS, sc)}
             if done:
