@@ -81,7 +81,8 @@ PATH_MARGIN_HELP = ("with demos: a relation whose next-step score (summed log-pr
 class DemoFields(ScoreFields):
     """The ``demos: k`` fields of the reasoners whose relation decisions can be shown demonstrations (``tog``,
     ``fasttog``, ``explore``, ``agent``); each subclass defines ``decide`` (the demonstrations need ``score``)
-    and, where it has one, ``prune`` (they need ``llm``)."""
+    and, where it has one, ``prune`` (they need ``llm``) and ``stop`` (``stop: path`` needs demos and ``answer:
+    rank``)."""
 
     demos: int = Field(0, ge=0, le=16, description=DEMOS_HELP)
     plan: str = Field("data/relplan", description=PLAN_HELP)
@@ -91,6 +92,13 @@ class DemoFields(ScoreFields):
         if self.demos and (getattr(self, "decide", None) != "score" or getattr(self, "prune", "llm") != "llm"):
             needs = "decide: score" + (" and prune: llm" if hasattr(self, "prune") else "")
             raise ValueError(f"demos: the demonstrations are shown to scored decisions; set {needs}, or demos: 0")
+        return self
+
+    @model_validator(mode="after")
+    def _stop_path_needs_demos(self):
+        if getattr(self, "stop", None) == "path" and (not self.demos or getattr(self, "answer", None) != "rank"):
+            raise ValueError("stop: path scores the end of the path after the demonstrations; it needs demos > 0 "
+                             "and answer: rank")
         return self
 
 

@@ -303,13 +303,6 @@ class FastToGParams(dc.DemoFields):
     path_margin: float = Field(2.3, ge=0.0, description=dc.PATH_MARGIN_HELP + " (the initial phase's head "
                                "communities)")
 
-    @model_validator(mode="after")
-    def _stop_path_needs_demos(self) -> "FastToGParams":
-        if self.stop == "path" and (not self.demos or self.answer != "rank"):
-            raise ValueError("stop: path scores the end of the path after the demonstrations; it needs demos > 0 "
-                             "and answer: rank")
-        return self
-
     @field_validator("detector")
     @classmethod
     def _known_detector(cls, v: str) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Generator, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field
 
 from kgrag import ranking
 from kgrag.llm.prompts import clean_question
@@ -255,13 +255,6 @@ class ToGParams(dc.DemoFields):
         "chains' ends, the search runs D depths (or to a dead end) and answers with the depth whose best name "
         "scores highest; path (needs demos) = when the best chain's relation path ends, '.' scored against '->' "
         "after the demonstrations' paths")
-
-    @model_validator(mode="after")
-    def _stop_path_needs_demos(self) -> "ToGParams":
-        if self.stop == "path" and (not self.demos or self.answer != "rank"):
-            raise ValueError("stop: path scores the end of the path after the demonstrations; it needs demos > 0 "
-                             "and answer: rank")
-        return self
 
 
 # ------------------------------------------------------------------------------------------ prompts of decide: score
