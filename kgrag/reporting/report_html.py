@@ -385,8 +385,8 @@ def _walk_svg(chains: Sequence[Sequence[str]], topics: Sequence[str], data: Ques
 
 
 def _demos_html(trace: dict) -> str:
-    """``demos: k`` (tog, fasttog, explore, agent): the labelled questions whose relation paths the decisions were shown,
-    and the whole path the answer was ranked over; "" without demonstrations."""
+    """``demos: k`` (tog, fasttog, explore, agent): the labelled questions whose relation paths the decisions were
+    shown, and the whole path the answer was ranked over; "" without demonstrations."""
     if not trace.get("demos"):
         return ""
     out = ('<p>demonstrations (nearest labelled questions and their relation paths):</p><ul class="demos">'

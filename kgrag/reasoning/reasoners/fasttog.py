@@ -590,6 +590,10 @@ class Chain:
     def visited(self, start: frozenset[int]) -> set[int]:
         return set(start).union(*self.communities)
 
+    def last_paths(self) -> dict[int, tuple]:
+        """demos: the relation paths of the last community's nodes (those that have one): what LCS grows from."""
+        return {x: self.paths[x] for x in self.communities[-1] if x in self.paths}
+
 
 @REASONERS.register("fasttog", params=FastToGParams, version="4")
 def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
@@ -934,8 +938,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             if not ch.active:
                 continue
             cs, info = lcs_candidates(kg, ch.communities[-1], ch.visited(c0), history, params, rng(it + 1, ci),
-                                      q.graph_id, known=None if book is None else {
-                                          x: ch.paths[x] for x in ch.communities[-1] if x in ch.paths})
+                                      q.graph_id, known=None if book is None else ch.last_paths())
             entry = {"chain": ci, "lcs": info, "options": [triple2text(_triples(kg, c.edges)) for c in cs],
                      "modularity": [c.modularity for c in cs]}
             rd["pruning"].append(entry)
@@ -946,8 +949,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             asks.append((ci, cs))
         grew = False
         if asks and book is not None:  # demos: each chain's candidates rated by their nodes' paths
-            n, rated_groups = yield from rate([(cs, {x: chains[ci].paths[x] for x in chains[ci].communities[-1]
-                                                     if x in chains[ci].paths}) for ci, cs in asks])
+            n, rated_groups = yield from rate([(cs, chains[ci].last_paths()) for ci, cs in asks])
             calls.extend(["prune"] * n)
             _, bs = best_reached()
             by_chain = {e["chain"]: e for e in rd["pruning"]}
