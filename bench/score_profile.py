@@ -121,7 +121,7 @@ def main() -> None:
     eng.close()
 
     def mean(rows, k):
-        return round(sum(r[k] for r in rows) / len(rows), 4 if k.endswith("s") else 1)
+        return round(sum(r[k] for r in rows) / len(rows), 4 if k == "seconds" or k.endswith("_s") else 1)
 
     buckets = []
     for label, _, _ in CANDIDATE_BUCKETS:
