@@ -100,9 +100,10 @@ def test_demos_pick_the_relation_and_end_the_path(gkg, plan):
                                      ("user", "Question: where was X born"))
     assert sorted(path_req.continuations) == ["born_in ->", "born_in.", "directed_by (reverse) ->",
                                               "directed_by (reverse)."]
-    # relation (1 call, which also scored the path's end: no end call), rank (1); City Q was the only entity: no
-    # entity call
-    assert len(calls) == 2 <= (1 + 2) * 3 + 1
+    # relation (1 call, which also scored the path's end: no end call); City Q was the only entity: no entity call,
+    # and the path's one end: no rank call (rank's one-candidate rule)
+    assert len(calls) == 1 <= (1 + 2) * 3 + 1
+    assert res.trace["rank_top"] == [["City Q", None]] and res.trace["no_call"].startswith("one candidate")
 
 
 def test_demos_path_goes_on_until_the_shown_path_ends(gkg, plan):
@@ -327,9 +328,10 @@ def test_agent_demos_walk_the_likeliest_path_then_finish(gkg, plan):
     assert s4["scores"] == [["NeighborCheck[Dir X, born_in]", -3.3069], ["Finish", -0.1]]
     assert s4["best_path"] == {"path": "starred_actors (reverse) -> directed_by", "score": -0.1}
     assert res.trace["answer_path"] == "starred_actors (reverse) -> directed_by"
-    assert [n for n, _ in res.trace["rank_top"]] == ["Dir X"]  # Film A scores higher but is not an end
+    # Film A would score higher but is not an end; Dir X, the path's one end, is the answer without rank's call
+    assert res.trace["rank_top"] == [["Dir X", None]] and res.trace["no_call"].startswith("one candidate")
     assert res.answer == "Dir X"
-    assert len(calls) == 4  # three path calls (one per new path), rank
+    assert len(calls) == 3  # three path calls (one per new path)
 
 
 def test_agent_demos_a_one_step_path_finishes_early(gkg, plan):
@@ -518,9 +520,11 @@ def test_fasttog_demos_grow_the_chain_along_the_shown_path_then_stop(gkg, plan):
     assert p2["paths"] == ["starred_actors (reverse) -> directed_by -> born_in"] and p2["stopped"] == "path_ends"
     assert p2["scores"][0][1] == -3.3069 < t["depths"][0]["reasoning"]["score"] == -0.1
     assert t["answer_path"] == "starred_actors (reverse) -> directed_by" and t["stop"] == "answered"
-    assert [n for n, _ in t["rank_top"]] == ["Dir X"] and res.answer == "Dir X" and res.depth == 1
-    # no reasoning call: initial pruning, one pruning per round, rank; within the paper's bound
-    assert t["llm_requests"] == ["prune_multi", "prune", "prune", "rank"] and len(calls) == 4
+    assert t["rank_top"] == [["Dir X", None]] and res.answer == "Dir X" and res.depth == 1
+    # no reasoning call: initial pruning, one pruning per round; the path's one end: no rank call (rank's
+    # one-candidate rule); within the paper's bound
+    assert t["llm_requests"] == ["prune_multi", "prune", "prune"] and len(calls) == 3
+    assert t["no_call"].startswith("one candidate")
     assert t["call_bound"]["holds"] and t["call_bound"]["bound"] == 2 * 1 * 3 + 3 + 2
     # a path call scores whole paths of any prefix, each ending and going on
     assert b.requests[1].continuations == ("starred_actors (reverse) -> directed_by.",

@@ -56,7 +56,8 @@ def kinds(backend) -> list[str]:
 def test_fasttog_scored_initial_pruning_decides_the_chain(gkg, film, director):
     """W = 1: the initial multiple-choice pruning keeps the best-scored head community; its chain grows to its
     film's director (the only candidate, above "None of the above"); the check then says Yes (the facts hold a
-    directed_by triple) and rank answers over the chain's last community: that director."""
+    directed_by triple) and the chain's last community, that director alone, is the answer without rank's call
+    (rank's one-candidate rule)."""
     b = ScriptedScores(prefer("directed", film, answer={"Dir X": -0.5, "Dir Y": -0.5}))
     res, calls = run(gkg, b, width=1, d_max=3, decide="score", answer="rank")
     init = res.trace["initial"]
@@ -71,8 +72,9 @@ def test_fasttog_scored_initial_pruning_decides_the_chain(gkg, film, director):
     assert chosen_texts(p) == [f"{film} directed by {director}"] and d1["chains"] == [[[film], [director]]]
     assert d1["reasoning"] == {"enough": True, "scores": [["Yes", -1.0], ["No", -3.0]]}
     assert res.answer == director and res.depth == 1 and res.trace["stop"] == "answered" and res.fallback is None
-    assert res.trace["llm_requests"] == ["prune_multi", "reason", "prune", "reason", "rank"] and len(calls) == 5
-    assert kinds(b) == ["score"] * 5 and b.requests[-1].continuations == (director,)
+    assert res.trace["llm_requests"] == ["prune_multi", "reason", "prune", "reason"] and len(calls) == 4
+    assert kinds(b) == ["score"] * 4 and b.requests[-1].continuations == ("Yes", "No")
+    assert res.trace["rank_top"] == [[director, None]] and res.trace["no_call"].startswith("one candidate")
     assert res.unparseable == 0 and res.trace["decide"] == "score" and res.trace["answer"] == "rank"
 
 

@@ -67,7 +67,8 @@ def prefer(*needles, enough_at=("directed_by",), answer=None):
 def test_tog_scored_pruning_and_rank_answer(gkg):
     """W = 1, D = 2, decide score, answer rank. Depth 1: one relation option, then Film A scores above Film B
     (one chain); the facts name no director: No. Depth 2: (Film A, directed_by, ?) is the only unused relation of
-    Film A; Dir X is reached; the check says Yes; rank scores the chain's end Dir X."""
+    Film A; Dir X is reached; the check says Yes; the chain's one end Dir X is the answer without rank's call
+    (rank's one-candidate rule)."""
     b = ScriptedScores(prefer("directed_by", "Film A", answer={"Dir X": -0.5}))
     res, calls = run(gkg, b, width=1, depth=2, decide="score", answer="rank")
     d1, d2 = res.trace["depths"]
@@ -82,14 +83,14 @@ def test_tog_scored_pruning_and_rank_answer(gkg):
     assert d2["chains"] == [["(Film A, starred_actors, Actor P)", "(Film A, directed_by, Dir X)"]]
     assert d2["reasoning"]["enough"] is True
     assert res.answer == "Dir X" and res.depth == 2 and res.unparseable == 0
-    assert res.trace["answer_from"] == "rank" and res.trace["rank_top"] == [["Dir X", -0.5]]
-    # every decision with a choice was a scoring call: depth 1's entities + 2 checks + rank = 4 <= 3 D + 1 (the
-    # relation decisions and depth 2's entities had one option each)
-    assert len(calls) == 4 and all(r.continuations for r in b.requests)
+    assert res.trace["answer_from"] == "rank" and res.trace["rank_top"] == [["Dir X", None]]
+    assert res.trace["no_call"].startswith("one candidate")
+    # every decision with a choice was a scoring call: depth 1's entities + 2 checks = 3 <= 3 D + 1 (the relation
+    # decisions, depth 2's entities and rank had one option each)
+    assert len(calls) == 3 and all(r.continuations for r in b.requests)
+    assert b.requests[-1].continuations == ("Yes", "No")  # the last call was the check, not rank
     # the option's score is the mean over its tokens (score_normalize mean): -5.0 over 2 tokens
     assert ents["(Film B, starred_actors, Actor P)"] == -2.5
-    # rank's call is the answer prompt over the chain's facts
-    assert "(Film A, directed_by, Dir X)" in user(b.requests[-1]) and b.requests[-1].continuations == ("Dir X",)
 
 
 def test_tog_scored_pruning_keeps_the_width_best(gkg):
@@ -101,7 +102,10 @@ def test_tog_scored_pruning_keeps_the_width_best(gkg):
     assert sorted(d1["entities"]["chosen"]) == ["(Film A, starred_actors, Actor P)", "(Film B, starred_actors, Actor P)"]
     assert d1["entities"]["no_call"]
     assert sorted(d2["relations"]["chosen"]) == ["(Film A, directed_by, ?)", "(Film B, directed_by, ?)"]
-    assert res.answer == "Dir Y"
+    assert res.answer == "Dir Y" and "no_call" not in res.trace
+    # rank's call is the answer prompt over the chains' facts, the two ends as continuations
+    assert sorted(b.requests[-1].continuations) == ["Dir X", "Dir Y"]
+    assert "(Film A, directed_by, Dir X)" in user(b.requests[-1]) and "(Film B, directed_by, Dir Y)" in user(b.requests[-1])
     res2, _ = run(gkg, b, width=2, depth=2, decide="score", answer="rank", margin=1.5)
     assert res2.answer == "Dir Y | Dir X"  # within the margin: both, best first
 
@@ -112,7 +116,7 @@ def test_tog_rank_at_max_depth_and_generated_answer_with_scored_pruning(gkg):
     b = ScriptedScores(prefer("directed_by", "Film A", enough_at=("nothing",), answer={"Dir X": -0.1}))
     res, calls = run(gkg, b, width=1, depth=2, decide="score", answer="rank")
     assert res.trace["stop"] == "max_depth" and res.answer == "Dir X" and res.fallback is None
-    assert len(calls) == 4  # depth 1's entities, 2 checks, rank (single-option decisions take no call)
+    assert len(calls) == 3  # depth 1's entities, 2 checks (single-option decisions, rank's one end: no call)
 
     def text(req):
         return "Answer: Dir X" if "directed_by" in user(req) else "Answer: Unknown"

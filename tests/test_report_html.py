@@ -323,9 +323,10 @@ def test_scored_decisions_are_drawn_for_every_reasoner(gkg):
     res, calls = run(gkg, ScriptedScores(prefer("directed_by", "Film A", answer={"Dir X": -0.5})),
                      width=1, depth=2, decide="score", answer="rank")
     found = R.scored_decisions(res.trace)
-    # the relation decisions and depth 2's entities had one option for W = 1: no call, nothing scored to draw
-    assert [w for w, _ in found] == ["depths[0].entities", "depths[0].reasoning", "depths[1].reasoning", "rank_top"]
-    assert res.trace["depths"][0]["relations"]["no_call"]
+    # the relation decisions, depth 2's entities and rank (one end, Dir X) had one option for W = 1: no call,
+    # nothing scored to draw
+    assert [w for w, _ in found] == ["depths[0].entities", "depths[0].reasoning", "depths[1].reasoning"]
+    assert res.trace["depths"][0]["relations"]["no_call"] and res.trace["rank_top"] == [["Dir X", None]]
     for reasoner in ("tog", "someone_elses"):
         row = _gen_row(res, calls, reasoner)
         trace = json.loads(row[S.TRACE])
@@ -334,10 +335,17 @@ def test_scored_decisions_are_drawn_for_every_reasoner(gkg):
         view = R.question_view(R.QuestionData(row=row, subgraph=_all_edges(gkg)))
         part = view.split('<div class="decisions">')[1]
         tables = part.split('<table class="scores">')[1:]
-        assert len(tables) == 4
+        assert len(tables) == 3
         ent = Elements(tables[0])
         cells = [c for c in ent.text if c.strip()]
         assert "(Film A, starred_actors, Actor P)" in cells and "(Film B, starred_actors, Actor P)" in cells
         best = tables[0].split("<tr class=best>")[1].split("</tr>")[0]
         assert "Film A" in best and "Film B" not in best
-        assert "Dir X" in tables[-1] and "-0.5" in tables[-1]
+    # W = 2: two ends, rank's call scores them; its scores are drawn, the best bold
+    res, calls = run(gkg, ScriptedScores(prefer("directed_by", "Film B", "Film A",
+                                                answer={"Dir X": -2.0, "Dir Y": -1.0})),
+                     width=2, depth=2, decide="score", answer="rank", margin=0.0)
+    assert [w for w, _ in R.scored_decisions(res.trace)][-1] == "rank_top"
+    view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "tog"), subgraph=_all_edges(gkg)))
+    last = view.split('<div class="decisions">')[1].split('<table class="scores">')[-1]
+    assert "-2.0" in last and "-1.0" in last and "Dir Y" in last.split("<tr class=best>")[1].split("</tr>")[0]

@@ -625,13 +625,16 @@ def _trace_generic(trace: dict, gi: _GraphIndex, marks: Marks, data: QuestionDat
 def scored_decisions(trace: Any, path: str = "") -> list[tuple[str, list]]:
     """Every scored decision of a trace (``decide: score`` / ``answer: rank``, kgrag.reasoning.reasoners.decide): each
     ``scores``, ``*_scores`` (explore's ``relation_scores``, ``triple_scores``), ``path_end`` or ``rank_top`` list
-    of ``[option, score]`` pairs with where it is in the trace (``depths[1].relations``), in trace order."""
+    of ``[option, score]`` pairs with where it is in the trace (``depths[1].relations``), in trace order. A
+    ``rank_top`` without a score (one candidate: no call was made, rank's one-candidate rule) is no decision."""
     out: list[tuple[str, list]] = []
     if isinstance(trace, dict):
         for k, v in trace.items():
             here = f"{path}.{k}" if path else str(k)
             if (k in ("scores", "rank_top", "path_end") or str(k).endswith("_scores")) and isinstance(v, list) \
                     and v and all(isinstance(x, (list, tuple)) and len(x) == 2 for x in v):
+                if k == "rank_top" and all(x[1] is None for x in v):
+                    continue
                 out.append((path or k, v) if k == "scores" else (here, v))
             else:
                 out.extend(scored_decisions(v, here))

@@ -558,7 +558,7 @@ def _joined(nodes: tuple[int, ...], more) -> tuple[int, ...]:
     return nodes + tuple(x for x in dict.fromkeys(int(m) for m in more) if x not in nodes)
 
 
-@REASONERS.register("agent", params=AgentParams, version="4")
+@REASONERS.register("agent", params=AgentParams, version="5")
 def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
     """Graph-CoT agent: Thought → Action → Observation on the KG until ``Finish`` or ``max_steps``
     (``decide: score``: the action scored among the valid ones; ``answer: rank``: rank's answer over the entities

@@ -52,7 +52,7 @@ DECIDE_HELP = ("how each LLM decision is taken: generate = the paper's prompt, t
                "taken (kgrag's adaptation for small models, not the paper's setting; docs/papers.md)")
 ANSWER_HELP = ("the final answer: generate = the paper's generated answer (and its IO / CoT fallback); rank = "
                "rank's answer selection over the entities the search reached, with the facts it collected as "
-               "context (kgrag's adaptation)")
+               "context (kgrag's adaptation; one entity reached: it is the answer, no call, unless stop: rank)")
 NORMALIZE_HELP = ("with decide: score, an option's score: mean of its token log-probs (options of different "
                   "lengths compete fairly) or their sum")
 
@@ -354,14 +354,30 @@ def rank_answer(rec: CallRecord, names: Sequence[str], s: Sampling, *, normalize
     return f" {s.separator} ".join(chosen), [[n, sc] for n, sc in ranked[:10]]
 
 
+def rank_call(*, question, facts: Sequence[str], ids: dict[str, int], s: Sampling, margin: float, trace: dict,
+              need_score: bool = False):
+    """``rank_request`` over the names of ``ids`` (name -> entity id; a label task's choices where it has them),
+    then ``rank_answer``: yields the one request and returns (answer, top scored names, calls made). ``rank``'s
+    one-candidate rule (``kgrag.reasoning.reasoners.rank``): one name and no choices makes no call, the name is
+    the answer (top ``[[name, None]]``, ``no_call`` in ``trace``), unless ``need_score`` (``stop: rank`` compares
+    the best scores of depths)."""
+    from kgrag.reasoning.reasoners.rank import ONE_CANDIDATE
+
+    names = list(ids)
+    if len(names) == 1 and not question.choices and not need_score:
+        trace["no_call"] = ONE_CANDIDATE
+        return names[0], [[names[0], None]], 0
+    (rec,) = yield [rank_request(question=question, facts=facts, names=names, s=s)]
+    ans, top = rank_answer(rec, question.choices or names, s, margin=margin, ids=ids)
+    return ans, top, 1
+
+
 def rank_reached(*, question, facts: Sequence[str], ids: dict[str, int], s: Sampling, margin: float, trace: dict,
                  depth: int, unparseable: int):
     """``answer: rank`` at the end of a search (the agent's, the explorer's): ``rank``'s call over the names of the
     entities it reached (``ids``: name -> entity id; a label task's choices instead where it has them), with the
-    facts it collected as context. Yields the one request; returns the :class:`Reasoning` (``rank_top`` and
-    ``answer_from`` in ``trace``)."""
-    names = list(ids)
-    (rec,) = yield [rank_request(question=question, facts=facts, names=names, s=s)]
-    ans, top = rank_answer(rec, question.choices or names, s, margin=margin, ids=ids)
+    facts it collected as context. Yields the one request (none for one name: ``rank_call``); returns the
+    :class:`Reasoning` (``rank_top`` and ``answer_from`` in ``trace``)."""
+    ans, top, _ = yield from rank_call(question=question, facts=facts, ids=ids, s=s, margin=margin, trace=trace)
     trace.update(answer_from="rank", rank_top=top)
     return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)

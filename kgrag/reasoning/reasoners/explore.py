@@ -455,7 +455,7 @@ def _init(inp: ReasonInput) -> ExploreState:
     return ExploreState(seen=tuple(int(s) for s in seeds), paths={int(s): () for s in seeds})
 
 
-@REASONERS.register("explore", params=ExploreParams, version="4")
+@REASONERS.register("explore", params=ExploreParams, version="5")
 def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     """Automatic graph exploration: thought → entities → relation and neighbour pruning → triples, repeated
     (``decide: score``: the pruning scored, no extraction call; ``answer: rank``: rank's answer over the entities

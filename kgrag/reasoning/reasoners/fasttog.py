@@ -595,7 +595,7 @@ class Chain:
         return {x: self.paths[x] for x in self.communities[-1] if x in self.paths}
 
 
-@REASONERS.register("fasttog", params=FastToGParams, version="4")
+@REASONERS.register("fasttog", params=FastToGParams, version="5")
 def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     """FastToG: W community chains grown by Local Community Search (modularity coarse pruning, LLM fine
     pruning), Community2Text, a reasoning call per round, IO / CoT fallback after D_max rounds.
@@ -715,18 +715,19 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
 
     best_depth: list = []  # stop: rank: (best score, answer, depth, top names) of the best depth so far
 
-    def ranked_last() -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
+    def ranked_last(need_score: bool = False) -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
         """rank's call over the entities of the chains' last communities (the entities reached), the chains'
-        triples as the facts: (answer, top names)."""
+        triples as the facts: (answer, top names); one entity and no score needed (not ``stop: rank``): no call
+        (``dc.rank_call``)."""
         ids: dict[str, int] = {}
         for ch in chains:
             last = sorted(ch.communities[-1])
             for n, e in zip(kg.names(np.asarray(last)), last):
                 ids.setdefault(str(n), int(e))
-        reached = list(ids)
-        (rec,) = yield [dc.rank_request(question=q, facts=chain_facts(), names=reached, s=s)]
-        calls.append("rank")
-        return dc.rank_answer(rec, q.choices or reached, s, margin=params.margin, ids=ids)
+        got, top, made = yield from dc.rank_call(question=q, facts=chain_facts(), ids=ids, s=s, margin=params.margin,
+                                                 trace=trace, need_score=need_score)
+        calls.extend(["rank"] * made)
+        return got, top
 
     def conclude(stop: str, depth: int, ans: str | None = None
                  ) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
@@ -738,9 +739,9 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             if path is not None:  # the ends of the most likely whole relation path
                 ids = {str(n): int(e) for n, e in zip(kg.names(np.asarray(reach[path])), reach[path])}
                 trace["answer_path"] = dc.path_text(path)
-                (rec,) = yield [dc.rank_request(question=q, facts=chain_facts(), names=list(ids), s=s)]
-                calls.append("rank")
-                got, top = dc.rank_answer(rec, q.choices or list(ids), s, margin=params.margin, ids=ids)
+                got, top, made = yield from dc.rank_call(question=q, facts=chain_facts(), ids=ids, s=s,
+                                                         margin=params.margin, trace=trace)
+                calls.extend(["rank"] * made)
                 trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
                 check()
                 return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable)
@@ -892,7 +893,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             return False, None, True
         last_context = context
         if rank_stop:
-            got, top = yield from ranked_last()
+            got, top = yield from ranked_last(need_score=True)
             rd["reasoning"] = {"rank_top": top}
             if top and (not best_depth or top[0][1] > best_depth[0]):
                 best_depth[:] = [top[0][1], got, depth, top]

@@ -57,6 +57,10 @@ class RankParams(BaseModel):
     )
 
 
+#: the trace's ``no_call`` reason of a question with one candidate (no score is needed to choose it)
+ONE_CANDIDATE = "one candidate: it is the answer, no score needed"
+
+
 def candidate_score(lp: float, n: int, normalize: str) -> float:
     """A candidate's score from its (sum of token log-probs, tokens): the sum, or the mean."""
     return lp / n if normalize == "mean" and n > 0 else lp
@@ -109,7 +113,7 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     if not names:
         return Reasoning(answer="", trace=trace)
     if len(names) == 1:  # no choice to make: no call (every setting outputs the one candidate); no score traced
-        trace["top"], trace["no_call"] = [[names[0], None]], "one candidate: it is the answer, no score needed"
+        trace["top"], trace["no_call"] = [[names[0], None]], ONE_CANDIDATE
         return Reasoning(answer=names[0], trace=trace)
     content_free = None
     if params.calibrate == "all" or (params.calibrate == "labels" and choices):

@@ -361,7 +361,7 @@ def _hub_rng(seed: int, question_id: str, depth: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(str(question_id).encode()), depth])
 
 
-@REASONERS.register("tog", params=ToGParams, version="5")
+@REASONERS.register("tog", params=ToGParams, version="6")
 def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     """Think-on-Graph: beam search of width W and depth D over relation then entity pruning, a reasoning
     call after each depth, IO / CoT fallback.
@@ -421,8 +421,9 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
 
     best: list = []  # stop: rank: (best score, answer, depth, top names) of the best depth so far
 
-    def ranked_ends() -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
-        """rank's call over the walked chains' ends, their triples as the facts: (answer, top names)."""
+    def ranked_ends(need_score: bool = False) -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
+        """rank's call over the walked chains' ends, their triples as the facts: (answer, top names); one end
+        and no score needed (not ``stop: rank``): no call (``dc.rank_call``)."""
         nonlocal calls
         walked = [(p, e) for p, e in chains if p]
         if path_score:  # demos: the ends of the best-scored relation path (summed next-step scores) only
@@ -434,10 +435,10 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         facts: list[str] = []
         for p, _ in walked:
             facts.extend(t for t in (_fmt(_triple(kg, x)) for x in p) if t not in facts)
-        names = list(ids)
-        (rec,) = yield [dc.rank_request(question=q, facts=facts, names=names, s=s)]
-        calls += 1
-        return dc.rank_answer(rec, q.choices or names, s, margin=params.margin, ids=ids)
+        ans, top, made = yield from dc.rank_call(question=q, facts=facts, ids=ids, s=s, margin=params.margin,
+                                                 trace=trace, need_score=need_score)
+        calls += made
+        return ans, top
 
     def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
         """With answer: rank, rank's selection over the kept chains' ends (stop: rank: the best depth's); no
@@ -562,7 +563,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
                 return (yield from conclude("answered", d))
             continue
         if params.decide == "score" and params.answer == "rank" and params.stop == "rank":
-            ans, top = yield from ranked_ends()
+            ans, top = yield from ranked_ends(need_score=True)
             rec_d["reasoning"] = {"rank_top": top}
             if top and (not best or top[0][1] > best[0]):
                 best[:] = [top[0][1], ans, d, top]
