@@ -446,7 +446,8 @@ def test_explore_demos_an_entity_reached_first_by_another_path_is_still_its_end(
 
 def test_pathbook_scores_each_step_once(plan):
     """PathBook.expand scores only the steps it has not scored: a path expanded again with one more step asks
-    for that step only (two options: the path ending there and going on), and keeps the earlier scores."""
+    for that step only (two options: the path ending there and going on), and keeps the earlier scores; the new
+    steps of several paths go in one request."""
     client = LLMClient(ScriptedScores(copier()), cache=None)
     book = dc.PathBook(plan=plan, index=NearestIs(1), k=1, question="who directed the films [P] starred in",
                        topic_names=["P"], s=Sampling())
@@ -472,6 +473,21 @@ def test_pathbook_scores_each_step_once(plan):
                                                   "starred_actors (reverse) -> written_by ->")]
     assert book.score[(sa, wb)] == -3.3069 and book.score[(sa, db)] == -0.08
     assert drive({(sa,): [db, wb]}) == [] and (sa,) in book.expanded
+    # steps of several paths (different prefixes) in ONE request, each scored as when asked alone
+    bi = ("born_in", True)
+    (third,) = drive({(sa, db): [bi], (): [bi], (sa,): [db]})
+    assert [r.continuations for r in third] == [("starred_actors (reverse) -> directed_by -> born_in.",
+                                                 "starred_actors (reverse) -> directed_by -> born_in ->",
+                                                 "born_in.", "born_in ->")]
+    alone = dc.PathBook(plan=plan, index=NearestIs(1), k=1, question="who directed the films [P] starred in",
+                        topic_names=["P"], s=Sampling())
+    for path in ((sa, db, bi), (bi,)):
+        gen = alone.score_paths([[path]])
+        try:
+            gen.send(client.generate(next(gen)))
+        except StopIteration:
+            pass
+        assert alone.ends[path] == book.ends[path] and alone.score[path] == book.score[path]
 
 
 @pytest.mark.parametrize("strategy", ["tot", "got"])

@@ -203,11 +203,13 @@ class PathBook:
 
     def expand(self, groups: dict[tuple, Sequence[tuple[str, bool]]]):
         """Score the next ``steps`` of each path (``{path: steps}``) not scored before, each step's path ending
-        and going on: one call per path, all in one batch (:meth:`score_paths`, a group per path). A step's score
-        (``score``) is the log-sum of the two (log P(path -> step)), its new path's ends (``ends``) are the two; a
-        failed call leaves its steps unscored. Yields the requests; returns how many."""
+        and going on: **one** call for all of them (:meth:`score_paths`, one group: the options are whole paths,
+        so a call's prompt does not depend on their prefixes, and a score does not depend on the options beside
+        it, docs/inference.md "Exact scores"). A step's score (``score``) is the log-sum of the two (log P(path ->
+        step)), its new path's ends (``ends``) are the two; a failed call leaves the steps unscored. Yields the
+        request; returns how many (0 or 1)."""
         self.expanded.update(h for h, st in groups.items() if st)
-        return (yield from self.score_paths([[h + (st,) for st in sts] for h, sts in groups.items()]))
+        return (yield from self.score_paths([[h + (st,) for h, sts in groups.items() for st in sts]]))
 
     def score_paths(self, groups):
         """Score the non-empty paths of each group (``[[path, ...], ...]``) not scored before, each ending and going
