@@ -45,8 +45,8 @@ options: ``RetrieveNode`` of an unobserved topic (the empty path: score 0, so re
 ``NeighborCheck[node, relation]`` where it walks a path the chain has not walked, scored as its best step after
 the node's path (the path plus the step ending and going on, their log-sum; a path several nodes share is
 offered at the first observed); ``Finish``, scored as the chain's most likely whole path (log P(path '.')).
-Finish is thus taken once no walk can reach a more likely path. One scoring call per new path (none when the
-options' paths were scored before); rank answers over the ends of the most likely whole path.
+Finish is thus taken once no walk can reach a more likely path. One scoring call a step for the new paths (none
+when the options' paths were scored before); rank answers over the ends of the most likely whole path.
 
 ``answer: rank``: the final answer (after ``Finish``, generated or scored, or after ``max_steps``) is ``rank``'s
 selection over the entities the chain observed, the question's topic entities left out, with the chain's
@@ -458,7 +458,7 @@ class AgentDomain:
 
     def expand_by_path(self, states: list[AgentState], k: int) -> Gen:
         """One step of each chain with demonstrations (``decide.PathBook``): every path the options extend gets
-        its next steps scored, each with its new path's ends (one call per path not scored before, one batch); a
+        its next steps scored, each with its new path's ends (one call for the paths not scored before); a
         NeighborCheck scores as its best step (log P(path -> step)), RetrieveNode as the empty path
         (0), Finish as the chain's most likely whole path (log P(path '.')). The best is taken (ToT / GoT: the
         ``branching`` best): Finish once no walk can reach a more likely path."""

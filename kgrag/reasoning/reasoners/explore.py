@@ -49,7 +49,7 @@ chain, a failed call says No. ToT / GoT evaluators: see ``strategies``.
 pruning is shown the relation paths of the ``k`` labelled questions nearest to the question (the relplan stage's
 plan, ``plan``) and scores each step out of a visited entity (relation and direction) as the next step of the
 path that entity was reached by: the path plus the step ending ('.') and going on (' ->'), their log-sum. One
-call per distinct path, all in one batch; the ``max_relations`` best within ``path_margin`` of the entity's best
+call for every distinct path a round extends; the ``max_relations`` best within ``path_margin`` of the entity's best
 are walked. The entities at the end of the likeliest paths are visited first. With ``answer: rank`` the ``End?``
 check is the path's: a chain ends when its most likely whole path (log P(path '.')) scores at least every path
 still open (log P(path ' ->') of the paths its unvisited entities were reached by, where no entity with that
@@ -271,7 +271,7 @@ class ExploreDomain:
     def prune_by_path(self, visits: list) -> Gen:
         """Relation pruning with demonstrations: each visited entity's steps scored as the next step of the
         relation path it was reached by, after the demonstrations' paths (``decide.PathBook.expand``: the path
-        plus the step ending and going on, their log-sum; one call per distinct path, all in one batch); the
+        plus the step ending and going on, their log-sum; one call for every distinct path); the
         ``max_relations`` best within ``path_margin`` of the best kept (a failed call: the pre-rank's first).
         Returns ``[(kept steps, trace entry), ...]`` per visit."""
         p, book = self.p, self.book

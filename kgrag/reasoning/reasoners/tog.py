@@ -323,7 +323,7 @@ def _prune_by_path(params, texts: list[str], steps: list[tuple[str, bool]],
     """Relation pruning with demonstrations (``demos: k``): each option (``steps[i]`` reached from a chain whose
     path so far is ``history[i]``) scored as the next step of that path after the demonstrations' paths: the
     whole path with the step, ending ('.') and going on (' ->'), log-sum of the two (``decide.PathBook.expand``:
-    one call per distinct path so far, all in one batch; the two end scores stay in ``book.ends``, where ``stop:
+    one call for every distinct path so far; the two end scores stay in ``book.ends``, where ``stop:
     path`` reads them instead of a call); the W best options within ``path_margin`` of the best kept (an option
     whose call failed scores below every scored one, so the pre-rank decides among those). Yields its requests;
     returns (chosen positions, the trace record, calls)."""
@@ -389,14 +389,14 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     ``demos: k`` (with ``decide: score``; ``kgrag.reasoning.reasoners.decide.PathBook``): the relation pruning shows
     the relation paths of the k labelled questions nearest to the question (the learnt plan ``plan``) and scores
     each relation as the next step of its chain's path: the path with the step ending ('.') and going on (' ->'),
-    log-sum of the two (one call per distinct path so far, at most W), keeping the W best within ``path_margin``
+    log-sum of the two (one call a depth for every chain's path), keeping the W best within ``path_margin``
     of the best; entity pruning keeps one chain per entity; rank answers over the ends of the chains whose path
     scores best (the sum of its next-step scores). ``stop: path``: after each depth, '.' against ' ->' after the
     best-scored chain's path says whether it ends there, read from the call that scored its last step (a call of
     its own only when that step was not scored) (kgrag's adaptation, docs/papers.md).
 
     At most 3·D + 1 LLM calls with ``prune: llm`` (relation, entity, reasoning per depth; the fallback or
-    rank's answer), (W + 2)·D + 1 with ``demos`` (up to W relation calls a depth), D + 1 otherwise.
+    rank's answer), also 3·D + 1 with ``demos`` (one relation call a depth), D + 1 otherwise.
 
     References
     ----------
