@@ -693,3 +693,28 @@ def test_fasttog_demos_coarse_pruning_is_path_diverse(tmp_path):
     assert signatures == 2
     assert [kg.names([next(iter(c.nodes))])[0] for c in got] == ["tag0", "Dir X"]
     assert path_diverse(kg, tag_first, {film: ()}, 10)[0] == tag_first  # room for all: nothing dropped
+
+
+def test_demos_order_vote_shows_the_majority_path_first(tmp_path):
+    """demos_order: vote: a path two near questions carry outvotes the one nearest question's; each path is shown
+    once, with its nearest question, most voted first. nearest: the nearest question first."""
+    a, b = (("directed_by", True), ("written_by", True)), (("directed_by", True), ("starred_actors", True))
+    folder = tmp_path / "plan"
+    vecs = np.asarray([[1.0, 0.0], [0.9, 0.4359], [0.9, 0.4359]], dtype=np.float32)
+    PlanModel(model="fake-encoder", texts=["near b", "a one", "a two"], hops=np.asarray([2, 2, 2]),
+              labels=[b, a, a], vectors=vecs).save(folder)
+
+    class Query:
+        model = "fake-encoder"
+
+        def encode(self, texts):
+            return np.tile(np.asarray([[1.0, 0.0]], dtype=np.float32), (len(texts), 1))
+
+    demos = dc.Demos(str(folder), Query())
+    assert demos.nearest("q", 2) == [("near b", b), ("a one", a)]
+    assert demos.nearest("q", 2, "vote") == [("a one", a), ("near b", b)]
+    assert demos.nearest("q", 1, "vote") == [("a one", a)]
+    entry = REASONERS.get("tog")
+    assert entry.params(demos=2, decide="score", demos_order="vote").demos_order == "vote"
+    with pytest.raises(ValueError):
+        entry.params(demos=2, decide="score", demos_order="majority")

@@ -210,9 +210,9 @@ class AgentDomain:
         self.step_no = 0
         self._topics: list[int] | None = None
         self._scorer: Scorer | None = None
-        self.book = None if not params.demos else dc.PathBook(
-            plan=params.plan, index=inp.index, k=params.demos, question=inp.question.text,
-            topic_names=inp.kg.names(self.topics) if inp.kg is not None else [], s=inp.sampling)
+        self.book = dc.PathBook.of(params, index=inp.index, question=inp.question.text,
+                                   topic_names=inp.kg.names(self.topics) if inp.kg is not None else [],
+                                   s=inp.sampling)
 
     @property
     def topics(self) -> list[int]:

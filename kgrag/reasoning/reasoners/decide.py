@@ -74,6 +74,13 @@ DEMOS_HELP = ("with decide: score, the relation decisions show the paths of the 
               "the question (kNN demonstrations from the learnt plan `plan`) and score each relation as the next "
               "step of the question's path; 0 = no demonstrations (kgrag's adaptation, docs/papers.md)")
 PLAN_HELP = "folder of the learnt relation-path plan the demonstrations come from (stage relplan)"
+#: labelled questions that vote with ``demos_order: vote`` (relpath's ``plan_k`` default)
+VOTE_K = 16
+DEMOS_ORDER_HELP = ("with demos: which demonstrations, in which order: nearest = the k nearest labelled questions "
+                    "(distinct question and path), nearest first; vote = the k relation paths with the largest vote "
+                    f"among the {VOTE_K} nearest (the plan's cosine-weighted vote, as relpath's), each shown with its "
+                    "nearest question, most voted first (labels of one template that disagree show their majority "
+                    "path first, not whichever is nearest)")
 PATH_MARGIN_HELP = ("with demos: a relation whose next-step score (summed log-prob) is more than this below the best "
                     "one's is dropped, the width staying the upper bound (2.3: ten times less likely)")
 
@@ -86,6 +93,7 @@ class DemoFields(ScoreFields):
 
     demos: int = Field(0, ge=0, le=16, description=DEMOS_HELP)
     plan: str = Field("data/relplan", description=PLAN_HELP)
+    demos_order: Literal["nearest", "vote"] = Field("nearest", description=DEMOS_ORDER_HELP)
 
     @model_validator(mode="after")
     def _demos_need_scores(self):
@@ -128,12 +136,23 @@ class Demos:
                              f"{index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
         self.index = index
 
-    def nearest(self, masked: str, k: int) -> list[tuple[str, tuple[tuple[str, bool], ...]]]:
+    def nearest(self, masked: str, k: int, order: str = "nearest") -> list[tuple[str, tuple[tuple[str, bool], ...]]]:
         """The ``k`` nearest labelled questions with distinct (text, path), nearest first
-        (``PlanModel.nearest``: cosine rounded, ties by row): ``[(masked text, path steps), ...]``."""
+        (``PlanModel.nearest``: cosine rounded, ties by row): ``[(masked text, path steps), ...]``. ``order:
+        vote``: the ``k`` paths of largest vote share among the ``VOTE_K`` nearest (``PlanModel.votes``; ties by
+        the path's text), most voted first, each with its nearest question."""
         if k < 1:
             return []
-        rows, _ = self.plan.nearest(self.index.encode([masked])[0], 8 * k)
+        vec = self.index.encode([masked])[0]
+        if order == "vote":
+            _, whole = self.plan.votes(vec, VOTE_K)
+            paths = sorted(whole, key=lambda p: (-whole[p], path_text(p)))[:k]
+            rows, _ = self.plan.nearest(vec, VOTE_K)
+            first = {}
+            for i in rows.tolist():
+                first.setdefault(tuple(self.plan.labels[i]), self.plan.texts[i])
+            return [(first[p], tuple((str(r), bool(f)) for r, f in p)) for p in paths]
+        rows, _ = self.plan.nearest(vec, 8 * k)
         out: list = []
         for i in rows.tolist():
             item = (self.plan.texts[i], tuple((str(r), bool(f)) for r, f in self.plan.labels[i]))
@@ -188,18 +207,27 @@ class PathBook:
     ``ends[path]`` = (log P(path '.'), log P(path ' ->')) as the reply, ``score[path]`` = their log-sum, log
     P(path) as the reply's start; ``expanded``: the paths whose next steps were scored."""
 
-    def __init__(self, *, plan: str, index, k: int, question: str, topic_names: Sequence[str], s: Sampling) -> None:
+    def __init__(self, *, plan: str, index, k: int, question: str, topic_names: Sequence[str], s: Sampling,
+                 order: str = "nearest") -> None:
         from kgrag.index.relplan import mask_topics
 
         demos = Demos(plan, index)
         self.masked = mask_topics(question, topic_names)
-        got = demos.nearest(self.masked, k)
+        got = demos.nearest(self.masked, k, order)
         self.turns = demo_turns(got)
         self.shown = [[t, path_text(p)] for t, p in got]
         self.s = s
         self.score: dict[tuple, float] = {(): 0.0}
         self.ends: dict[tuple, list[float]] = {}
         self.expanded: set[tuple] = set()
+
+    @classmethod
+    def of(cls, params: DemoFields, *, index, question: str, topic_names: Sequence[str], s: Sampling):
+        """A reasoner's book from its ``demos`` fields (``plan``, ``demos``, ``demos_order``); None without demos."""
+        if not params.demos:
+            return None
+        return cls(plan=params.plan, index=index, k=params.demos, question=question, topic_names=topic_names, s=s,
+                   order=params.demos_order)
 
     def expand(self, groups: dict[tuple, Sequence[tuple[str, bool]]]):
         """Score the next ``steps`` of each path (``{path: steps}``) not scored before, each step's path ending

@@ -146,9 +146,8 @@ class ExploreDomain:
         # decide: score with answer: rank: the End? check is a scoring call, the thought's Answer: line not read
         self.checked = params.decide == "score" and params.answer == "rank"
         # demos: the demonstrations and every relation path's scores
-        self.book = None if not params.demos else dc.PathBook(
-            plan=params.plan, index=inp.index, k=params.demos, question=inp.question.text,
-            topic_names=seed_names or [], s=inp.sampling)
+        self.book = dc.PathBook.of(params, index=inp.index, question=inp.question.text,
+                                   topic_names=seed_names or [], s=inp.sampling)
 
     # ---- prompts --------------------------------------------------------------------------------------
     def facts(self, state: ExploreState) -> str:

@@ -771,9 +771,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     history: set[frozenset[int]] = {c0}
     converter = community2text(params)
     # demos: the demonstrations, every relation path's scores, and the nodes at each path's end (all chains)
-    book = None if not params.demos else dc.PathBook(
-        plan=params.plan, index=inp.index, k=params.demos, question=q.text, topic_names=kg.names(np.asarray(
-            sorted(c0))), s=s)
+    book = dc.PathBook.of(params, index=inp.index, question=q.text, topic_names=kg.names(np.asarray(sorted(c0))),
+                          s=s)
     reach: dict[tuple, list[int]] = {}
     if book is not None:
         trace["demos"] = book.shown

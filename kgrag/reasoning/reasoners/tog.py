@@ -464,8 +464,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         trace.update(decide=params.decide, answer=params.answer)
     path_score: dict[tuple[int, ...], float] = {}  # demos: a chain's summed next-step scores
     # demos: the demonstrations and every relation path's scores
-    book = None if not params.demos else dc.PathBook(plan=params.plan, index=inp.index, k=params.demos,
-                                                     question=q.text, topic_names=trace["topic"], s=s)
+    book = dc.PathBook.of(params, index=inp.index, question=q.text, topic_names=trace["topic"], s=s)
     if book is not None:
         trace["demos"] = book.shown
     # a chain: the triple indices walked from a topic entity, and the entity it ends at
