@@ -488,6 +488,30 @@ def test_pathbook_scores_each_step_once(plan):
         except StopIteration:
             pass
         assert alone.ends[path] == book.ends[path] and alone.score[path] == book.score[path]
+    # the end options of several paths not scored yet: one request too, each as when asked alone
+    hg = ("has_genre", True)
+    gen = book.score_ends([(wb,), (bi,), (sa, hg), (sa, db)])  # (bi,) and (sa, db) have their ends already
+    reqs = next(gen)
+    assert [r.continuations for r in reqs] == [("written_by.", "written_by ->", "starred_actors (reverse) -> "
+                                                "has_genre.", "starred_actors (reverse) -> has_genre ->")]
+    with pytest.raises(StopIteration) as stop:
+        gen.send(client.generate(reqs))
+    assert stop.value.value == 1
+    for path in ((wb,), (sa, hg)):
+        assert book.ends[path] == alone_ends(plan, client, path)
+    assert book.ends[(sa, db)] == [-0.1, -4.0]
+
+
+def alone_ends(plan, client, path):
+    """A path's end options scored in a call of its own, by a fresh book."""
+    book = dc.PathBook(plan=plan, index=NearestIs(1), k=1, question="who directed the films [P] starred in",
+                       topic_names=["P"], s=Sampling())
+    gen = book.score_ends([path])
+    try:
+        gen.send(client.generate(next(gen)))
+    except StopIteration:
+        pass
+    return book.ends[path]
 
 
 @pytest.mark.parametrize("strategy", ["tot", "got"])

@@ -196,13 +196,6 @@ def paths_request(*, demos: Sequence[tuple[str, str]], question: str, paths: Seq
     return _path_call(demos, question, [path_text(p) + e for p in paths for e in END_OPTIONS], s)
 
 
-def end_request(*, demos: Sequence[tuple[str, str]], question: str, so_far: Sequence[tuple[str, bool]],
-                s: Sampling) -> LLMRequest:
-    """Whether the question's path ends after ``so_far``: the path followed by '.' scored against the path
-    followed by ' ->' (after the demonstration turns, whose paths end by '.')."""
-    return _path_call(demos, question, [path_text(so_far) + e for e in END_OPTIONS], s)
-
-
 class PathBook:
     """One question's demonstrations and the scores of every relation path a search walked after them (``demos:
     k`` of ``explore``, ``agent`` and ``fasttog``). The scores are the path's, whichever entity ends it:
@@ -265,16 +258,17 @@ class PathBook:
         return len(reqs)
 
     def score_ends(self, paths):
-        """The end options of each non-empty path not scored yet (one call per path, one batch; yields them;
-        returns how many); a failed call leaves its path without ``ends``."""
+        """The end options of each non-empty path not scored yet, all in **one** call (``paths_request``: the
+        prompt does not depend on the paths, and each score is as when asked alone); yields it, returns how many
+        (0 or 1); a failed call leaves the paths without ``ends``."""
         todo = list(dict.fromkeys(x for x in paths if x and x not in self.ends))
-        reqs = [end_request(demos=self.turns, question=self.masked, so_far=x, s=self.s) for x in todo]
-        recs = (yield reqs) if reqs else []
-        for x, rec in zip(todo, recs):
-            sc = option_scores(rec, len(END_OPTIONS), "sum")
-            if sc is not None:
-                self.ends[x] = sc
-        return len(reqs)
+        if not todo:
+            return 0
+        (rec,) = yield [paths_request(demos=self.turns, question=self.masked, paths=todo, s=self.s)]
+        sc = option_scores(rec, len(END_OPTIONS) * len(todo), "sum")
+        for i, x in enumerate(todo if sc is not None else []):
+            self.ends[x] = [sc[2 * i], sc[2 * i + 1]]
+        return 1
 
     def best(self, paths) -> tuple[tuple | None, float | None]:
         """The most likely whole path among ``paths`` (the highest log P(path '.'); ties by the path's text) and
