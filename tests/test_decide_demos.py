@@ -141,6 +141,7 @@ def test_plan_nearest_is_what_votes_and_demos_use(plan):
     assert model.nearest(q, 3, hops=1)[0].tolist() == [0, 2]
     _, whole = model.votes(q, 2)
     assert whole == {PLAN_LABELS[1]: 0.666667, PLAN_LABELS[0]: 0.333333}  # cosines 1.0 and 0.5
+    assert model.shares(*model.nearest(q, 2)) == model.votes(q, 2)
     assert model.nearest(q, 0)[0].tolist() == [] and model.votes(q, 0) == ({}, {})
 
 

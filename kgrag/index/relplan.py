@@ -198,7 +198,12 @@ class PlanModel:
         length, so whole-label shares compare sequences of different lengths; ``hops`` k: only training
         questions of k hops vote (the declared-hop oracle, ``retrieve.oracle_hops``). Empty when none votes.
         """
-        near, sims = self.nearest(query_vec, k, hops)
+        return self.shares(*self.nearest(query_vec, k, hops))
+
+    def shares(self, near: np.ndarray, sims: np.ndarray
+               ) -> tuple[dict[tuple[Step, ...], float], dict[tuple[Step, ...], float]]:
+        """:meth:`votes` of given neighbours: ``near`` rows with their rounded cosines ``sims`` (as
+        :meth:`nearest` returns them), for a caller that also needs the rows."""
         w = np.clip(sims, 0.0, None)
         total = float(w.sum())
         if total <= 0:

@@ -147,9 +147,9 @@ class Demos:
             return []
         vec = self.index.encode([masked])[0]
         if order == "vote":
-            _, whole = self.plan.votes(vec, VOTE_K)
+            rows, sims = self.plan.nearest(vec, VOTE_K)
+            _, whole = self.plan.shares(rows, sims)
             paths = sorted(whole, key=lambda p: (-whole[p], path_text(p)))[:k]
-            rows, _ = self.plan.nearest(vec, VOTE_K)
             first = {}
             for i in rows.tolist():
                 first.setdefault(tuple(self.plan.labels[i]), self.plan.texts[i])
