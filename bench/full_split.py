@@ -187,6 +187,20 @@ def generate_cost(work: Path) -> dict | None:
             "tokens_in_mean": round(sum(t for _, t, _ in rows) / len(rows), 1), "by_candidates": buckets}
 
 
+def resumed(full: dict) -> None:
+    """Mark a whole split run in parts (``--resume``): its stage seconds are the last part's (shards already
+    written are read, not computed), so its retrieve / generate questions a minute come from every part's
+    per-question seconds (start-up left out) instead."""
+    full["resumed"] = True
+    qs = full.get("question_seconds") or {}
+    for stage in ("retrieve", "generate"):
+        if qs.get(stage):
+            full[f"{stage}_questions_per_minute"] = round(full["questions"] / qs[stage] * 60, 1)
+        else:  # no per-question seconds: the last part's rate would be claimed for the whole
+            full.pop(f"{stage}_questions_per_minute", None)
+    full["questions_per_minute_from"] = "question_seconds (run in parts: stage seconds are the last part's)"
+
+
 def derive(entry: dict) -> None:
     """The entry's per-question cost ratios, whole split / 200 questions: ``per_question_cost_ratio`` from stage
     wall times (start-up included; left out for a resumed whole split, whose stage seconds are its last part's)
@@ -284,6 +298,8 @@ def main() -> None:
     if args.cost_only:  # a finished whole split's work copy: where its generate time went, ratios re-derived
         entry = result["splits"][entry_key(args.hops[0], args.sets)]
         entry["full"]["generate_cost"] = generate_cost(work)
+        if entry["full"].get("resumed"):
+            resumed(entry["full"])
         derive(entry)
         write_result(str(out_path), result)
         return
@@ -300,7 +316,7 @@ def main() -> None:
             write_result(str(out_path), result)
         entry["full"] = one_run(work, hops, 0, args.resume, args.sets)
         if args.resume:  # its stage seconds are this part's only: read question_seconds for the whole cost
-            entry["full"]["resumed"] = True
+            resumed(entry["full"])
         entry["full"]["generate_cost"] = generate_cost(work)
         derive(entry)
         write_result(str(out_path), result)  # after each split: a cut-off bench keeps what it measured

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.full_split import derive, generate_cost
+from bench.full_split import derive, generate_cost, resumed
 from kgrag import schema as S
 
 
@@ -55,3 +55,14 @@ def test_derive_leaves_a_resumed_splits_partial_stage_seconds_out():
     assert set(entry["per_question_cost_ratio"]) == {"evaluate", "report"}
     assert entry["per_question_cost_ratio"]["report"] == pytest.approx(0.1)
     assert entry["per_question_cost_ratio_answering"] == {"generate": 0.9}
+
+
+def test_a_resumed_splits_rates_come_from_its_per_question_seconds():
+    """Its stage seconds are the last part's (finished shards read, not computed): the rate of the stage time
+    would be far too high; every part's per-question seconds give it."""
+    full = _run(20000, 5000.0, 20.0, 8100.0)
+    full["generate_questions_per_minute"] = 240.0  # 20000 questions over the last part's 5000 s
+    full["retrieve_questions_per_minute"] = 120000.0  # 20000 over the last part's 10 s
+    resumed(full)
+    assert full["resumed"] and full["generate_questions_per_minute"] == pytest.approx(20000 / 8100.0 * 60, abs=0.1)
+    assert "retrieve_questions_per_minute" not in full  # no per-question seconds for it: no rate claimed
