@@ -124,24 +124,60 @@ def one_run(work: Path, hops: int, sample: int, resume: bool, extra: list[str] =
     return out
 
 
+#: a question's recorded generate time past this was paused (SIGSTOP of a background run, a suspended machine),
+#: not answering: the longest genuine one of the 3-hop split took 20.5 s
+PAUSED_MS = 600_000.0
+
+
+def answering_ms(records: list[dict]) -> dict:
+    """Generate's answering time from per-question run records (``schema.GENERATE_TIMINGS`` rows): the sum of
+    ``generate_ms`` over the questions this run answered with a backend call, and what was left out.
+
+    - a question that made no call (``rank`` with one candidate: no ``call_cached`` entry) counts 0 ms: its own
+      steps take milliseconds, and records written before its own time was measured hold the shard's mean;
+    - a question past :data:`PAUSED_MS` was paused, and one answered wholly from the call cache was paid for
+      by an earlier run: each is counted at the mean of the measured questions.
+    """
+    from kgrag import schema as S
+
+    measured, paused, cached, no_call = [], 0, 0, 0
+    for r in records:
+        if not r.get(S.CALL_CACHED):
+            no_call += 1
+        elif r.get(S.CACHED):
+            cached += 1
+        elif (r.get(S.GENERATE_MS) or 0.0) > PAUSED_MS:
+            paused += 1
+        else:
+            measured.append(r.get(S.GENERATE_MS) or 0.0)
+    mean = sum(measured) / len(measured) if measured else 0.0
+    return {"ms": sum(measured) + (paused + cached) * mean, "measured": len(measured), "paused": paused,
+            "cached": cached, "no_call": no_call}
+
+
 def question_seconds(work: Path) -> dict:
     """Seconds spent on the questions themselves, summed from the per-question run records of retrieve and
     generate (``data/timings/<stage>/questions.parquet``: each question's time as its shard measured it, kept in
     the shard files), start-up left out; a run cut off and resumed (``--resume``) sums every part's, so its cost
-    per question is measured though no single process ran it all. ``llm_calls``: backend attempts of the
-    questions answered by this run (0 for answers from the call cache)."""
+    per question is measured though no single process ran it all. Generate's is :func:`answering_ms` (its
+    counts under ``generate_questions``). ``llm_calls``: backend attempts of the questions answered by this run
+    (0 for answers from the call cache)."""
     import pyarrow.parquet as pq
 
     from kgrag import schema as S
 
     out = {}
-    for stage, col in (("retrieve", S.RETRIEVE_MS), ("generate", S.GENERATE_MS)):
-        f = work / "data" / "timings" / stage / "questions.parquet"
-        if f.exists():
-            t = pq.read_table(f)
-            out[stage] = round(sum(x or 0.0 for x in t.column(col).to_pylist()) / 1000, 1)
-            if stage == "generate" and S.LLM_CALLS in t.column_names:
-                out["llm_calls"] = int(sum(x or 0 for x in t.column(S.LLM_CALLS).to_pylist()))
+    f = work / "data" / "timings" / "retrieve" / "questions.parquet"
+    if f.exists():
+        out["retrieve"] = round(sum(x or 0.0 for x in pq.read_table(f).column(S.RETRIEVE_MS).to_pylist()) / 1000, 1)
+    f = work / "data" / "timings" / "generate" / "questions.parquet"
+    if f.exists():
+        t = pq.read_table(f)
+        got = answering_ms(t.to_pylist())
+        out["generate"] = round(got.pop("ms") / 1000, 1)
+        out["generate_questions"] = got
+        if S.LLM_CALLS in t.column_names:
+            out["llm_calls"] = int(sum(x or 0 for x in t.column(S.LLM_CALLS).to_pylist()))
     return out
 
 
@@ -152,7 +188,8 @@ CANDIDATE_BUCKETS = (("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3-5", 3, 5), ("6-9
 
 def generate_cost(work: Path) -> dict | None:
     """Where generate's time goes, from the work copy's outputs: each answered question's ``generate_ms`` (its run
-    record, answers from the call cache left out) by the number of candidates ``rank`` scored (its trace), with its
+    record; answers from the call cache, questions without a call and paused ones left out, as in
+    :func:`answering_ms`) by the number of candidates ``rank`` scored (its trace), with its
     tokens (prompt + candidates, ``tokens_in``). ``rank`` evaluates the prompt on ``n_threads`` and the candidates
     in per-sequence KV streams on one thread (kgrag/llm/backends/llamacpp_engine.py), so a question's cost grows
     with its candidates. None without records or traces of ``rank``."""
@@ -164,8 +201,9 @@ def generate_cost(work: Path) -> dict | None:
     rec = work / "data" / "timings" / "generate" / "questions.parquet"
     if not (gen.exists() and rec.exists()):
         return None
-    ms = {r[S.QUESTION_ID]: r for r in pq.read_table(rec, columns=[S.QUESTION_ID, S.GENERATE_MS, S.CACHED])
-          .to_pylist() if not r[S.CACHED] and r[S.GENERATE_MS] is not None}
+    ms = {r[S.QUESTION_ID]: r for r in pq.read_table(rec, columns=[S.QUESTION_ID, S.GENERATE_MS, S.CACHED,
+                                                                     S.CALL_CACHED]).to_pylist()
+          if not r[S.CACHED] and r[S.CALL_CACHED] and r[S.GENERATE_MS] is not None and r[S.GENERATE_MS] <= PAUSED_MS}
     rows = []
     for r in pq.read_table(gen, columns=[S.QUESTION_ID, S.TOKENS_IN, S.TRACE]).to_pylist():
         trace = json.loads(r[S.TRACE] or "{}")
@@ -285,8 +323,8 @@ def main() -> None:
                     help="a params override for every run (repeatable), e.g. reason.rank.max_candidates=1; the "
                          "split's entry then goes under 'hops-hop KEY=VALUE'")
     ap.add_argument("--cost-only", action="store_true",
-                    help="only read the work copy's finished whole split: its generate_cost (time by candidates "
-                         "scored) and the entry's cost ratios")
+                    help="only read the work copy's finished whole split: its question_seconds, generate_cost "
+                         "(time by candidates scored) and the entry's cost ratios")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     work = workcopy(Path(args.workdir))
@@ -298,6 +336,7 @@ def main() -> None:
     if args.cost_only:  # a finished whole split's work copy: where its generate time went, ratios re-derived
         entry = result["splits"][entry_key(args.hops[0], args.sets)]
         entry["full"]["generate_cost"] = generate_cost(work)
+        entry["full"]["question_seconds"] = question_seconds(work)
         if entry["full"].get("resumed"):
             resumed(entry["full"])
         derive(entry)

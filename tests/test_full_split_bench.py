@@ -9,12 +9,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.full_split import derive, generate_cost, resumed
+from bench.full_split import PAUSED_MS, answering_ms, derive, generate_cost, question_seconds, resumed
 from kgrag import schema as S
 
 
 def _work(tmp_path, rows):
-    """rows: (question id, candidates, tokens_in, generate_ms, cached)."""
+    """rows: (question id, candidates, tokens_in, generate_ms, cached[, calls made, 1 if not given])."""
     (tmp_path / "data" / "generate").mkdir(parents=True)
     (tmp_path / "data" / "timings" / "generate").mkdir(parents=True)
     pq.write_table(pa.table({
@@ -22,7 +22,8 @@ def _work(tmp_path, rows):
         S.TRACE: [json.dumps({"reasoner": "rank", "candidates": r[1]}) for r in rows]}),
         tmp_path / "data" / "generate" / "generations.parquet")
     pq.write_table(pa.table({
-        S.QUESTION_ID: [r[0] for r in rows], S.GENERATE_MS: [r[3] for r in rows], S.CACHED: [r[4] for r in rows]}),
+        S.QUESTION_ID: [r[0] for r in rows], S.GENERATE_MS: [r[3] for r in rows], S.CACHED: [r[4] for r in rows],
+        S.CALL_CACHED: [[bool(r[4])] * (r[5] if len(r) > 5 else 1) for r in rows]}),
         tmp_path / "data" / "timings" / "generate" / "questions.parquet")
     return tmp_path
 
@@ -66,3 +67,16 @@ def test_a_resumed_splits_rates_come_from_its_per_question_seconds():
     resumed(full)
     assert full["resumed"] and full["generate_questions_per_minute"] == pytest.approx(20000 / 8100.0 * 60, abs=0.1)
     assert "retrieve_questions_per_minute" not in full  # no per-question seconds for it: no rate claimed
+
+
+def test_answering_time_leaves_out_questions_without_a_call_and_estimates_paused_and_cached_ones(tmp_path):
+    """A question rank answers without a call counts 0 (old records held the shard's mean); one paused past
+    PAUSED_MS (a SIGSTOPped background run) and one whose calls came from the cache count at the measured mean."""
+    work = _work(tmp_path, [("a", 3, 200, 1000.0, 0), ("b", 4, 300, 3000.0, 0), ("c", 1, 50, 1500.0, 0, 0),
+                            ("d", 5, 400, PAUSED_MS + 1.0, 0), ("e", 2, 100, 9.0, 1)])
+    got = question_seconds(work)
+    assert got["generate_questions"] == {"measured": 2, "paused": 1, "cached": 1, "no_call": 1}
+    assert got["generate"] == 8.0  # 1 + 3 measured, paused and cached at their 2 s mean, c: 0
+    assert answering_ms([]) == {"ms": 0.0, "measured": 0, "paused": 0, "cached": 0, "no_call": 0}
+    cost = generate_cost(work)
+    assert cost["questions"] == 2 and cost["seconds"] == 4.0  # only the measured answers, by candidates

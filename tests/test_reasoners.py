@@ -48,6 +48,34 @@ def test_driver_sends_one_batch_per_step_for_all_active_questions():
     assert [len(c) for _, c in out] == [2, 6, 4, 0] and [r.depth for r, _ in out] == [1, 3, 2, 0]
 
 
+def test_a_questions_time_is_its_own_steps_and_calls_not_a_share_of_the_batch():
+    """GENERATE_MS: a question that makes no call gets its own (short) time, not the batch's mean; one whose
+    step works longer gets that time; calls add their latencies."""
+    import time as _time
+
+    class Slow:
+        model_id = "slow"
+
+        def generate(self, requests):
+            _time.sleep(0.2)
+            return [LLMReply(text="x", tokens_in=5, tokens_out=1, latency_ms=100.0) for _ in requests]
+
+    def busy_then_answer():
+        _time.sleep(0.05)  # own work before answering, no call
+        return Reasoning(answer="a")
+        yield  # noqa: unreachable: a generator
+
+    own: list[float] = []
+    results = run_batched(jobs=[steps_job(0), busy_then_answer(), steps_job(1)], client=LLMClient(Slow(), cache=None),
+                          own_ms=own)
+    rows = rows_of(question_ids=["q0", "q1", "q2"], results=results, reasoner="answer", separator="|", seed=0,
+                   per_q_ms=999.0, own_ms=own)
+    ms = [r[S.GENERATE_MS] for r in rows]
+    assert ms[0] < 20  # no call, no work: not the batch's 999 ms mean (nor its 200 ms of calls)
+    assert 50 <= ms[1] < 150
+    assert 200 <= ms[2] < 300  # its two calls' 100 ms latencies plus its own few ms
+
+
 def test_driver_max_batch_chunks_a_step():
     b = Scripted(lambda r: "x")
     run_batched(jobs=[steps_job(1) for _ in range(5)], client=LLMClient(b, cache=None), max_batch=4)

@@ -81,11 +81,11 @@ def reason_rows(
     jobs = [entry.impl(inp=ReasonInput(question=q, context=c, kg=kg, index=index, sampling=sampling,
                                      constrain_answer=reason.constrain_answer, proposed=p), params=params)
             for q, c, p in zip(questions, contexts, proposed)]
-    t0 = time.perf_counter()
-    results = run_batched(jobs=jobs, client=client, max_batch=reason.max_batch)
+    t0, own_ms = time.perf_counter(), []
+    results = run_batched(jobs=jobs, client=client, max_batch=reason.max_batch, own_ms=own_ms)
     per_q_ms = (time.perf_counter() - t0) * 1000 / max(len(questions), 1)
     rows = rows_of(question_ids=[q.question_id for q in questions], results=results, reasoner=reason.method,
-                   separator=sampling.separator, seed=sampling.seed, per_q_ms=per_q_ms)
+                   separator=sampling.separator, seed=sampling.seed, per_q_ms=per_q_ms, own_ms=own_ms)
     for row, q, c, p in zip(rows, questions, contexts, proposed):
         row[S.BASELINE_FIRST], row[S.BASELINE_RANDOM] = baselines(question=q, context=c, proposed=p, kg=kg,
                                                                   reason=reason, seed=sampling.seed)

@@ -10,6 +10,7 @@ OpenAI-compatible server, in turn for llama.cpp), and unit tests drive it with a
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -76,19 +77,24 @@ def text_of(rec: CallRecord) -> str:
     return "" if rec.failed else rec.reply.text
 
 
-def run_batched(*, jobs: Sequence[ReasonGen], client: LLMClient, max_batch: int = 0
-                ) -> list[tuple[Reasoning, list[CallRecord]]]:
+def run_batched(*, jobs: Sequence[ReasonGen], client: LLMClient, max_batch: int = 0,
+                own_ms: list[float] | None = None) -> list[tuple[Reasoning, list[CallRecord]]]:
     """Advance every job step by step; each step's requests of all active jobs go to the client together
     (in chunks of ``max_batch`` when > 0). Returns each job's ``Reasoning`` and the calls it made, in order.
+    ``own_ms``: filled with each job's own wall time (its steps between calls, the calls left out), so a
+    question's cost is its own time plus its calls' latencies, not a share of the batch.
     """
     calls: list[list[CallRecord]] = [[] for _ in jobs]
     results: list[Reasoning | None] = [None] * len(jobs)
+    own = [0.0] * len(jobs)
     pending: dict[int, Step] = {}
     for i, job in enumerate(jobs):
+        t0 = time.perf_counter()
         try:
             pending[i] = list(next(job))
         except StopIteration as stop:
             results[i] = stop.value
+        own[i] += (time.perf_counter() - t0) * 1000
     while pending:
         order = list(pending)
         flat = [r for i in order for r in pending[i]]
@@ -102,11 +108,15 @@ def run_batched(*, jobs: Sequence[ReasonGen], client: LLMClient, max_batch: int 
             mine = records[pos: pos + len(pending[i])]
             pos += len(pending[i])
             calls[i].extend(mine)
+            t0 = time.perf_counter()
             try:
                 nxt[i] = list(jobs[i].send(mine))
             except StopIteration as stop:
                 results[i] = stop.value
+            own[i] += (time.perf_counter() - t0) * 1000
         pending = nxt
+    if own_ms is not None:
+        own_ms[:] = own
     return [(r if r is not None else Reasoning(answer=""), c) for r, c in zip(results, calls)]
 
 
@@ -116,7 +126,7 @@ def run_one(job: ReasonGen, client: LLMClient) -> tuple[Reasoning, list[CallReco
 
 
 def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, list[CallRecord]]], reasoner: str,
-            separator: str, seed: int, per_q_ms: float) -> list[dict]:
+            separator: str, seed: int, per_q_ms: float, own_ms: Sequence[float] | None = None) -> list[dict]:
     """Generations rows (``schema.GENERATIONS``): the answer, every call's cost, failure, trace and depth.
 
     A question *failed* when its reasoner got no answer because calls failed: its last call failed and
@@ -124,12 +134,17 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
     the call cache under the key). How this run obtained each call (``CALL_CACHED``, ``CALL_ATTEMPTS``, one
     entry per trace call) and its wall time are run records (``schema.GENERATE_TIMINGS``), kept out of the
     trace so that the same answers give the same ``generations.parquet`` however warm the cache.
+
+    A question's ``GENERATE_MS``: its own steps' time (``own_ms``, :func:`run_batched`) plus the latencies of
+    the calls this run made; one whose every call came from the call cache gets ``per_q_ms`` (the batch's mean,
+    this run's time for cached answers); one that made no call (``rank`` with one candidate) its own time only.
     """
     from kgrag import schema as S
     from kgrag.llm.prompts import parse_answers
 
     out = []
-    for qid, (res, recs) in zip(question_ids, results):
+    own_ms = list(own_ms) if own_ms is not None else [0.0] * len(question_ids)
+    for qid, (res, recs), own in zip(question_ids, results, own_ms):
         failed = bool(recs) and recs[-1].failed and not res.answer.strip()
         errors = [e for r in recs if r.failed for e in r.errors]
         trace = {**res.trace, "calls": [
@@ -147,8 +162,8 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
             S.CACHED: int(bool(recs) and all(r.cached for r in recs)),
             S.TOKENS_IN: sum(r.reply.tokens_in for r in recs),
             S.TOKENS_OUT: sum(r.reply.tokens_out for r in recs),
-            S.GENERATE_MS: (sum(r.reply.latency_ms for r in recs if not r.cached)
-                            if any(not r.cached for r in recs) else per_q_ms),
+            S.GENERATE_MS: (per_q_ms if recs and all(r.cached for r in recs)
+                            else own + sum(r.reply.latency_ms for r in recs if not r.cached)),
             S.CALL_CACHED: [r.cached for r in recs],
             S.CALL_ATTEMPTS: [r.attempts for r in recs],
             S.FAILED: failed,
