@@ -26,6 +26,7 @@ metrics.json).
     python bench/full_split.py --hops 2 --workdir /work/fullsplit-2hop       # cut off? continue it with:
     python bench/full_split.py --hops 2 --workdir /work/fullsplit-2hop --resume --no-sample
     python bench/full_split.py --hops 1 --workdir /work/fullsplit-1hop --cost-only   # generate_cost, ratios only
+    python bench/full_split.py --hops 3 --sample-only                  # the 200-question run again, alone
 
 A run cut off (a session's end, a SIGKILL) and continued with ``--resume`` recomputes no finished shard and
 repeats no stored LLM call; its stage seconds are the last part's, and ``question_seconds`` (the per-question run
@@ -318,6 +319,8 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/kgrag-full-split/main", help="work copy of the repository")
     ap.add_argument("--resume", action="store_true", help="keep the work copy's shard and call caches")
     ap.add_argument("--no-sample", action="store_true", help="skip the 200-question run of each split")
+    ap.add_argument("--sample-only", action="store_true", help="only the 200-question run of each split (its "
+                    "entry's whole-split figures kept, the cost ratios re-derived)")
     ap.add_argument("--kill-resume", type=int, default=0, metavar="N", help="only the kill-and-resume run on N")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
                     help="a params override for every run (repeatable), e.g. reason.rank.max_candidates=1; the "
@@ -353,6 +356,10 @@ def main() -> None:
         if not args.no_sample:
             entry["sample_200"] = one_run(work, hops, 200, args.resume, args.sets)
             write_result(str(out_path), result)
+        if args.sample_only:
+            derive(entry)
+            write_result(str(out_path), result)
+            continue
         entry["full"] = one_run(work, hops, 0, args.resume, args.sets)
         if args.resume:  # its stage seconds are this part's only: read question_seconds for the whole cost
             resumed(entry["full"])
