@@ -226,6 +226,31 @@ def generate_cost(work: Path) -> dict | None:
             "tokens_in_mean": round(sum(t for _, t, _ in rows) / len(rows), 1), "by_candidates": buckets}
 
 
+def lift_paired(work: Path, resamples: int = 2000, seed: int = 0) -> dict | None:
+    """The LLM's Hit@1 lift over each no-LLM candidate (first, random), paired per question from the work copy's
+    ``reports/predictions.parquet``: mean, seeded bootstrap 95% interval over questions, questions won and lost.
+    None without predictions."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    f = work / "reports" / "predictions.parquet"
+    if not f.exists():
+        return None
+    t = pq.read_table(f, columns=["hit_at_1", "hit_baseline_first", "hit_baseline_random"]).to_pydict()
+    hit = np.asarray(t["hit_at_1"], dtype=float)
+    out = {}
+    for name in ("first", "random"):
+        d = hit - np.asarray(t[f"hit_baseline_{name}"], dtype=float)
+        rng = np.random.default_rng(seed)
+        means = np.array([d[rng.integers(0, len(d), len(d))].mean() for _ in range(resamples)])
+        lo, hi = np.percentile(means, [2.5, 97.5])
+        out[name] = {"lift": round(float(d.mean()), 4), "low": round(float(lo), 4), "high": round(float(hi), 4),
+                     "won": int((d > 0).sum()), "lost": int((d < 0).sum())}
+    out["note"] = (f"Hit@1 of the LLM's answer minus the no-LLM candidate's, per question (reports/predictions.parquet); "
+                   f"seeded bootstrap over questions (seed {seed}, {resamples:,} resamples), 95%")
+    return out
+
+
 def resumed(full: dict) -> None:
     """Mark a whole split run in parts (``--resume``): its stage seconds are the last part's (shards already
     written are read, not computed), so its retrieve / generate questions a minute come from every part's
@@ -340,6 +365,7 @@ def main() -> None:
         entry = result["splits"][entry_key(args.hops[0], args.sets)]
         entry["full"]["generate_cost"] = generate_cost(work)
         entry["full"]["question_seconds"] = question_seconds(work)
+        entry["full"]["llm_lift_paired"] = lift_paired(work)
         if entry["full"].get("resumed"):
             resumed(entry["full"])
         derive(entry)
@@ -364,6 +390,7 @@ def main() -> None:
         if args.resume:  # its stage seconds are this part's only: read question_seconds for the whole cost
             resumed(entry["full"])
         entry["full"]["generate_cost"] = generate_cost(work)
+        entry["full"]["llm_lift_paired"] = lift_paired(work)
         derive(entry)
         write_result(str(out_path), result)  # after each split: a cut-off bench keeps what it measured
 

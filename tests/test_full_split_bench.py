@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.full_split import PAUSED_MS, answering_ms, derive, generate_cost, question_seconds, resumed
+from bench.full_split import PAUSED_MS, answering_ms, derive, generate_cost, lift_paired, question_seconds, resumed
 from kgrag import schema as S
 
 
@@ -80,3 +80,15 @@ def test_answering_time_leaves_out_questions_without_a_call_and_estimates_paused
     assert answering_ms([]) == {"ms": 0.0, "measured": 0, "paused": 0, "cached": 0, "no_call": 0}
     cost = generate_cost(work)
     assert cost["questions"] == 2 and cost["seconds"] == 4.0  # only the measured answers, by candidates
+
+
+def test_the_llm_lift_is_paired_per_question(tmp_path):
+    """Wins and losses against each no-LLM candidate on the same questions; no lift when they agree."""
+    (tmp_path / "reports").mkdir()
+    pq.write_table(pa.table({"hit_at_1": [1.0, 1.0, 0.0, 1.0] * 50, "hit_baseline_first": [0.0, 1.0, 0.0, 1.0] * 50,
+                             "hit_baseline_random": [1.0, 1.0, 0.0, 1.0] * 50}), tmp_path / "reports" / "predictions.parquet")
+    got = lift_paired(tmp_path, resamples=200)
+    assert (got["first"]["lift"], got["first"]["won"], got["first"]["lost"]) == (0.25, 50, 0)
+    assert got["first"]["low"] < 0.25 < got["first"]["high"] and got["first"]["low"] > 0
+    assert got["random"] == {"lift": 0.0, "low": 0.0, "high": 0.0, "won": 0, "lost": 0}
+    assert lift_paired(tmp_path / "none") is None
