@@ -141,19 +141,29 @@ def answering_ms(records: list[dict]) -> dict:
     """
     from kgrag import schema as S
 
-    measured, paused, cached, no_call = [], 0, 0, 0
+    counts = {"measured": 0, "paused": 0, "cached": 0, "no_call": 0}
+    measured = []
     for r in records:
-        if not r.get(S.CALL_CACHED):
-            no_call += 1
-        elif r.get(S.CACHED):
-            cached += 1
-        elif (r.get(S.GENERATE_MS) or 0.0) > PAUSED_MS:
-            paused += 1
-        else:
+        kind = record_kind(r)
+        counts[kind] += 1
+        if kind == "measured":
             measured.append(r.get(S.GENERATE_MS) or 0.0)
     mean = sum(measured) / len(measured) if measured else 0.0
-    return {"ms": sum(measured) + (paused + cached) * mean, "measured": len(measured), "paused": paused,
-            "cached": cached, "no_call": no_call}
+    return {"ms": sum(measured) + (counts["paused"] + counts["cached"]) * mean, **counts}
+
+
+def record_kind(r: dict) -> str:
+    """What a generate run record's ``generate_ms`` measures (:func:`answering_ms`): ``no_call`` (no backend call),
+    ``cached`` (every call from the call cache), ``paused`` (past :data:`PAUSED_MS`) or ``measured``."""
+    from kgrag import schema as S
+
+    if not r.get(S.CALL_CACHED):
+        return "no_call"
+    if r.get(S.CACHED):
+        return "cached"
+    if (r.get(S.GENERATE_MS) or 0.0) > PAUSED_MS:
+        return "paused"
+    return "measured"
 
 
 def question_seconds(work: Path) -> dict:
@@ -204,7 +214,7 @@ def generate_cost(work: Path) -> dict | None:
         return None
     ms = {r[S.QUESTION_ID]: r for r in pq.read_table(rec, columns=[S.QUESTION_ID, S.GENERATE_MS, S.CACHED,
                                                                      S.CALL_CACHED]).to_pylist()
-          if not r[S.CACHED] and r[S.CALL_CACHED] and r[S.GENERATE_MS] is not None and r[S.GENERATE_MS] <= PAUSED_MS}
+          if record_kind(r) == "measured" and r[S.GENERATE_MS] is not None}
     rows = []
     for r in pq.read_table(gen, columns=[S.QUESTION_ID, S.TOKENS_IN, S.TRACE]).to_pylist():
         trace = json.loads(r[S.TRACE] or "{}")
@@ -233,6 +243,8 @@ def lift_paired(work: Path, resamples: int = 2000, seed: int = 0) -> dict | None
     import numpy as np
     import pyarrow.parquet as pq
 
+    from kgrag.evaluation.metrics import bootstrap_ci
+
     f = work / "reports" / "predictions.parquet"
     if not f.exists():
         return None
@@ -241,10 +253,8 @@ def lift_paired(work: Path, resamples: int = 2000, seed: int = 0) -> dict | None
     out = {}
     for name in ("first", "random"):
         d = hit - np.asarray(t[f"hit_baseline_{name}"], dtype=float)
-        rng = np.random.default_rng(seed)
-        means = np.array([d[rng.integers(0, len(d), len(d))].mean() for _ in range(resamples)])
-        lo, hi = np.percentile(means, [2.5, 97.5])
-        out[name] = {"lift": round(float(d.mean()), 4), "low": round(float(lo), 4), "high": round(float(hi), 4),
+        lo, hi = bootstrap_ci(d, resamples=resamples, seed=seed)  # as metrics.json's ci95
+        out[name] = {"lift": round(float(d.mean()), 4), "low": lo, "high": hi,
                      "won": int((d > 0).sum()), "lost": int((d < 0).sum())}
     out["note"] = (f"Hit@1 of the LLM's answer minus the no-LLM candidate's, per question (reports/predictions.parquet); "
                    f"seeded bootstrap over questions (seed {seed}, {resamples:,} resamples), 95%")
