@@ -16,6 +16,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     "loader": {
         "explagraphs": "kgrag.kg.loaders.explagraphs",
         "gretriever": "kgrag.kg.loaders.gretriever",
+        "irn": "kgrag.kg.loaders.irn",
         "jsonl": "kgrag.kg.loaders.jsonl",
         "metaqa": "kgrag.kg.loaders.metaqa",
         "ntriples": "kgrag.kg.loaders.ntriples",

@@ -161,7 +161,7 @@ class DataParams(BaseModel):
                           "dependency (checked; None = not checked, for params built in code)")
 
     _METAQA: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
-    _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "questions")  # loader params that name input files
+    _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "kb", "questions")  # loader params that name input files
     _loader_params: BaseModel | None = PrivateAttr(None)
 
     @model_validator(mode="after")
@@ -271,6 +271,13 @@ class FinetuneParams(Strict):
 class RelPlanParams(Strict):
     """Relation-path plan of the ``relpath`` retriever (``kgrag.index.relplan``), learnt from a held-out split."""
 
+    source: Literal["auto", "labelled", "kg", "none"] = Field(
+        "auto", description="what the plan learns from: labelled = held-out questions with answers (each labelled "
+        "with the relation sequence to its answers: the vote and the lexicon); kg = the KG alone: the held-out "
+        "questions' texts (answers never read) labelled by the zero-shot planner, whose vote then spreads each "
+        "wording's choice (no text held out: the zero-shot planner alone); none = no plan (the KG's mirrored "
+        "relations only, zero-shot); auto = labelled when the loader or relplan.file gives labelled questions, "
+        "else kg. metrics.json setup.plan says which answered")
     split: Literal["dev", "test"] = Field("dev", description="question split the plan learns from")
     questions: int = Field(2000, ge=1, description="questions sampled from that split per hop count")
     hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
@@ -544,9 +551,11 @@ class Params(Strict):
                 f"finetune.split: {self.finetune.split!r} is also data.split, the evaluated split; "
                 "the fine-tuned scorer would train on the questions it is scored on (choose the other split)"
             )
-        if self.relplan.split == self.data.split:
+        lp = self.data.loader_params()
+        if getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and getattr(lp, "split", None) == self.relplan.split:
+            key = "data.split" if self.data.dataset == "metaqa" else f"data.{self.data.dataset}.split"
             raise ValueError(
-                f"relplan.split: {self.relplan.split!r} is also data.split, the evaluated split; "
+                f"relplan.split: {self.relplan.split!r} is also {key}, the evaluated split; "
                 "the relation-path plan would learn from the questions it is scored on (choose the other split)"
             )
         if self.relplan.file is not None:

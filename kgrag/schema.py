@@ -160,6 +160,14 @@ PLAN_RELATIONS = "plan_relations"
 PLAN_FORWARD = "plan_forward"
 RELPLAN = pa.schema([(TEXT, pa.string()), (HOPS, pa.int64()), (PLAN_RELATIONS, pa.list_(pa.string())),
                      (PLAN_FORWARD, pa.list_(pa.bool_()))])
+# the plan's lexicon (kgrag.index.zeroshot.Lexicon): how often labelled questions used a word for a unit (one step
+# of a relation, or a co-step: walked there and back) of their relation sequence
+UNIT_KIND = "unit_kind"
+FORWARD = "forward"
+WORD = "word"
+COUNT = "count"
+LEXICON = pa.schema([(UNIT_KIND, pa.string()), (RELATION, pa.string()), (FORWARD, pa.bool_()), (WORD, pa.string()),
+                     (COUNT, pa.float64())])
 QUARANTINE = pa.schema(
     [(TABLE, pa.string()), (ROW, pa.int64()), (REASON, pa.string()), (RECORD, pa.string())]
 )

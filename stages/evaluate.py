@@ -35,8 +35,9 @@ def judge_client(jb):
 
 
 def plan_mode(params) -> str | None:
-    """Which relation-path plan relpath ran with: ``learnt (N labelled questions)``, ``empty (<why>)`` or
-    ``zero-shot``; None for another retriever."""
+    """Which relation-path plan relpath ran with (``relplan.source`` as the stage resolved it): ``labelled (N
+    questions, <where>)``, ``kg (N question texts labelled by the zero-shot planner, <where>)``, ``kg (<why>): the
+    zero-shot planner alone``, ``none: zero-shot``, or ``zero-shot`` without a plan; None for another retriever."""
     if params.retrieve.method != "relpath":
         return None
     plan = params.retrieve.module_params().plan
@@ -44,10 +45,15 @@ def plan_mode(params) -> str | None:
         return "zero-shot"
     meta = Path(plan) / "plan.json"
     info = json.loads(meta.read_text()) if meta.exists() else {}
-    if info.get("labelled"):
-        src = f", {info['note']}" if info.get("note") else ""  # relplan.file: which file
-        return f"learnt ({info['labelled']} labelled questions{src})"
-    return f"empty ({info.get('note') or 'no labelled question'}): zero-shot"
+    source = info.get("source", "labelled" if info.get("labelled") else "none")
+    note = f", {info['note']}" if info.get("note") else ""
+    if source == "labelled":
+        return f"labelled ({info.get('labelled', 0)} questions{note})"
+    if source == "kg" and info.get("labelled"):
+        return f"kg ({info['labelled']} question texts labelled by the zero-shot planner{note})"
+    if source == "kg":
+        return f"kg ({info.get('note') or 'no held-out question text'}): the zero-shot planner alone"
+    return "none: zero-shot"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,49 +1,99 @@
-"""Stage relplan: learn the relpath retriever's relation-path plan from a held-out question split."""
+"""Stage relplan: the relpath retriever's relation-path plan, from held-out labelled questions or the KG alone."""
 
 from __future__ import annotations
 
 import shutil
 import sys
 
+import numpy as np
+
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag.index.embed import encode
+from kgrag.index.embed import encode, open_index
 from kgrag.registry import LOADERS
-from kgrag.index.relplan import train_plan
+from kgrag.index.relplan import PlanModel, mirrored_relations, train_plan
 from kgrag.kg.store import KGStore, questions_on
+
+
+def held_out_questions(params, kg) -> tuple[list, str]:
+    """The held-out questions the plan may learn from (with their answers) and a note of where they came from:
+    ``relplan.file`` read by the data loader, or the loader's held-out split files (MetaQA), or none."""
+    p, d = params.relplan, params.data
+    lp = d.loader_params()
+    if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
+        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "questions": p.file, "sample": p.questions,
+                                              "seed": p.seed})
+        note = f"from {p.file}"
+        if tabs.quarantine.num_rows:
+            note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
+        return questions_on(kg, tabs), note  # ids of the loader's own numbering -> the validated KG's, by name
+    if getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "split" in type(lp).model_fields:
+        qs = []  # the loader's held-out part: MetaQA's split files (each hop count's), IRN's seeded dev part
+        for hops in (p.hops if "hops" in type(lp).model_fields else [None]):
+            extra = {"hops": hops} if hops is not None else {}
+            tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), **extra, "split": p.split,
+                                                  "sample": p.questions, "seed": p.seed})
+            qs += questions_on(kg, tabs)
+        return qs, f"{d.dataset} {p.split} split"
+    return [], (f"the {d.dataset} loader has no held-out question files and relplan.file is not set "
+                "(docs/retrieval.md)")
+
+
+def zero_shot_labeller(params, kg, folder):
+    """``label(question)``: the relation sequence the zero-shot relpath retriever (its default params, the KG's
+    mirrors in the plan written to ``folder``, no vote) chooses for a question, as (relation name, forward)
+    steps; None when it finds none."""
+    from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
+
+    rpp = RelPathParams(plan=str(folder), paths=1, fallback=None, base="lexical")
+    index = open_index(str(io.INDEX), params.index.model)
+
+    def label(q):
+        qv = index.encode([q.text])[0]
+        sub = retrieve_relpath(question=q, query_vec=qv, kg=kg, index=index, params=rpp, hops=0, max_edges=0)
+        rels, dirs = sub.trace.get("relations") or [], sub.trace.get("directions") or []
+        return tuple((r, bool(f)) for r, f in zip(rels[0], dirs[0])) if rels else None
+
+    return label
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
-    p, d = params.relplan, params.data
+    p = params.relplan
     out = io.RELPLAN
     with timed("relplan", timings.stage_dir("relplan"), outputs=[out / "plan.parquet"]) as info:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
-        lp = d.loader_params()
-        qs, note = [], ""
-        if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
-            tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "questions": p.file, "sample": p.questions,
-                                                  "seed": p.seed})
-            qs = questions_on(kg, tabs)  # ids of the loader's own numbering -> the validated KG's, by name
-            note = f"from {p.file}"
-            if tabs.quarantine.num_rows:
-                note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
-        elif getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "hops" in type(lp).model_fields:
-            for hops in p.hops:
-                tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "hops": hops, "split": p.split,
-                                                      "sample": p.questions, "seed": p.seed})
-                qs += questions_on(kg, tabs)
-        else:  # nothing held out (or no hop counts) to learn from: an empty plan, relpath then votes nothing
-            note = (f"not trained: the {d.dataset} loader has no held-out k-hop question files; give a labelled "
-                    "questions file of yours: relplan.file (docs/retrieval.md)")
-            print(f"[relplan] {note}", file=sys.stderr)
-        model, stats = train_plan(kg=kg, questions=qs, encode=lambda t: encode(t, model=params.index.model),
-                                  model=params.index.model, log=lambda s: print(f"[relplan] {s}", file=sys.stderr))
+        qs, note = held_out_questions(params, kg) if p.source != "none" else ([], "relplan.source: none")
+        source = p.source
+        if source == "auto":
+            source = "labelled" if any(q.answer_ids for q in qs) else "kg"
+        if source == "labelled" and not any(q.answer_ids for q in qs):
+            raise SystemExit(f"relplan: source labelled, but there are no labelled questions ({note}); give "
+                             "relplan.file, or set relplan.source: kg (the plan from the KG alone)")
+        encoder = lambda t: encode(t, model=params.index.model)  # noqa: E731
+        log = lambda s: print(f"[relplan] {s}", file=sys.stderr)  # noqa: E731
         shutil.rmtree(out, ignore_errors=True)
-        model.save(out, {**stats, "note": note, "split": p.split, "seed": p.seed})
-        print(f"[relplan] {stats}", file=sys.stderr)
-        info.update(stats)
+        mirrors = mirrored_relations(kg)
+        # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
+        PlanModel(model=params.index.model, texts=[], hops=np.zeros(0, np.int64), labels=[],
+                  vectors=np.zeros((0, 1), np.float32), mirrors=tuple(mirrors)).save(
+            out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors})
+        stats: dict = {"mirrored_relations": mirrors, "labelled": 0}
+        if source == "labelled":
+            model, stats = train_plan(kg=kg, questions=qs, encode=encoder, model=params.index.model, log=log)
+            model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
+        elif source == "kg" and qs:
+            unlabelled = [q.__class__(**{**q.__dict__, "answer_ids": (), "answers": ()}) for q in qs]
+            model, stats = train_plan(kg=kg, questions=unlabelled, encode=encoder, model=params.index.model, log=log,
+                                      label=zero_shot_labeller(params, kg, out))
+            note = f"{note}: texts only, labelled by the zero-shot planner"
+            model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
+        elif source == "kg":
+            PlanModel.load(out).save(out, {"source": source, "note": f"{note}: the zero-shot planner alone",
+                                           "labelled": 0, "mirrored_relations": mirrors})
+        print(f"[relplan] source {source}: {stats}", file=sys.stderr)
+        info.update({**stats, "source": source})
 
 
 if __name__ == "__main__":

@@ -209,8 +209,8 @@ def test_metaqa_mixed_hop_loader_reads_every_listed_file():
 def test_relplan_learns_from_a_users_own_jsonl_dev_split(tmp_path, monkeypatch):
     """A user's KG (triples file) with a test questions file and a dev questions file of theirs: the real ingest,
     validate and relplan stages label the dev file's questions (no hop count given) and the plan votes for the
-    sequence those questions share; without relplan.file the stage says it did not train and how to fix it; the
-    evaluated file is refused as a plan file."""
+    sequence those questions share; without relplan.file the stage says the zero-shot planner answers alone and
+    how to give labelled questions; the evaluated file is refused as a plan file."""
     from kgrag.params import ParamsError, load
     from kgrag.index.relplan import PlanModel
     from stages import ingest, relplan, validate
@@ -237,7 +237,9 @@ def test_relplan_learns_from_a_users_own_jsonl_dev_split(tmp_path, monkeypatch):
     relplan.main(common)
     meta = json.loads((tmp_path / "data" / "relplan" / "plan.json").read_text())
     assert PlanModel.load(tmp_path / "data" / "relplan").texts == []
-    assert "not trained" in json.dumps(meta) and "relplan.file" in json.dumps(meta)
+    # no held-out questions: relplan.source auto resolves to kg, which has no text to learn from either: the
+    # zero-shot planner alone, and the note says how to give labelled questions
+    assert meta["source"] == "kg" and "zero-shot planner alone" in meta["note"] and "relplan.file" in meta["note"]
     relplan.main(common + ["-S", f"relplan.file={my / 'dev.jsonl'}"])
     plan = PlanModel.load(tmp_path / "data" / "relplan")
     assert len(plan.texts) == 4  # every dev question labelled, each with its own label

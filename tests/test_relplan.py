@@ -49,8 +49,10 @@ def test_relation_sequence_prefers_recall_then_precision_and_says_none(kg):
     # sequence, so the label covers half; of the two tied sequences the first walked (relation id order) wins
     seq, recall, _ = relation_sequence(kg, kg.ids_of(["Heat"]), kg.ids_of(["Collateral", "The Irishman"]), 2)
     assert recall == 0.5 and seq == (("directed_by", True), ("directed_by", False))
-    # the disconnected component is reached by no sequence; the topic itself is never an answer
+    # the disconnected component is reached by no sequence
     assert relation_sequence(kg, kg.ids_of(["Heat"]), kg.ids_of(["Island B"]), 2) is None
+    # a walk may come back to its topic, but not by a co-step (there and back on one relation: "films that share
+    # a director with Heat" are not Heat), the only way back here
     assert relation_sequence(kg, kg.ids_of(["Heat"]), kg.ids_of(["Heat"]), 2) is None
 
 

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from kgrag import io, ranking, schema as S
+from kgrag.index import zeroshot
 from kgrag.index.embed import read_vectors, write_vectors
 from kgrag.kg.kgview import KGView
 from kgrag.types import Question
@@ -49,6 +50,9 @@ Step = tuple[str, bool]  # (relation name, walked along the edge's direction)
 MODEL_FILE = "plan.parquet"
 VECTORS_FILE = "vectors.parquet"
 META_FILE = "plan.json"
+LEXICON_FILE = "lexicon.parquet"
+#: share of a relation's edges that must appear reversed in another relation for it to be that relation's mirror
+MIRROR_SHARE = 0.9
 
 
 def mask_topics(text: str, names: Iterable[str]) -> str:
@@ -87,15 +91,18 @@ def _expand(h: np.ndarray, r: np.ndarray, t: np.ndarray, n: int, frontier: np.nd
 
 
 def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
-                      max_hops: int = 3) -> tuple[tuple[Step, ...], float, float] | None:
+                      max_hops: int = 3, skip: frozenset = frozenset()) -> tuple[tuple[Step, ...], float, float] | None:
     """The weak label of a training question: (sequence, answer recall, answer precision) or None.
 
-    Every sequence of exactly ``hops`` (relation, direction) steps is walked from the topic entities (topics
-    excluded from every step's nodes); before the last step only nodes within the remaining hops of an answer
-    are kept (they alone can lead to one), which bounds the search. The label is the sequence whose end nodes
-    hold the largest share of the answers, then the largest share of answers among its end nodes, then the
-    first walked (at each step forward steps before reversed ones, each by relation id). None when no
-    sequence reaches an answer.
+    Every sequence of exactly ``hops`` (relation, direction) steps is walked from the topic entities; a walk may
+    revisit any entity, the topics too (PathQuestion's "children, then parents, then children" paths; a
+    self-loop is a step), but a co-step (a relation walked back right after it was walked) does not return to the
+    nodes it left unless it reaches nothing else, as in ``relpath``. Before the last step only nodes within the remaining hops of an answer are kept (they
+    alone can lead to one), which bounds the search. The label is the sequence whose end nodes hold the largest
+    share of the answers, then the largest share of answers among its end nodes (the topics left out, as ``relpath``'s ``ends``), then the first walked (at each
+    step forward steps before reversed ones, each by relation id). None when no sequence reaches an answer.
+    Answers that are topic entities are left out, unless every answer is one (a question whose answer is its own
+    topic). Relation ids in ``skip`` (mirrors, :func:`mirrored_relations`) are not walked.
 
     ``hops`` None (a question set that declares no hop count): every length 1..``max_hops`` is walked and the
     best label by the same rule wins, the shorter on a tie (the same rule for any loader's questions).
@@ -103,50 +110,92 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
     if hops is None:
         best = None
         for k in range(1, max_hops + 1):
-            lab = relation_sequence(kg, topics, answers, k)
+            lab = relation_sequence(kg, topics, answers, k, skip=skip)
             if lab is not None and (best is None or lab[1:] > best[1:]):  # strictly better: shorter wins ties
                 best = lab
         return best
     topics = np.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
     answers = np.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
-    answers = answers[~np.isin(answers, topics)]
+    other = answers[~np.isin(answers, topics)]
+    answers, own = (other, False) if len(other) else (answers, True)
     if not len(topics) or not len(answers) or hops < 1:
         return None
     h, r, t, n = np.asarray(kg.heads), np.asarray(kg.relations), np.asarray(kg.tails), kg.num_entities
+    if skip:
+        keep = ~np.isin(r, np.asarray(sorted(skip), dtype=r.dtype))
+        h, r, t = h[keep], r[keep], t[keep]
     near = _within(h, t, answers, n, hops - 1)
     best: tuple[tuple[float, float], tuple] | None = None
 
-    def walk(seq: tuple, frontier: np.ndarray, i: int) -> None:
+    def walk(seq: tuple, frontier: np.ndarray, i: int, left: np.ndarray | None) -> None:
         nonlocal best
         for key, dst in _expand(h, r, t, n, frontier).items():
-            dst = dst[~np.isin(dst, topics)]
+            if seq and left is not None and seq[-1][0] == key[0] and seq[-1][1] != key[1]:
+                back = ~np.isin(dst, left)  # a co-step does not return to what it left (relpath's rule)
+                dst = dst[back] if back.any() else dst
             if i < hops - 1:
                 dst = dst[near[hops - 1 - i][dst]]
                 if len(dst):
-                    walk(seq + (key,), dst, i + 1)
+                    walk(seq + (key,), dst, i + 1, frontier)
                 continue
             hit = int(np.isin(dst, answers).sum())
             if hit:
-                score = (hit / len(answers), hit / len(dst))
+                ends = dst if own else dst[~np.isin(dst, topics)]  # as relpath's ends: topics only when alone
+                score = (hit / len(answers), hit / max(len(ends), 1))
                 if best is None or score > best[0]:  # strictly better: the first in order wins ties
                     best = (score, seq + (key,))
 
-    walk((), topics, 0)
+    walk((), topics, 0, None)
     if best is None:
         return None
     names = kg.relation_names
     return tuple((str(names[rel]), bool(fwd)) for rel, fwd in best[1]), best[0][0], best[0][1]
 
 
+def mirrored_relations(kg: KGView) -> list[str]:
+    """Names of the relations that mirror another: ``b`` when at least ``MIRROR_SHARE`` of ``b``'s edges and of
+    ``a``'s are the same pairs reversed (``plays_in_club_inverse`` of ``plays_in_club``); of each pair the one
+    with the longer name (then the larger id) is the mirror. Walking ``b`` forward is walking ``a`` back, so
+    ``relpath`` walks ``a`` only: one sequence per path, not two that tie."""
+    h, r, t = np.asarray(kg.heads, np.int64), np.asarray(kg.relations, np.int64), np.asarray(kg.tails, np.int64)
+    if not len(r):
+        return []
+    n = max(int(kg.num_entities), 1)
+    fwd_key = h * n + t
+    rev_key = t * n + h
+    rels = np.unique(r)
+    size = {int(x): int(c) for x, c in zip(*np.unique(r, return_counts=True))}
+    pairs = {int(x): np.unique(fwd_key[r == x]) for x in rels.tolist()}
+    revs = {int(x): np.unique(rev_key[r == x]) for x in rels.tolist()}
+    names = kg.relation_names
+    out = set()
+    ids = sorted(pairs)
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            lo, hi = sorted((size[a], size[b]))
+            if lo < MIRROR_SHARE * hi:
+                continue
+            common = len(np.intersect1d(pairs[a], revs[b], assume_unique=True))
+            if common >= MIRROR_SHARE * max(len(pairs[a]), len(pairs[b])):
+                keep, drop = sorted((a, b), key=lambda x: (len(str(names[x])), x))
+                if str(names[keep]) not in out:
+                    out.add(str(names[drop]))
+    return sorted(out)
+
+
 @dataclass(frozen=True)
 class PlanModel:
-    """Labelled training questions: masked texts, hop counts, relation sequences and unit vectors."""
+    """Labelled training questions (masked texts, hop counts, relation sequences, unit vectors), the KG's mirrored
+    relations (:func:`mirrored_relations`) and the lexicon of the labelled questions' wording
+    (:class:`kgrag.index.zeroshot.Lexicon`; None without labelled questions)."""
 
     model: str
     texts: list[str]
     hops: np.ndarray
     labels: list[tuple[Step, ...]]
     vectors: np.ndarray
+    mirrors: tuple[str, ...] = ()
+    lexicon: zeroshot.Lexicon | None = None
 
     def save(self, folder: str | Path, extra: dict | None = None) -> None:
         """Write ``plan.parquet`` (``schema.RELPLAN``), ``vectors.parquet`` (row i = training question i) and
@@ -159,7 +208,10 @@ class PlanModel:
         }, schema=S.RELPLAN)
         io.write_parquet(folder / MODEL_FILE, table)
         write_vectors(folder / VECTORS_FILE, np.arange(len(self.texts)), self.vectors.astype(np.float32))
-        io.write_json(folder / META_FILE, {"model": self.model, "questions": len(self.texts), **(extra or {})})
+        rows = self.lexicon.to_rows() if self.lexicon is not None else []
+        io.write_parquet(folder / LEXICON_FILE, pa.Table.from_pylist(rows, schema=S.LEXICON))
+        io.write_json(folder / META_FILE, {"model": self.model, "questions": len(self.texts),
+                                           "mirrors": list(self.mirrors), **(extra or {})})
 
     @staticmethod
     def load(folder: str | Path) -> "PlanModel":
@@ -173,8 +225,13 @@ class PlanModel:
         meta = json.loads((folder / META_FILE).read_text())
         rels, fwd = t[S.PLAN_RELATIONS].to_pylist(), t[S.PLAN_FORWARD].to_pylist()
         vecs = read_vectors(folder / VECTORS_FILE) if len(t) else np.zeros((0, 1), dtype=np.float32)
+        lex = None
+        if (folder / LEXICON_FILE).exists():
+            rows = io.read_parquet(folder / LEXICON_FILE).to_pylist()
+            lex = zeroshot.Lexicon.from_rows(rows) if rows else None
         return PlanModel(model=meta["model"], texts=t[S.TEXT].to_pylist(), hops=np.asarray(t[S.HOPS].to_pylist()),
-                         labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs)
+                         labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs,
+                         mirrors=tuple(meta.get("mirrors", ())), lexicon=lex)
 
     def nearest(self, query_vec: np.ndarray, k: int, hops: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest training questions to ``query_vec``: (their rows, nearest first; their cosines
@@ -227,19 +284,33 @@ class PlanModel:
 
 
 def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[list[str]], np.ndarray],
-               model: str, log: Callable[[str], None] = lambda s: None, max_hops: int = 3
-               ) -> tuple[PlanModel, dict]:
-    """Label ``questions`` (:func:`relation_sequence`: with a training question's declared hop count where its
-    file gives one, else the best of every length 1..``max_hops``) and embed their masked texts.
+               model: str, log: Callable[[str], None] = lambda s: None, max_hops: int = 3,
+               label: Callable[[Question], tuple[Step, ...] | None] | None = None) -> tuple[PlanModel, dict]:
+    """Label ``questions``, embed their masked texts and count their wording per unit (the lexicon).
+
+    Each question is labelled by :func:`relation_sequence` (with its declared hop count where its file gives one,
+    else the best of every length 1..``max_hops``), or, given ``label`` (a plan written without labelled
+    questions: ``relplan.source: kg``), by ``label(question)``, e.g. the zero-shot ``relpath`` retriever's choice;
+    such labels train the vote but no lexicon (they would only repeat the zero-shot score). Mirrored relations
+    (:func:`mirrored_relations`) are found first and never walked.
 
     Returns the model and counts: questions, labelled, mean label recall / precision (how well the labels
-    explain the gold answers), distinct labels per hop count.
+    explain the gold answers; None for ``label``), distinct labels per hop count, mirrored relations.
     """
+    mirrors = mirrored_relations(kg)
+    by_name = {str(n): i for i, n in enumerate(kg.relation_names)}
+    skip = frozenset(by_name[m] for m in mirrors if m in by_name)
+    lexicon = zeroshot.Lexicon() if label is None else None
     texts, hops, labels, rec, prec, skipped = [], [], [], [], [], 0
     for i, q in enumerate(questions):
-        # a question of its own graph has no KG-wide sequence to learn
-        lab = relation_sequence(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops) \
-            if q.graph_id is None else None
+        if q.graph_id is not None:  # a question of its own graph has no KG-wide sequence to learn
+            lab = None
+        elif label is not None:
+            got = label(q)
+            lab = (got, None, None) if got else None
+        else:
+            lab = relation_sequence(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops,
+                                    skip=skip)
         if lab is None:
             skipped += 1
             continue
@@ -247,8 +318,13 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
         texts.append(mask_topics(q.text, names))
         hops.append(len(lab[0]))
         labels.append(lab[0])
-        rec.append(lab[1])
-        prec.append(lab[2])
+        if lab[1] is not None:
+            rec.append(lab[1])
+            prec.append(lab[2])
+        if lexicon is not None:
+            words, _ = zeroshot.content_words(zeroshot.mask(q.text, names))
+            lexicon.add(words, [(k, str(kg.relation_names[r]), f) for k, r, f in
+                                zeroshot.units([(by_name[n], fw) for n, fw in lab[0]])])
         if (i + 1) % 1000 == 0:
             log(f"{i + 1} of {len(questions)} questions labelled")
     vecs = encode(texts) if texts else np.zeros((0, 1), dtype=np.float32)
@@ -259,9 +335,11 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
         "label_answer_precision": round(float(np.mean(prec)), 4) if prec else None,
         "distinct_labels": {str(k): len({lab for lab, hk in zip(labels, hops) if hk == k})
                             for k in sorted(set(hops))},
+        "mirrored_relations": mirrors,
     }
     return PlanModel(model=model, texts=texts, hops=hop_arr, labels=labels,
-                     vectors=np.asarray(vecs, dtype=np.float32)), stats
+                     vectors=np.asarray(vecs, dtype=np.float32), mirrors=tuple(mirrors),
+                     lexicon=lexicon if lexicon is not None and lexicon.counts else None), stats
 
 
 _LOADED: dict[str, PlanModel] = {}

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kgrag import ranking
 
-from kgrag.index import relplan
+from kgrag.index import relplan, zeroshot
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag.retrieval.lego.types import Context
 from kgrag.registry import RETRIEVERS
@@ -47,10 +47,18 @@ class RelPathParams(BaseModel):
                           "length 1..max_hops is returned (a question's declared hop count is used instead only "
                           "with retrieve.oracle_hops)")
     plan_k: int = Field(16, ge=1, description="nearest training questions that vote for a sequence")
-    plan_weight: float = Field(1.0, ge=0.0, description="weight of the plan's vote share (0..1) added to the "
-                               "cosine of question and sequence")
+    plan_weight: float = Field(30.0, ge=0.0, description="weight of the plan's vote share (0..1) added to the "
+                               "base score (lexical: log-likelihood units, 30 chosen on dev; base scorer: a cosine, "
+                               "where 1.0 was used)")
+    base: Literal["lexical", "scorer"] = Field(
+        "lexical", description="the score a sequence gets before the plan's vote: lexical = the zero-shot planner of "
+        "kgrag.index.zeroshot (word-to-relation alignment, mention counts, sharing words, the answer type of the "
+        "ends; plus the plan's lexicon when labelled questions trained it); scorer = the cosine (or other `scorer`) "
+        "of the question and the sequence's relation names")
+    lexicon_weight: float = Field(1.0, ge=0.0, description="base lexical: weight of the plan's lexicon (what "
+                                  "labelled questions say about each relation's wording) in the word likelihood")
     scorer: str = Field(
-        "st", description="what scores a sequence's text against the question (a registered LEGO scorer): st = "
+        "st", description="base scorer: what scores a sequence's text against the question (a registered LEGO scorer): st = "
         "the index's sentence transformer (cosine); loglik = the LLM's log-likelihood of the sequence as the "
         "reply to the question (a zero-shot LLM planner, RoG / GCR style; `llm` below); the plan's votes are "
         "added to either")
@@ -107,49 +115,78 @@ def _seq_text(kg, seq: tuple[tuple[int, bool], ...], inverse: str = "plain") -> 
     return ", ".join(w if fwd else INVERSE[inverse].format(w) for w, (_, fwd) in zip(words, seq))
 
 
-def _step(kg, frontier: np.ndarray, graph_id, exclude: np.ndarray, max_frontier: int):
-    """One hop from ``frontier``: {(relation, forward): (edges, from-nodes, to-nodes)}."""
+def _step(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int):
+    """One hop from ``frontier``: {(relation, forward): (edges, from-nodes, to-nodes)}. Every node may be reached
+    again, the topics too (a path may revisit an entity: children, then parents, then children); relations in
+    ``skip`` (mirrors of another relation, :func:`kgrag.index.relplan.mirrored_relations`) are not walked."""
     nb = kg.question_neighbourhood(frontier, 1, 10**9, graph_id=graph_id)
     e = np.asarray(nb.edges, dtype=np.int64)
     h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
     out = {}
-    in_f = np.isin(h, frontier)
-    for fwd, mask in ((True, in_f), (False, np.isin(t, frontier))):
+    for fwd, mask in ((True, np.isin(h, frontier)), (False, np.isin(t, frontier))):
         src, dst = (h, t) if fwd else (t, h)
-        keep = mask & ~np.isin(dst, exclude)
-        for rel in np.unique(r[keep]).tolist():
-            sel = keep & (r == rel)
+        for rel in np.unique(r[mask]).tolist():
+            if rel in skip:
+                continue
+            sel = mask & (r == rel)
             if len(np.unique(dst[sel])) <= max_frontier:
                 out[(int(rel), fwd)] = (e[sel], src[sel], dst[sel])
     return out
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="5")
+def _co_step(step: tuple, left: np.ndarray) -> tuple:
+    """A relation walked back right after it was walked (a co-step: "films that share a director with X") does
+    not return to the nodes it left, ``left``, unless it reaches nothing else."""
+    e, src, dst = step
+    keep = ~np.isin(dst, left)
+    return (e[keep], src[keep], dst[keep]) if keep.any() else step
+
+
+_VECS: dict[str, zeroshot.PhraseVectors] = {}
+
+
+def _phrase_vectors(index) -> zeroshot.PhraseVectors:
+    """The index model's phrase encoder, one per process and model (words and relation phrases repeat)."""
+    key = getattr(index, "model", "")
+    if key not in _VECS:
+        _VECS[key] = zeroshot.PhraseVectors(index.encode)
+    return _VECS[key]
+
+
+@RETRIEVERS.register("relpath", params=RelPathParams, version="6")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
-    Sequences grow one hop at a time up to ``max_hops``; after each hop the ``beam`` best are kept, scored by
-    the cosine of the question and the sequence's relation names (the ``st`` scorer with the index's model;
-    texts repeat across questions and are encoded once per process) plus, with a learnt plan (``params.plan``,
-    :mod:`kgrag.index.relplan`), ``plan_weight`` x the share of the ``plan_k`` nearest training questions (topic
-    names masked) whose label starts with the sequence. The returned sequences are the best of every length
-    kept, scored by the cosine plus ``plan_weight`` x the share whose label *is* the sequence (comparable
-    across lengths: every training question votes with its own label's length); rounded and tie-broken by
-    sequence (``kgrag.ranking``). A question with a declared hop count (``question.hops``: set only with
-    ``retrieve.oracle_hops``) gets sequences of exactly that length and votes of that hop count's training
-    questions alone. ``hops`` and ``max_edges`` are not used: the beam bounds the work (they are passed on to
-    the ``fallback`` retriever, called with its default params when there is no sequence to walk).
+    Sequences grow one hop at a time up to ``max_hops``; after each hop the ``beam`` best are kept. A sequence's
+    base score is, with ``base: lexical`` (default), the zero-shot planner of :mod:`kgrag.index.zeroshot`
+    (how well the question's words align with the sequence's relations, one mention per step, sharing words for a
+    relation walked there and back, the answer type of the entities it reaches; with a learnt plan, also its
+    lexicon of what labelled questions say about each relation), or with ``base: scorer`` the cosine of the
+    question and the sequence's relation names (the ``st`` scorer with the index's model). With a learnt plan
+    (``params.plan``, :mod:`kgrag.index.relplan`), ``plan_weight`` x the share of the ``plan_k`` nearest training
+    questions (topic names masked) whose label starts with the sequence is added while growing, and the share
+    whose label *is* the sequence at the final choice across lengths (comparable across lengths: every training
+    question votes with its own label's length); rounded and tie-broken by sequence (``kgrag.ranking``). Nodes
+    may be revisited, the topics too, except that a co-step (a relation walked back right after it was walked:
+    "films that share a director with X") does not return to the nodes it left unless it reaches nothing else;
+    relations the plan found to mirror another (``r_inverse``) are not walked.
+    A question with a declared hop count (``question.hops``: set only with ``retrieve.oracle_hops``) gets
+    sequences of exactly that length and votes of that hop count's training questions alone. ``hops`` and
+    ``max_edges`` are not used: the beam bounds the work (they are passed on to the ``fallback`` retriever,
+    called with its default params when there is no sequence to walk).
 
     The trace names the chosen sequences and lists ``ends``: the entity ids the best sequences end at (best
-    sequence first, each sequence's by id; those of the returned triples only), the answer candidates of the
-    ``rank`` reasoner's ``candidates: ends``.
+    sequence first, each sequence's by id, a topic entity after the others and only when a sequence ends at
+    nothing else; those of the returned triples only), the answer candidates of the ``rank`` reasoner's
+    ``candidates: ends``.
 
     References
     ----------
     Cao et al., LEGO-GraphRAG (2024), section 4.1 "Iterative Path-Filtering" (beam search with a semantic
     scorer), here over relation sequences as in Luo et al., Reasoning on Graphs (RoG, ICLR 2024) relation
-    paths, with an embedding scorer instead of a fine-tuned LLM; the learnt plan is RoG's planning step
-    (section 4.2) as a nearest-neighbour vote over weakly labelled training questions.
+    paths; the learnt plan is RoG's planning step (section 4.2) as a nearest-neighbour vote over weakly labelled
+    training questions; the zero-shot base score is IBM model 1 alignment (Brown et al. 1993) with answer-type
+    and mention-count constraints (:mod:`kgrag.index.zeroshot`).
     """
     topics = np.unique(np.asarray([t for t in question.topic_ids if 0 <= t < kg.num_entities], dtype=np.int64))
 
@@ -163,61 +200,87 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
 
     if not len(topics):
         return fallback("no topic entity in the KG")
-    entry = SCORERS.get(params.scorer)
-    scorer_params = entry.params(**params.scorer_params)
-
-    def client():
-        from kgrag.llm.clients import LLMSettings, llm_client
-
-        return llm_client(LLMSettings(**params.llm))
-
-    ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
-                  topic_names=tuple(kg.names(topics)), llm=client)
     prefix: dict = {}
     whole: dict = {}
+    skip: frozenset = frozenset()
+    lexicon = None
     declared = int(question.hops) if question.hops else None  # only with retrieve.oracle_hops
+    topic_names = kg.names(topics)
     if params.plan is not None:
         plan = relplan.load_cached(params.plan)
         if plan.model != index.model:
             raise ValueError(f"retrieve.relpath.plan: {params.plan} was trained with the encoder {plan.model!r}, "
                              f"the index uses {index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
-        masked = relplan.mask_topics(question.text, kg.names(topics))
-        prefix, whole = plan.votes(index.encode([masked])[0], params.plan_k, declared)
+        if len(plan.labels):
+            masked = relplan.mask_topics(question.text, topic_names)
+            prefix, whole = plan.votes(index.encode([masked])[0], params.plan_k, declared)
+        names = {str(n): i for i, n in enumerate(kg.relation_names)}
+        skip = frozenset(names[n] for n in plan.mirrors if n in names)
+        lexicon = plan.lexicon
 
     def named(s: tuple) -> tuple:
         return tuple((str(kg.relation_names[r]), bool(f)) for r, f in s)
+
+    if params.base == "lexical":
+        vecs = _phrase_vectors(index)
+        ent = getattr(index, "entity_vectors", None)
+
+        def base_scores(seqs: list, cands: dict) -> np.ndarray:
+            feats = zeroshot.features(
+                question=question.text, topic_names=topic_names, seqs=seqs,
+                ends=[np.unique(cands[s][-1][2]) for s in seqs], relation_names=kg.relation_names, vecs=vecs,
+                entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
+                lexicon=lexicon, lexicon_weight=params.lexicon_weight)
+            return ranking.rounded(zeroshot.scores(feats, zeroshot.Weights()), ranking.SCORE_DECIMALS)
+    else:
+        entry = SCORERS.get(params.scorer)
+        scorer_params = entry.params(**params.scorer_params)
+
+        def client():
+            from kgrag.llm.clients import LLMSettings, llm_client
+
+            return llm_client(LLMSettings(**params.llm))
+
+        ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
+                      topic_names=tuple(topic_names), llm=client)
+
+        def base_scores(seqs: list, cands: dict) -> np.ndarray:
+            return np.asarray(entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
+                                         params=scorer_params, ctx=ctx), dtype=np.float64)
 
     # a beam state: sequence -> list of per-hop (edges, from, to); every length's kept states stay candidates
     beam: dict[tuple, list] = {(): []}
     frontiers: dict[tuple, np.ndarray] = {(): topics}
     kept: dict[tuple, list] = {}
-    cosines: dict[tuple, float] = {}
+    base: dict[tuple, float] = {}
     for _ in range(declared or params.max_hops):
         cands: dict[tuple, list] = {}
         for seq, steps in beam.items():
-            for key, step in _step(kg, frontiers[seq], question.graph_id, topics, params.max_frontier).items():
+            for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier).items():
+                if seq and seq[-1][0] == key[0] and seq[-1][1] != key[1]:
+                    step = _co_step(step, np.unique(steps[-1][1]))
                 cands[seq + (key,)] = steps + [step]
         if not cands:
             break  # sequences end here: the best shorter ones are returned
         seqs = sorted(cands)
-        cos = np.asarray(entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
-                                    params=scorer_params, ctx=ctx), dtype=np.float64)
+        cos = base_scores(seqs, cands)
         scores = cos
         if prefix:
             scores = ranking.rounded(cos + params.plan_weight * np.asarray([prefix.get(named(s), 0.0) for s in seqs]))
         best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
         beam = {seqs[i]: cands[seqs[i]] for i in best}
         frontiers = {s: np.unique(st[-1][2]) for s, st in beam.items()}
-        cosines.update({seqs[i]: float(cos[i]) for i in best})
+        base.update({seqs[i]: float(cos[i]) for i in best})
         if declared is None or len(seqs[0]) == declared:
             kept.update(beam)
     if not kept:
         if declared is not None and beam and beam != {(): []}:  # shorter than declared: the longest reached
             kept = beam
-        else:  # not one step from the topics to another node
-            return fallback("no relation sequence from the topic entities to another node")
+    if not kept or all(np.isin(st[-1][2], topics).all() for st in kept.values()):
+        # not one step from the topics to another node (ExplaGraphs: every node of the graph is a topic)
+        return fallback("no relation sequence from the topic entities to another node")
     order = sorted(kept)
-    final = np.asarray([cosines[s] for s in order], dtype=np.float64)
+    final = np.asarray([base[s] for s in order], dtype=np.float64)
     if whole:
         final = final + params.plan_weight * np.asarray([whole.get(named(s), 0.0) for s in order])
     chosen = [order[i] for i in ranking.top_k(ranking.rounded(final), params.paths, decimals=ranking.COSINE_DECIMALS)]
@@ -226,7 +289,8 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     for seq in chosen:  # best sequence first; within one, the last hop (the answers) first
         steps = kept[seq]
         keep_nodes = np.unique(steps[-1][2])
-        ends.update(dict.fromkeys(keep_nodes.tolist()))
+        others = keep_nodes[~np.isin(keep_nodes, topics)]
+        ends.update(dict.fromkeys((others if len(others) else keep_nodes).tolist()))
         for e, src, dst in reversed(steps):  # walk back: only edges leading to the kept ends
             sel = np.isin(dst, keep_nodes)
             edges.update(dict.fromkeys(np.sort(e[sel]).tolist()))
@@ -240,6 +304,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         heads=h, relations=r, tails=t, node_ids=nodes, neighbourhood_nodes=len(nodes),
         neighbourhood_edges=len(edges),
         trace={"method": "relpath", "sequences": [_seq_text(kg, s) for s in chosen],
+               "relations": [[str(kg.relation_names[r]) for r, _ in s] for s in chosen],
                "directions": [[int(f) for _, f in s] for s in chosen], "truncated": len(edges) > params.max_triples,
                "ends": [x for x in ends if x in returned]},
     )

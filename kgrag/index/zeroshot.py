@@ -1,0 +1,304 @@
+"""Zero-shot relation-path scoring: which relation sequence a question asks for, read from the question and the KG.
+
+Without labelled questions, the ``relpath`` retriever must still rank relation sequences of every length
+1..``max_hops`` so that the right length wins. One cosine of the question against the sequence's relation names
+cannot: a sequence that repeats the right relation ("starred actors, starred actors, starred actors") scores as
+high as the right one-hop sequence, and longer sequences collect more words that resemble the question. This
+module scores a sequence with a few features that each say one thing about how the question could have been
+written from it (:func:`features`), combined linearly (:class:`Weights`):
+
+``ll``
+    Log-likelihood of the question's content words under the sequence (IBM model 1, Brown et al. 1993): each word
+    is written by one of the sequence's *units*, each unit equally likely, or by a background; a word's
+    likelihood under a unit is ``exp((sim - 1) / T)``, ``sim`` the cosine of the word and the unit's phrase
+    (the index's sentence transformer), raised to ``STEM_SIM`` when they share a 4-letter stem. An extra
+    unit no word mentions dilutes the words the others explain, so a sequence is as long as the question asks.
+``support``
+    ``sum(min(0, best word similarity of a unit - SUPPORT))``: every unit must be mentioned by some word.
+``count``
+    The mention count of each relation against the sequence's steps of that relation: words whose most similar
+    relation is ``r`` (similarity at least ``MENTION``) are mentions of ``r``; a sequence with fewer steps of
+    ``r`` than mentions, or more (a co-step without a sharing word counts twice), loses one per difference.
+``cue``
+    -1 when the question has a *sharing word* (``CUES``: same, share, also, together, co-, both) and the sequence
+    has no co-step.
+``type``
+    Cosine of the question's answer phrase (its wh-word and the next word: "which films", "who", "what
+    language") with the mean name vector of the sequence's end entities (the index's entity vectors): the
+    answer type, read from the entities the sequence reaches, not from any type list.
+``length`` / ``ends``
+    The number of steps, and log of the number of end entities.
+
+A *unit* is one step, or a *co-step*: a relation walked forward then back (or back then forward), which reaches
+the entities that share a neighbour with the start ("films that share actors with X", "co-directed with").
+Its phrase is ``"same <relation>"``. A relation's phrase is its name's last segment (Freebase
+``__film__film__genre`` -> "genre"), split at ``_``, ``.``, ``/`` and camel case.
+
+Everything here comes from the KG (relation names, entity names) and generic English (stop words, the
+sharing words, wh-words); nothing names a dataset's relations or templates. With labelled questions,
+:class:`Lexicon` adds what they say about each unit's wording (compositional: a sequence no labelled question
+had is scored from its units).
+
+References
+----------
+Brown et al., "The Mathematics of Statistical Machine Translation: Parameter Estimation", Computational
+Linguistics 19(2), 1993 (model 1: word-to-unit alignment likelihood). Luo et al., "Reasoning on Graphs", ICLR 2024
+(relation paths as plans). Yih et al., "Semantic Parsing via Staged Query Graph Generation", ACL 2015 (lexical
+relation matching with answer-type constraints).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from kgrag import schema as S
+
+Step = tuple[int, bool]  # (relation id, walked along the edge's direction)
+Encode = Callable[[list[str]], np.ndarray]
+
+#: generic English words that carry no relation (never a mention)
+STOP = frozenset(
+    "a an the of in on at to for from by with and or is are was were be been do does did what which who whom "
+    "whose when where how that this these those it its as than then there their they them he she his her about "
+    "into over under other any some all has have had can could would should will s name x".split())
+#: generic English words that ask for what shares a neighbour with the topic: the sign of a co-step
+CUES = frozenset("same share shares shared sharing also together co both".split())
+#: cosine of a word and a relation phrase that share a 4-letter stem ("directed" / "director")
+STEM_SIM = 0.8
+#: IBM-1 temperature of the word-unit similarity, and the background's weight
+TEMPERATURE = 0.1
+BACKGROUND = 0.2
+BACKGROUND_SIM = 0.3
+#: a unit's best word similarity below this costs (support); a word this similar to a relation mentions it
+SUPPORT = 0.6
+MENTION = 0.65
+WORD = re.compile(r"[A-Za-z0-9]+")
+WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
+FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends")
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Weights of :data:`FEATURES` (chosen on the dev parts of MetaQA, WC2014 and PathQuestion-Large by
+    ``bench/planner_dev.py``; docs/retrieval.md "Zero-shot planner")."""
+
+    ll: float = 8.068
+    support: float = 89.909
+    count: float = 4.419
+    cue: float = 58.584
+    type: float = 27.17
+    length: float = 0.175
+    ends: float = -2.576
+
+    def vector(self) -> np.ndarray:
+        return np.asarray([getattr(self, f) for f in FEATURES], dtype=np.float64)
+
+
+def relation_phrase(name: str) -> str:
+    """A relation name as words: its last segment ("__people__person__nationality" -> "nationality"), split at
+    ``_``, ``.``, ``/`` and camel case ("plays_in_club" -> "plays in club", "birthPlace" -> "birth Place")."""
+    segs = [s for s in re.split(r"__|\.|/|#|:", str(name)) if s]
+    last = segs[-1] if segs else str(name)
+    last = re.sub(r"([a-z])([A-Z])", r"\1 \2", last)
+    words = [w for w in re.split(r"[^0-9A-Za-z]+", last) if w]
+    return " ".join(words) if words else str(name)
+
+
+def mask(text: str, names: Iterable[str]) -> str:
+    """``text`` with every topic name (case-insensitive, longest first) written ``X``, MetaQA's brackets removed
+    and underscores read as spaces (so that ``Alan_PULIDO`` and "Alan PULIDO" mask alike)."""
+    text = text.replace("[", "").replace("]", "")
+    for name in sorted({str(n) for n in names if n}, key=len, reverse=True):
+        for form in dict.fromkeys((name, name.replace("_", " "))):
+            text = re.sub(re.escape(form), " X ", text, flags=re.IGNORECASE)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def content_words(masked: str) -> tuple[list[str], bool]:
+    """The masked question's content words (lower case; not ``STOP``, not a sharing word) and whether it has a
+    sharing word (``CUES``)."""
+    words = [w.lower() for w in WORD.findall(masked)]
+    return [w for w in words if w not in STOP and w not in CUES], any(w in CUES for w in words)
+
+
+def answer_phrase(masked: str) -> str | None:
+    """The question's wh-word with the word after it ("which films", "what language"); "who" / "when" /
+    "where" alone; None when the question has no wh-word."""
+    m = WH.search(masked)
+    if not m:
+        return None
+    w, nxt = m.group(1).lower(), (m.group(2) or "").strip().lower()
+    if w in ("who", "whom", "when", "where") or not nxt or nxt in STOP:
+        return w
+    return f"{w} {nxt}"
+
+
+def units(seq: Sequence[Step]) -> list[tuple[str, int, bool]]:
+    """The units of a sequence: ``("one", r, fwd)`` per step, ``("co", r, fwd)`` for a relation walked one way
+    then back (two steps)."""
+    out, i = [], 0
+    while i < len(seq):
+        r, f = seq[i]
+        if i + 1 < len(seq) and seq[i + 1][0] == r and seq[i + 1][1] != f:
+            out.append(("co", int(r), bool(f)))
+            i += 2
+        else:
+            out.append(("one", int(r), bool(f)))
+            i += 1
+    return out
+
+
+def _stem(w: str) -> str:
+    return w.lower()[:4]
+
+
+@dataclass
+class Lexicon:
+    """What labelled questions say about the wording of each unit: word counts per unit key
+    (kind, relation name, forward), from questions whose relation sequence is known. ``prob(word, key)`` is the
+    share of the unit's words that are ``word``; 0 for a unit no labelled question had (the zero-shot score
+    alone then decides)."""
+
+    counts: dict[tuple[str, str, bool], dict[str, float]] = field(default_factory=dict)
+
+    def add(self, words: Sequence[str], keys: Sequence[tuple[str, str, bool]]) -> None:
+        """Count ``words`` for each unit key of one labelled question (each word shared among the units)."""
+        if not keys:
+            return
+        for k in keys:
+            d = self.counts.setdefault(k, {})
+            for w in words:
+                d[w] = d.get(w, 0.0) + 1.0 / len(keys)
+
+    def prob(self, word: str, key: tuple[str, str, bool]) -> float:
+        """Share of unit ``key``'s counted words that are ``word`` (0 for a unit never counted)."""
+        d = self.counts.get(key)
+        if not d:
+            return 0.0
+        return d.get(word, 0.0) / sum(d.values())
+
+    def to_rows(self) -> list[dict]:
+        """Rows of ``schema.LEXICON``."""
+        return [{S.UNIT_KIND: k[0], S.RELATION: k[1], S.FORWARD: k[2], S.WORD: w, S.COUNT: c}
+                for k, d in sorted(self.counts.items()) for w, c in sorted(d.items())]
+
+    @staticmethod
+    def from_rows(rows: Iterable[dict]) -> "Lexicon":
+        """The lexicon of ``schema.LEXICON`` rows."""
+        lex = Lexicon()
+        for r in rows:
+            key = (r[S.UNIT_KIND], r[S.RELATION], bool(r[S.FORWARD]))
+            lex.counts.setdefault(key, {})[r[S.WORD]] = float(r[S.COUNT])
+        return lex
+
+
+class PhraseVectors:
+    """Unit vectors of short texts (words, relation phrases), each encoded once per process."""
+
+    def __init__(self, encode: Encode) -> None:
+        self._encode = encode
+        self._vecs: dict[str, np.ndarray] = {}
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._vecs]
+        if todo:
+            for t, v in zip(todo, self._encode(list(todo))):
+                self._vecs[t] = np.asarray(v, dtype=np.float32)
+        if not texts:
+            return np.zeros((0, 1), dtype=np.float32)
+        return np.stack([self._vecs[t] for t in texts])
+
+
+def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors) -> np.ndarray:
+    """Cosine of each word with each phrase, raised to ``STEM_SIM`` where they share a 4-letter stem."""
+    s = vecs(words).astype(np.float64) @ vecs(phrases).astype(np.float64).T
+    stems = [{_stem(w) for w in p.split() if len(w) >= 3} for p in phrases]
+    for i, w in enumerate(words):
+        if len(w) >= 3:
+            for j, st in enumerate(stems):
+                if _stem(w) in st and s[i, j] < STEM_SIM:
+                    s[i, j] = STEM_SIM
+    return s
+
+
+def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequence[Step]],
+             ends: Sequence[np.ndarray], relation_names: Sequence[str], vecs: PhraseVectors,
+             entity_vectors: Callable[[np.ndarray], np.ndarray] | None = None,
+             lexicon: Lexicon | None = None, lexicon_weight: float = 1.0) -> np.ndarray:
+    """The :data:`FEATURES` of each candidate sequence of one question: an array (sequences x features).
+
+    Parameters
+    ----------
+    question, topic_names
+        The question as asked and its topic entities' names (masked out: the words left are about relations).
+    seqs, ends
+        Candidate sequences (steps from the topics) and the entity ids each reaches.
+    relation_names
+        Names by relation id (the KG's).
+    vecs
+        The phrase encoder (the index's sentence transformer).
+    entity_vectors
+        Unit name vectors of entity ids (the index's), for ``type``; None: the feature is 0.
+    lexicon, lexicon_weight
+        Labelled questions' word counts per unit (:class:`Lexicon`), added to the zero-shot likelihood of a word
+        under a unit with this weight.
+    """
+    n = len(seqs)
+    out = np.zeros((n, len(FEATURES)), dtype=np.float64)
+    if not n:
+        return out
+    out[:, 5] = [len(s) for s in seqs]
+    out[:, 6] = [math.log(max(len(e), 1)) for e in ends]
+    masked = mask(question, topic_names)
+    words, cue = content_words(masked)
+    all_units = [units(s) for s in seqs]
+    if words:
+        keys = sorted({u for us in all_units for u in us})
+        phrases = [relation_phrase(relation_names[r]) if k == "one" else "same " + relation_phrase(relation_names[r])
+                   for k, r, _ in keys]
+        sim = _similarity(words, phrases, vecs)
+        like = np.exp((sim - 1.0) / TEMPERATURE)
+        if lexicon is not None and lexicon.counts:
+            for j, (k, r, f) in enumerate(keys):
+                key = (k, str(relation_names[r]), f)
+                like[:, j] += lexicon_weight * np.asarray([lexicon.prob(w, key) for w in words])
+        background = BACKGROUND * math.exp((BACKGROUND_SIM - 1.0) / TEMPERATURE)
+        support = sim.max(0)
+        col = {u: j for j, u in enumerate(keys)}
+        rels = sorted({r for us in all_units for _, r, _ in us})
+        rsim = _similarity(words, [relation_phrase(relation_names[r]) for r in rels], vecs)
+        best, top = rsim.argmax(1), rsim.max(1)
+        mentions = {r: int(((best == j) & (top >= MENTION)).sum()) for j, r in enumerate(rels)}
+        for i, us in enumerate(all_units):
+            cols = [col[u] for u in us]
+            out[i, 0] = float(np.log(like[:, cols].mean(1) + background).sum())
+            out[i, 1] = float(np.minimum(0.0, support[cols] - SUPPORT).sum())
+            low: dict[int, int] = {}
+            high: dict[int, int] = {}
+            for k, r, _ in us:
+                low[r] = low.get(r, 0) + (1 if k == "one" or cue else 2)
+                high[r] = high.get(r, 0) + (1 if k == "one" else 2)
+            out[i, 2] = -float(sum(max(0, low.get(r, 0) - mentions[r]) + max(0, mentions[r] - high.get(r, 0))
+                                   for r in rels))
+            out[i, 3] = -float(cue and not any(k == "co" for k, _, _ in us))
+    phrase = answer_phrase(masked)
+    if phrase is not None and entity_vectors is not None:
+        q = vecs([phrase])[0].astype(np.float64)
+        for i, e in enumerate(ends):
+            e = np.asarray(e, dtype=np.int64)
+            if len(e):
+                pick = e if len(e) <= 32 else e[np.linspace(0, len(e) - 1, 32).astype(np.int64)]
+                c = np.asarray(entity_vectors(pick), dtype=np.float64).mean(0)
+                norm = float(np.linalg.norm(c))
+                out[i, 4] = float(c @ q) / norm if norm > 0 else 0.0
+    return out
+
+
+def scores(feats: np.ndarray, weights: Weights) -> np.ndarray:
+    """The linear score of each row of :func:`features`."""
+    return feats @ weights.vector()
