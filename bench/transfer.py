@@ -1,0 +1,150 @@
+"""Benchmark: transfer, with and without labelled questions: MetaQA mixed-hop and KGs that are not MetaQA.
+
+Each set runs through the pipeline as a user would run it (``python -m stages.<name> --set ...`` for ingest,
+validate, index, relplan, retrieve, generate, evaluate, in a work copy of the repository under ``--workdir``, its
+own caches), once per plan source:
+
+- ``kg`` (no labelled questions): ``relplan.source: kg``: the held-out part's question *texts* (answers never
+  read) labelled by the zero-shot planner (``kgrag.index.zeroshot``), whose vote spreads each wording's choice;
+- ``none`` (``--sources none``): the zero-shot planner alone, no held-out text at all;
+- ``labelled``: ``relplan.source: labelled``: the held-out part's questions with their answers.
+
+Sets (data as released in ``../shared/data``; the IRN files have no split: the ``irn`` loader's seeded part,
+``test_share: 0.5``, ``split_seed: 7``, test for the run, dev for the plan):
+
+- ``metaqa-mixed``: MetaQA test, ``--per-hop`` questions of each of the 1/2/3-hop files (seed 0), brackets
+  removed and topics linked from the text (``data.link_entities``); the plan learns on the dev files;
+- ``wc2014-p2``: WorldCup2014 2-hop questions (``WC-P2.txt``);
+- ``pql-2h`` / ``pql-3h``: PathQuestion-Large 2- and 3-hop (``PQL-2H.txt`` over ``PQL2-KB.txt``, ``PQL-3H.txt``
+  over ``PQL3-KB.txt``).
+
+Rows (one per set, source and hop count): questions, Hit@1 and its seeded bootstrap 95% interval, retrieval
+recall, the first- and random-candidate no-LLM baselines, ``llm_lift`` (Hit@1 minus the better baseline) and the
+paired lift over the first candidate with its interval. Writes ``reports/bench/transfer.json`` (merged: one set
+or source at a time may be re-run).
+
+**Select on dev, report on test.** The planner's weights and ``plan_weight`` were chosen on the dev parts
+(``bench/planner_dev.py``); this bench is the single test measurement. ``--split dev`` runs the same thing on the
+dev parts (MetaQA: the dev files, the plan then learning on test is refused, so only ``none`` runs there).
+
+    python bench/transfer.py                                # every set, sources kg and labelled (~1.5 h)
+    python bench/transfer.py --sets wc2014-p2 --sources none kg labelled
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import write_result  # noqa: E402
+from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
+
+OUT = ROOT / "reports" / "bench" / "transfer.json"
+STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate")
+TRANSFER = "../shared/data/transfer"
+
+
+def set_overrides(name: str, per_hop: int, split: str) -> list[str]:
+    """The ``--set`` overrides of a set (its loader and files; ``split`` the evaluated part)."""
+    held = "dev" if split == "test" else "test"
+    if name == "metaqa-mixed":
+        return ["data.dataset=metaqa", "data.hops=[1, 2, 3]", f"data.split={split}", f"data.sample={per_hop}",
+                "data.link_entities=true", f"relplan.split={held}"]
+    files = {"wc2014-p2": ("wc2014", "WC2014.txt", "WC-P2.txt"), "wc2014-c": ("wc2014", "WC2014.txt", "WC-C.txt"),
+             "pql-2h": ("pathquestion_large", "PQL2-KB.txt", "PQL-2H.txt"),
+             "pql-3h": ("pathquestion_large", "PQL3-KB.txt", "PQL-3H.txt")}
+    folder, kb, qs = files[name]
+    base = f"{TRANSFER}/{folder}"
+    return ["data.dataset=irn", f"data.input={base}", f"data.irn.kb={base}/{kb}", f"data.irn.questions={base}/{qs}",
+            f"data.irn.split={split}", "data.sample=0", f"relplan.split={held}"]
+
+
+SETS = ("metaqa-mixed", "wc2014-p2", "pql-2h", "pql-3h")
+
+
+def rows_of(work: Path) -> dict:
+    """Per hop count and overall: questions, Hit@1 [95%], retrieval recall, baselines, llm_lift and the paired
+    lift over the first candidate [95%], from the work copy's ``reports/predictions.parquet``."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from kgrag.evaluation.metrics import bootstrap_ci
+
+    t = pq.read_table(work / "reports" / "predictions.parquet",
+                      columns=["hops", "hit_at_1", "hit_baseline_first", "hit_baseline_random",
+                               "retrieval_recall"]).to_pydict()
+    hops = np.asarray([h if h is not None else 0 for h in t["hops"]])
+
+    def block(sel: np.ndarray) -> dict:
+        hit = np.asarray(t["hit_at_1"], float)[sel]
+        first = np.asarray(t["hit_baseline_first"], float)[sel]
+        rand = np.asarray(t["hit_baseline_random"], float)[sel]
+        rec = [r for r, s in zip(t["retrieval_recall"], sel) if s and r is not None]
+        d = hit - first
+        return {"questions": int(sel.sum()), "hit_at_1": round(float(hit.mean()), 4),
+                "hit_at_1_ci95": bootstrap_ci(hit, resamples=2000, seed=0),
+                "retrieval_recall": round(float(np.mean(rec)), 4) if rec else None,
+                "baseline_first": round(float(first.mean()), 4), "baseline_random": round(float(rand.mean()), 4),
+                "llm_lift": round(float(hit.mean() - max(first.mean(), rand.mean())), 4),
+                "lift_over_first": round(float(d.mean()), 4),
+                "lift_over_first_ci95": bootstrap_ci(d, resamples=2000, seed=0)}
+
+    out = {"all": block(np.ones(len(hops), bool))}
+    if len(set(hops.tolist())) > 1:
+        out["by_hops"] = {str(k): block(hops == k) for k in sorted(set(hops.tolist()))}
+    return out
+
+
+def run(name: str, source: str, *, workdir: Path, per_hop: int, split: str, extra: list[str]) -> dict:
+    """One set with one plan source through the pipeline; its rows and the run's record."""
+    work = workcopy(workdir / f"{name}-{source}-{split}")
+    clear_caches(work)
+    sets = [*set_overrides(name, per_hop, split), f"relplan.source={source}", *extra]
+    t0, stages = time.time(), {}
+    for stage in STAGES:
+        stages[stage] = run_stage(work, stage, sets)
+        print(f"[transfer] {name} {source}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
+    m = json.loads((work / "reports" / "metrics.json").read_text())
+    plan = json.loads((work / "data" / "relplan" / "plan.json").read_text())
+    return {"overrides": sets, "plan": m["setup"]["plan"], "plan_questions": plan.get("labelled", 0),
+            "seconds": round(time.time() - t0, 1), "stages": stages, **rows_of(work)}
+
+
+def main() -> None:
+    """Run the benchmark."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sets", nargs="+", default=list(SETS), choices=[*SETS, "wc2014-c"])
+    ap.add_argument("--sources", nargs="+", default=["kg", "labelled"], choices=["none", "kg", "labelled"])
+    ap.add_argument("--split", default="test", choices=["dev", "test"])
+    ap.add_argument("--per-hop", type=int, default=150, help="MetaQA questions per hop count")
+    ap.add_argument("--workdir", default="/tmp/kgrag-transfer")
+    ap.add_argument("--set", dest="extra", action="append", default=[], help="another --set override (repeatable)")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+    out = Path(args.out)
+    result = json.loads(out.read_text()) if out.exists() else {}
+    result.setdefault("sets", {})
+    result["note"] = ("test parts measured once with the weights chosen on dev (bench/planner_dev.py); IRN sets: the "
+                      "irn loader's seeded halves (test_share 0.5, split_seed 7); MetaQA: per_hop questions of each "
+                      "test file (seed 0), topics linked from the text; sources: kg = held-out texts only (no answer "
+                      "read), labelled = held-out questions with answers, none = the zero-shot planner alone")
+    for name in args.sets:
+        for source in args.sources:
+            key = f"{name}/{source}" + ("" if args.split == "test" else f"/{args.split}")
+            print(f"[transfer] {key}", file=sys.stderr, flush=True)
+            result["sets"][key] = run(name, source, workdir=Path(args.workdir), per_hop=args.per_hop,
+                                      split=args.split, extra=args.extra)
+            a = result["sets"][key]["all"]
+            print(f"[transfer] {key}: Hit@1 {a['hit_at_1']} {a['hit_at_1_ci95']} first {a['baseline_first']} "
+                  f"recall {a['retrieval_recall']}", file=sys.stderr, flush=True)
+            write_result(str(out), dict(result))
+
+
+if __name__ == "__main__":
+    main()
