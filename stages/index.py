@@ -9,6 +9,7 @@ import numpy as np
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
 from kgrag.index.embed import encode, write_vectors
+from kgrag.index.zeroshot import entity_text
 from kgrag.kg.store import KGStore
 
 
@@ -20,7 +21,8 @@ def main(argv: list[str] | None = None) -> None:
         ids = np.nonzero(kg.entity_names != None)[0]  # noqa: E711 (numpy elementwise)
         print(f"[index] embedding {len(ids)} entity names with {p.model}", file=sys.stderr)
         write_vectors(io.INDEX / "entities.parquet", ids,
-                      encode(kg.names(ids), model=p.model, batch_size=p.batch_size, progress=True))
+                      encode([entity_text(n) for n in kg.names(ids)], model=p.model, batch_size=p.batch_size,
+                             progress=True))
         rids = np.arange(len(kg.relation_names))
         rel_text = [str(n).replace("_", " ") for n in kg.relation_names]
         write_vectors(io.INDEX / "relations.parquet", rids, encode(rel_text, model=p.model, batch_size=p.batch_size))

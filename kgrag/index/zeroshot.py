@@ -31,7 +31,7 @@ written from it (:func:`features`), combined linearly (:class:`Weights`):
 
 A *unit* is one step, or a *co-step*: a relation walked forward then back (or back then forward), which reaches
 the entities that share a neighbour with the start ("films that share actors with X", "co-directed with").
-Its phrase is ``"same <relation>"``. A relation's phrase is its name's last segment (Freebase
+A word's similarity to it is the larger of its similarity to the relation's phrase and to ``"same <relation>"``. A relation's phrase is its name's last segment (Freebase
 ``__film__film__genre`` -> "genre"), split at ``_``, ``.``, ``/`` and camel case.
 
 Everything here comes from the KG (relation names, entity names) and generic English (stop words, the
@@ -127,23 +127,41 @@ def content_words(masked: str) -> tuple[list[str], bool]:
 
 
 def answer_phrase(masked: str) -> str | None:
-    """The question's wh-word with the word after it ("which films", "what language"); "who" / "when" /
-    "where" alone; None when the question has no wh-word."""
+    """The question's wh-word with the words that name what it asks for: after the wh-word, up to two stop words
+    are skipped ("what is the genre" -> "what genre") and up to three content words kept ("which professional
+    football team", "what films"); "who" / "when" / "where" alone; None when the question has no wh-word."""
     m = WH.search(masked)
     if not m:
         return None
-    w, nxt = m.group(1).lower(), (m.group(2) or "").strip().lower()
-    if w in ("who", "whom", "when", "where") or not nxt or nxt in STOP:
+    w = m.group(1).lower()
+    if w in ("who", "whom", "when", "where"):
         return w
-    return f"{w} {nxt}"
+    rest = [x.lower() for x in WORD.findall(masked[m.end(1):])]
+    i = 0
+    while i < len(rest) and i < 2 and rest[i] in STOP:
+        i += 1
+    head = []
+    for x in rest[i:]:
+        if x in STOP or x in CUES or len(head) == 3:
+            break
+        head.append(x)
+    return " ".join([w, *head])
+
+
+def entity_text(name: str) -> str:
+    """An entity name as the index embeds it: underscores read as spaces ("Tigres_UANL" -> "Tigres UANL")."""
+    return str(name).replace("_", " ")
 
 
 def units(seq: Sequence[Step]) -> list[tuple[str, int, bool]]:
     """The units of a sequence: ``("one", r, fwd)`` per step, ``("co", r, fwd)`` for a relation walked one way
-    then back (two steps)."""
+    then back (two steps); a step with a negative relation id separates two walks and is no unit."""
     out, i = [], 0
     while i < len(seq):
         r, f = seq[i]
+        if r < 0:  # a separator between two walks scored as one sequence (relpath's pairs): no unit
+            i += 1
+            continue
         if i + 1 < len(seq) and seq[i + 1][0] == r and seq[i + 1][1] != f:
             out.append(("co", int(r), bool(f)))
             i += 2
@@ -252,16 +270,18 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
     out = np.zeros((n, len(FEATURES)), dtype=np.float64)
     if not n:
         return out
-    out[:, 5] = [len(s) for s in seqs]
+    out[:, 5] = [sum(1 for r, _ in s if r >= 0) for s in seqs]
     out[:, 6] = [math.log(max(len(e), 1)) for e in ends]
     masked = mask(question, topic_names)
     words, cue = content_words(masked)
     all_units = [units(s) for s in seqs]
     if words:
         keys = sorted({u for us in all_units for u in us})
-        phrases = [relation_phrase(relation_names[r]) if k == "one" else "same " + relation_phrase(relation_names[r])
-                   for k, r, _ in keys]
-        sim = _similarity(words, phrases, vecs)
+        plain = [relation_phrase(relation_names[r]) for _, r, _ in keys]
+        sim = _similarity(words, plain, vecs)
+        co = [j for j, (k, _, _) in enumerate(keys) if k == "co"]
+        if co:  # a co-step says its relation as a step does, or with a sharing word ("same <relation>")
+            sim[:, co] = np.maximum(sim[:, co], _similarity(words, ["same " + plain[j] for j in co], vecs))
         like = np.exp((sim - 1.0) / TEMPERATURE)
         if lexicon is not None and lexicon.counts:
             for j, (k, r, f) in enumerate(keys):

@@ -57,6 +57,9 @@ class RelPathParams(BaseModel):
         "of the question and the sequence's relation names")
     lexicon_weight: float = Field(1.0, ge=0.0, description="base lexical: weight of the plan's lexicon (what "
                                   "labelled questions say about each relation's wording) in the word likelihood")
+    intersect: bool = Field(True, description="a question with two or more topic entities: also walk from each of "
+                            "the first two alone and answer at the intersection of the best pair of walks whose ends "
+                            "meet, when that pair scores above the best single walk ('which player in X is from Y')")
     scorer: str = Field(
         "st", description="base scorer: what scores a sequence's text against the question (a registered LEGO scorer): st = "
         "the index's sentence transformer (cosine); loglik = the LLM's log-likelihood of the sequence as the "
@@ -142,6 +145,36 @@ def _co_step(step: tuple, left: np.ndarray) -> tuple:
     return (e[keep], src[keep], dst[keep]) if keep.any() else step
 
 
+def _shared_answer(question, topics: np.ndarray, search, base_scores, params) -> tuple | None:
+    """The best pair of sequences, one from each of the question's first two topics, whose ends meet: (score,
+    (sequence a, its steps), (sequence b, its steps), the shared ends); None when no pair meets. A question that
+    names two entities and asks what they share ("which player in Tigres_UANL is from Mexico") is answered at
+    the intersection of a walk from each. The pair is scored as one sequence (both walks' steps, a separator
+    between them, the shared ends as its ends), so that it competes with the single walks on the same scale."""
+    (ka, _, _), (kb, _, _) = search(topics[:1]), search(topics[1:2])
+    if not ka or not kb:
+        return None
+    ends_a = {x: np.unique(st[-1][2]) for x, st in ka.items()}
+    ends_b = {x: np.unique(st[-1][2]) for x, st in kb.items()}
+    pairs, shared = [], []
+    for a in sorted(ka):
+        for b in sorted(kb):
+            both = np.intersect1d(ends_a[a], ends_b[b], assume_unique=True)
+            both = both[~np.isin(both, topics)]
+            if len(both):
+                pairs.append((a, b))
+                shared.append(both)
+    if not pairs:
+        return None
+    scores = base_scores([a + (SEPARATOR,) + b for a, b in pairs], shared)
+    i = int(ranking.top_k(scores, 1, decimals=ranking.COSINE_DECIMALS)[0])
+    a, b = pairs[i]
+    return float(scores[i]), (a, ka[a]), (b, kb[b]), shared[i]
+
+
+#: the step between a pair's two walks when they are scored as one sequence (no relation)
+SEPARATOR = (-1, True)
+
 _VECS: dict[str, zeroshot.PhraseVectors] = {}
 
 
@@ -153,7 +186,7 @@ def _phrase_vectors(index) -> zeroshot.PhraseVectors:
     return _VECS[key]
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="6")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="7")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
@@ -225,10 +258,10 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         vecs = _phrase_vectors(index)
         ent = getattr(index, "entity_vectors", None)
 
-        def base_scores(seqs: list, cands: dict) -> np.ndarray:
+        def base_scores(seqs: list, ends: list) -> np.ndarray:
             feats = zeroshot.features(
                 question=question.text, topic_names=topic_names, seqs=seqs,
-                ends=[np.unique(cands[s][-1][2]) for s in seqs], relation_names=kg.relation_names, vecs=vecs,
+                ends=ends, relation_names=kg.relation_names, vecs=vecs,
                 entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
                 lexicon=lexicon, lexicon_weight=params.lexicon_weight)
             return ranking.rounded(zeroshot.scores(feats, zeroshot.Weights()), ranking.SCORE_DECIMALS)
@@ -244,35 +277,43 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
                       topic_names=tuple(topic_names), llm=client)
 
-        def base_scores(seqs: list, cands: dict) -> np.ndarray:
+        def base_scores(seqs: list, ends: list) -> np.ndarray:
+            seqs = [tuple(x for x in q if x[0] >= 0) for q in seqs]  # a pair's separator step has no text
             return np.asarray(entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
                                          params=scorer_params, ctx=ctx), dtype=np.float64)
 
-    # a beam state: sequence -> list of per-hop (edges, from, to); every length's kept states stay candidates
-    beam: dict[tuple, list] = {(): []}
-    frontiers: dict[tuple, np.ndarray] = {(): topics}
-    kept: dict[tuple, list] = {}
-    base: dict[tuple, float] = {}
-    for _ in range(declared or params.max_hops):
-        cands: dict[tuple, list] = {}
-        for seq, steps in beam.items():
-            for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier).items():
-                if seq and seq[-1][0] == key[0] and seq[-1][1] != key[1]:
-                    step = _co_step(step, np.unique(steps[-1][1]))
-                cands[seq + (key,)] = steps + [step]
-        if not cands:
-            break  # sequences end here: the best shorter ones are returned
-        seqs = sorted(cands)
-        cos = base_scores(seqs, cands)
-        scores = cos
-        if prefix:
-            scores = ranking.rounded(cos + params.plan_weight * np.asarray([prefix.get(named(s), 0.0) for s in seqs]))
-        best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
-        beam = {seqs[i]: cands[seqs[i]] for i in best}
-        frontiers = {s: np.unique(st[-1][2]) for s, st in beam.items()}
-        base.update({seqs[i]: float(cos[i]) for i in best})
-        if declared is None or len(seqs[0]) == declared:
-            kept.update(beam)
+    def search(start: np.ndarray) -> tuple[dict, dict, dict]:
+        """The beam from ``start``: kept sequences (every length's) -> per-hop (edges, from, to), their base
+        scores, and the last beam (for a declared hop count longer than any walk)."""
+        # a beam state: sequence -> list of per-hop (edges, from, to); every length's kept states stay candidates
+        beam: dict[tuple, list] = {(): []}
+        frontiers: dict[tuple, np.ndarray] = {(): start}
+        kept: dict[tuple, list] = {}
+        base: dict[tuple, float] = {}
+        for _ in range(declared or params.max_hops):
+            cands: dict[tuple, list] = {}
+            for seq, steps in beam.items():
+                for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier).items():
+                    if seq and seq[-1][0] == key[0] and seq[-1][1] != key[1]:
+                        step = _co_step(step, np.unique(steps[-1][1]))
+                    cands[seq + (key,)] = steps + [step]
+            if not cands:
+                break  # sequences end here: the best shorter ones are returned
+            seqs = sorted(cands)
+            cos = base_scores(seqs, [np.unique(cands[x][-1][2]) for x in seqs])
+            scores = cos
+            if prefix:
+                scores = ranking.rounded(cos + params.plan_weight * np.asarray([prefix.get(named(x), 0.0)
+                                                                                for x in seqs]))
+            best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
+            beam = {seqs[i]: cands[seqs[i]] for i in best}
+            frontiers = {x: np.unique(st[-1][2]) for x, st in beam.items()}
+            base.update({seqs[i]: float(cos[i]) for i in best})
+            if declared is None or len(seqs[0]) == declared:
+                kept.update(beam)
+        return kept, base, beam
+
+    kept, base, beam = search(topics)
     if not kept:
         if declared is not None and beam and beam != {(): []}:  # shorter than declared: the longest reached
             kept = beam
@@ -280,15 +321,27 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         # not one step from the topics to another node (ExplaGraphs: every node of the graph is a topic)
         return fallback("no relation sequence from the topic entities to another node")
     order = sorted(kept)
-    final = np.asarray([base[s] for s in order], dtype=np.float64)
+    final = np.asarray([base[x] for x in order], dtype=np.float64)
     if whole:
-        final = final + params.plan_weight * np.asarray([whole.get(named(s), 0.0) for s in order])
+        final = final + params.plan_weight * np.asarray([whole.get(named(x), 0.0) for x in order])
     chosen = [order[i] for i in ranking.top_k(ranking.rounded(final), params.paths, decimals=ranking.COSINE_DECIMALS)]
+    picked = [(kept[x], None) for x in chosen]  # (steps, ends override)
+    texts = [_seq_text(kg, x) for x in chosen]
+    rels = [[str(kg.relation_names[r]) for r, _ in x] for x in chosen]
+    dirs = [[int(f) for _, f in x] for x in chosen]
+    shared = None
+    if params.intersect and len(topics) >= 2 and declared is None:
+        shared = _shared_answer(question, topics, search, base_scores, params)
+        if shared is not None and shared[0] > float(final.max()):
+            (a, steps_a), (b, steps_b), ends_ab = shared[1], shared[2], shared[3]
+            picked = [(steps_a, ends_ab), (steps_b, ends_ab)]
+            texts = [f"{_seq_text(kg, a)} & {_seq_text(kg, b)}"]
+            rels = [[str(kg.relation_names[r]) for r, _ in a], [str(kg.relation_names[r]) for r, _ in b]]
+            dirs = [[int(f) for _, f in a], [int(f) for _, f in b]]
     edges: dict[int, None] = {}
     ends: dict[int, None] = {}
-    for seq in chosen:  # best sequence first; within one, the last hop (the answers) first
-        steps = kept[seq]
-        keep_nodes = np.unique(steps[-1][2])
+    for steps, override in picked:  # best sequence first; within one, the last hop (the answers) first
+        keep_nodes = np.unique(steps[-1][2]) if override is None else override
         others = keep_nodes[~np.isin(keep_nodes, topics)]
         ends.update(dict.fromkeys((others if len(others) else keep_nodes).tolist()))
         for e, src, dst in reversed(steps):  # walk back: only edges leading to the kept ends
@@ -303,8 +356,8 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     return Subgraph(
         heads=h, relations=r, tails=t, node_ids=nodes, neighbourhood_nodes=len(nodes),
         neighbourhood_edges=len(edges),
-        trace={"method": "relpath", "sequences": [_seq_text(kg, s) for s in chosen],
-               "relations": [[str(kg.relation_names[r]) for r, _ in s] for s in chosen],
-               "directions": [[int(f) for _, f in s] for s in chosen], "truncated": len(edges) > params.max_triples,
+        trace={"method": "relpath", "sequences": texts, "relations": rels, "directions": dirs,
+               "intersect": shared is not None and len(picked) == 2 and picked[0][1] is not None,
+               "truncated": len(edges) > params.max_triples,
                "ends": [x for x in ends if x in returned]},
     )

@@ -1,0 +1,312 @@
+"""Benchmark (dev only): what each relation-path planner idea does, on the dev parts of four KGs.
+
+The choices of ``kgrag.index.zeroshot`` (its features and :class:`~kgrag.index.zeroshot.Weights`), of
+``relpath.plan_weight`` and of the lexicon weight were made here, on dev, never on a test part:
+
+- MetaQA: ``--per-hop`` questions of each dev file (seed 1), topic from the brackets; the pool (unlabelled texts
+  for self-training, labelled questions for the lexicon and vote) is other dev questions (seed 2);
+- WorldCup2014 ``WC-P2``, PathQuestion-Large 2H and 3H: the ``irn`` loader's dev part (the test part is never
+  read), its first ``--eval`` questions evaluated and the rest the pool.
+
+Every candidate relation sequence of 1..3 steps from the topic is walked exhaustively (``relpath``'s walk rules:
+revisits allowed, a co-step does not return to the nodes it left unless nothing else, mirrored relations skipped),
+and a planner picks one. The score of a pick is the expected Hit@1 of a random end of it (share of its ends that
+are gold answers): a retrieval figure, no LLM. ``oracle`` is the best pick's.
+
+Configurations (``configs`` in the JSON): ``cosine`` (the old zero-shot: cosine of the question and the relation
+names), ``ll`` (IBM-1 likelihood alone), ``ll+support+count+cue`` (no answer type), ``lexical`` (every feature,
+the default weights), ``lexical (leave-one-KG-out weights)`` (weights searched on the other three KGs: the
+honest transfer figure), ``lexical + self-trained vote`` (source kg: pool texts labelled by the planner, vote
+weight w), ``lexical + lexicon`` / ``+ vote`` (source labelled), and the compositional check (a seeded fifth of
+the pool's relation sequences removed from the labels; the questions whose gold sequence was removed).
+
+    python bench/planner_dev.py                 # ~10 minutes; writes reports/bench/planner_dev.json
+    python bench/planner_dev.py --search        # also re-run the weight search (random coordinate search)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import machine, write_result  # noqa: E402
+
+from kgrag import schema as S  # noqa: E402
+from kgrag.index import zeroshot as Z  # noqa: E402
+from kgrag.index.embed import encode  # noqa: E402
+from kgrag.registry import LOADERS  # noqa: E402
+
+MODEL = "all-MiniLM-L6-v2"
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "reports" / "bench" / "planner_dev.json"
+
+
+class ArrayKG:
+    """A loader's tables as arrays, with an undirected walk for the exhaustive enumeration."""
+
+    def __init__(self, tabs) -> None:
+        t = tabs.triples
+        self.h, self.r, self.t = (t[c].to_numpy().astype(np.int64) for c in (S.HEAD, S.RELATION, S.TAIL))
+        self.names = tabs.entities[S.NAME].to_pylist()
+        self.relation_names = tabs.relations[S.NAME].to_pylist()
+        self.n = len(self.names)
+        self.out = self._csr(self.h, self.t)
+        self.inn = self._csr(self.t, self.h)
+        self.skip = self._mirrors()
+
+    def _csr(self, src, dst):
+        o = np.argsort(src, kind="stable")
+        ptr = np.zeros(self.n + 1, np.int64)
+        np.cumsum(np.bincount(src, minlength=self.n), out=ptr[1:])
+        return ptr, dst[o], self.r[o]
+
+    def _mirrors(self) -> frozenset:
+        from kgrag.index.relplan import mirrored_relations
+
+        class V:  # the KGView fields mirrored_relations reads
+            heads, relations, tails, num_entities, relation_names = self.h, self.r, self.t, self.n, self.relation_names
+        by = {n: i for i, n in enumerate(self.relation_names)}
+        return frozenset(by[m] for m in mirrored_relations(V))
+
+    def expand(self, frontier, cap=20000):
+        out = {}
+        for fwd, (ptr, dst, rel) in ((True, self.out), (False, self.inn)):
+            idx = np.concatenate([np.arange(ptr[x], ptr[x + 1]) for x in frontier]) if len(frontier) else []
+            dd, rr = dst[idx], rel[idx]
+            for x in np.unique(rr).tolist():
+                if x in self.skip:
+                    continue
+                u = np.unique(dd[rr == x])
+                if len(u) <= cap:
+                    out[(x, fwd)] = u
+        return out
+
+    def sequences(self, topics, max_hops=3):
+        res, layer = {}, {(): (np.unique(np.asarray(topics, np.int64)), None)}
+        for _ in range(max_hops):
+            nxt = {}
+            for s, (fr, prev) in layer.items():
+                if len(fr) > 2000:
+                    continue
+                for k, d in self.expand(fr).items():
+                    if s and prev is not None and s[-1][0] == k[0] and s[-1][1] != k[1]:
+                        d2 = d[~np.isin(d, prev)]  # a co-step does not return to what it left
+                        d = d2 if len(d2) else d
+                    nxt[s + (k,)] = (d, fr)
+            res.update({s: v[0] for s, v in nxt.items()})
+            layer = nxt
+        return res
+
+
+def questions(tabs, kg: ArrayKG) -> list[dict]:
+    out = []
+    for q in tabs.questions.to_pylist():
+        topics = [x for x in q[S.TOPIC_IDS] if x is not None]
+        if not topics:
+            continue
+        seqs = kg.sequences(topics)
+        gold = {x for x in q[S.ANSWER_IDS] if x is not None}
+        top = set(topics)
+
+        def p(e):
+            ends = [x for x in e.tolist() if x not in top] or e.tolist()
+            return len(gold & set(ends)) / max(len(ends), 1)
+
+        out.append({"text": q[S.TEXT], "topics": [kg.names[x] for x in topics], "hops": q[S.HOPS],
+                    "seqs": seqs, "p": {s: p(e) for s, e in seqs.items()}})
+    return out
+
+
+def load_sets(per_hop: int, n_eval: int, pool: int) -> list[tuple[str, ArrayKG, list, list]]:
+    sets = []
+    mq = LOADERS.get("metaqa").impl
+    ev = mq(path=str(DATA / "metaqa"), hops=[1, 2, 3], split="dev", sample=per_hop, seed=1)
+    kg = ArrayKG(ev)
+    ev_ids = set(ev.questions[S.QUESTION_ID].to_pylist())
+    pl = mq(path=str(DATA / "metaqa"), hops=[1, 2, 3], split="dev", sample=pool // 3, seed=2)
+    keep = [i for i, x in enumerate(pl.questions[S.QUESTION_ID].to_pylist()) if x not in ev_ids]
+    pl = replace(pl, questions=pl.questions.take(keep))
+    sets.append(("metaqa", kg, questions(ev, kg), questions(pl, kg)))
+    irn = LOADERS.get("irn").impl
+    for name, folder, kb, qf in (("wc2014-p2", "wc2014", "WC2014.txt", "WC-P2.txt"),
+                                 ("pql-3h", "pathquestion_large", "PQL3-KB.txt", "PQL-3H.txt"),
+                                 ("pql-2h", "pathquestion_large", "PQL2-KB.txt", "PQL-2H.txt")):
+        base = DATA / "transfer" / folder
+        tabs = irn(kb=str(base / kb), questions=str(base / qf), split="dev")
+        kg = ArrayKG(tabs)
+        qs = questions(tabs, kg)
+        sets.append((name, kg, qs[:n_eval], qs[n_eval:n_eval + pool]))
+    return sets
+
+
+VECS = Z.PhraseVectors(lambda t: encode(list(t), model=MODEL))
+_NAMES: dict[int, np.ndarray] = {}
+
+
+def name_vectors(kg: ArrayKG) -> np.ndarray:
+    if id(kg) not in _NAMES:
+        _NAMES[id(kg)] = encode([Z.entity_text(n) for n in kg.names], model=MODEL)
+    return _NAMES[id(kg)]
+
+
+def feature_rows(kg, qs, lexicon=None, lw=1.0):
+    V = name_vectors(kg)
+    rows = []
+    for q in qs:
+        seqs = sorted(q["seqs"])
+        if not seqs:
+            continue
+        f = Z.features(question=q["text"], topic_names=q["topics"], seqs=seqs, ends=[q["seqs"][s] for s in seqs],
+                       relation_names=kg.relation_names, vecs=VECS, entity_vectors=lambda ids: V[ids],
+                       lexicon=lexicon, lexicon_weight=lw)
+        rows.append((q, seqs, f, np.asarray([q["p"][s] for s in seqs])))
+    return rows
+
+
+def score(rows, pick) -> dict:
+    ps, by = [], {}
+    for q, seqs, f, p in rows:
+        v = float(p[int(np.argmax(pick(q, seqs, f)))])
+        ps.append(v)
+        by.setdefault(str(q["hops"]), []).append(v)
+    return {"all": round(float(np.mean(ps)), 4), "questions": len(ps),
+            "by_hops": {k: round(float(np.mean(v)), 4) for k, v in sorted(by.items())} if len(by) > 1 else None}
+
+
+def linear(w):
+    return lambda q, seqs, f: f @ np.asarray(w)
+
+
+def cosine(kg):
+    def pick(q, seqs, f):
+        qv = VECS([Z.mask(q["text"], q["topics"])])[0]
+        texts = [", ".join(Z.relation_phrase(kg.relation_names[r]) for r, _ in s) for s in seqs]
+        return VECS(texts) @ qv - 0.001 * np.asarray([len(s) for s in seqs])
+    return pick
+
+
+def search(feats: dict, names: list[str], iters: int = 400, seed: int = 0):
+    """Random coordinate search of the feature weights maximizing the mean score over ``names``."""
+    rng = np.random.default_rng(seed)
+    best = Z.Weights().vector()
+
+    def obj(w):
+        return float(np.mean([score(feats[n], linear(w))["all"] for n in names]))
+    bo = obj(best)
+    for _ in range(iters):
+        w = best.copy()
+        j = rng.integers(len(w))
+        w[j] = w[j] * np.exp(rng.normal(0, 0.7)) if rng.random() < 0.7 else w[j] + rng.normal(0, 2)
+        o = obj(w)
+        if o >= bo:
+            best, bo = w, o
+    return best
+
+
+def vote(pool_texts, pool_labels, k=16):
+    Q = VECS(pool_texts) if pool_texts else np.zeros((0, 1))
+
+    def share(q, seqs):
+        if not len(Q):
+            return np.zeros(len(seqs))
+        sims = Q @ VECS([Z.mask(q["text"], q["topics"])])[0]
+        got: dict = {}
+        for i in np.argsort(-sims)[:k]:
+            got[pool_labels[i]] = got.get(pool_labels[i], 0.0) + max(float(sims[i]), 0.0)
+        tot = sum(got.values()) or 1.0
+        return np.asarray([got.get(s, 0.0) / tot for s in seqs])
+    return share
+
+
+def gold(q):
+    return max(sorted(q["seqs"]), key=lambda s: (q["p"][s], -len(s))) if q["seqs"] else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--per-hop", type=int, default=100)
+    ap.add_argument("--eval", type=int, default=300)
+    ap.add_argument("--pool", type=int, default=1500)
+    ap.add_argument("--search", action="store_true", help="re-run the weight search (all KGs and leave-one-out)")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+    sets = load_sets(args.per_hop, args.eval, args.pool)
+    names = [n for n, *_ in sets]
+    res: dict = {"machine": machine(), "metric": "expected Hit@1 of a random end of the chosen sequence (no LLM)",
+                 "weights": dict(zip(Z.FEATURES, Z.Weights().vector().round(3).tolist())), "configs": {}}
+    feats = {n: feature_rows(kg, ev) for n, kg, ev, _ in sets}
+    res["oracle"] = {n: round(float(np.mean([r[3].max() for r in feats[n]])), 4) for n in names}
+    cfg = res["configs"]
+    idx = {f: i for i, f in enumerate(Z.FEATURES)}
+
+    def only(keep):
+        w = Z.Weights().vector().copy()
+        w[[i for f, i in idx.items() if f not in keep]] = 0
+        w[idx["length"]] = -0.001 if "length" not in keep else w[idx["length"]]
+        return w
+    for n, kg, ev, pool in sets:
+        cfg.setdefault("cosine", {})[n] = score(feats[n], cosine(kg))
+        cfg.setdefault("ll", {})[n] = score(feats[n], linear(only({"ll"})))
+        cfg.setdefault("ll+support+count+cue", {})[n] = score(feats[n], linear(only({"ll", "support", "count", "cue"})))
+        cfg.setdefault("lexical", {})[n] = score(feats[n], linear(Z.Weights().vector()))
+    if args.search:
+        res["searched_weights"] = dict(zip(Z.FEATURES, search(feats, names).round(3).tolist()))
+        for n in names:
+            w = search(feats, [m for m in names if m != n], iters=250)
+            cfg.setdefault("lexical (leave-one-KG-out weights)", {})[n] = {**score(feats[n], linear(w)),
+                                                                           "weights": w.round(3).tolist()}
+    base = Z.Weights().vector()
+    for n, kg, ev, pool in sets:
+        # source kg: pool texts labelled by the planner, then the vote
+        prow = feature_rows(kg, pool)
+        labels = [seqs[int(np.argmax(f @ base))] for q, seqs, f, p in prow]
+        share = vote([Z.mask(q["text"], q["topics"]) for q, *_ in prow], labels)
+        for w in (3.0, 10.0, 30.0):
+            cfg.setdefault(f"lexical + self-trained vote (w {w:g})", {})[n] = score(
+                feats[n], lambda q, seqs, f, w=w: f @ base + w * share(q, seqs))
+        # source labelled: lexicon from the pool's gold sequences, and the vote
+        lab = [(q, gold(q)) for q in pool if gold(q) is not None and q["p"][gold(q)] > 0]
+        lex = Z.Lexicon()
+        for q, g in lab:
+            words, _ = Z.content_words(Z.mask(q["text"], q["topics"]))
+            lex.add(words, [(k, kg.relation_names[r], f) for k, r, f in Z.units(g)])
+        lrows = feature_rows(kg, ev, lexicon=lex)
+        cfg.setdefault("lexical + lexicon", {})[n] = score(lrows, linear(base))
+        share = vote([Z.mask(q["text"], q["topics"]) for q, _ in lab], [g for _, g in lab])
+        for w in (10.0, 30.0, 100.0):
+            cfg.setdefault(f"lexical + lexicon + vote (w {w:g})", {})[n] = score(
+                lrows, lambda q, seqs, f, w=w: f @ base + w * share(q, seqs))
+        # compositional: a seeded fifth of the pool's label sequences removed; the questions whose gold was removed
+        named = sorted({tuple((kg.relation_names[r], f) for r, f in g) for _, g in lab})
+        rng = np.random.default_rng(0)
+        drop = {named[i] for i in rng.choice(len(named), max(len(named) // 5, 1), replace=False)}
+
+        def dropped(g):
+            return tuple((kg.relation_names[r], f) for r, f in g) in drop
+        lex2 = Z.Lexicon()
+        kept = [(q, g) for q, g in lab if not dropped(g)]
+        for q, g in kept:
+            words, _ = Z.content_words(Z.mask(q["text"], q["topics"]))
+            lex2.add(words, [(k, kg.relation_names[r], f) for k, r, f in Z.units(g)])
+        held = [q for q in ev if gold(q) is not None and dropped(gold(q))]
+        if held:
+            hrows = feature_rows(kg, held, lexicon=lex2)
+            share2 = vote([Z.mask(q["text"], q["topics"]) for q, _ in kept], [g for _, g in kept])
+            cfg.setdefault("compositional: removed sequences, lexicon + vote (w 30)", {})[n] = score(
+                hrows, lambda q, seqs, f: f @ base + 30.0 * share2(q, seqs))
+            cfg.setdefault("compositional: removed sequences, lexical alone", {})[n] = score(
+                feature_rows(kg, held), linear(base))
+        print(f"[planner_dev] {n}: " + ", ".join(f"{c} {v[n]['all']}" for c, v in cfg.items() if n in v),
+              file=sys.stderr, flush=True)
+    write_result(args.out, res)
+
+
+if __name__ == "__main__":
+    main()
