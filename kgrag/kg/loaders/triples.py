@@ -28,9 +28,8 @@ from kgrag.kg.loaders.common import (
     KGBuilder,
     LoaderInputError,
     csv_records,
-    questions_table,
     read_nonempty,
-    read_questions_jsonl,
+    tables_with_questions,
 )
 from kgrag.kg.loaders.triples_rules import column_layout, record_problem
 from kgrag.registry import LOADERS
@@ -100,7 +99,4 @@ def load_triples(
         kg.add(fields[h], fields[r], fields[t], None, (f, no), bad, raw)
     if not kg.rows:
         raise LoaderInputError(f"{src}: no valid triple (every line quarantined)")
-    parsed = []
-    if questions:
-        parsed = read_questions_jsonl(Path(questions), kg, bad, split=split, sample=sample, seed=seed)
-    return kg.tables(questions_table(parsed, kg), bad)
+    return tables_with_questions(kg, bad, questions, split=split, sample=sample, seed=seed)
