@@ -10,7 +10,7 @@ from importlib.abc import MetaPathFinder as _MetaPathFinder
 
 __version__ = "0.1.0"
 
-#: modules of the flat layout -> where they are now (an import of an old name fails with the new one)
+#: modules of the flat layout (and one later move) -> where they are now (an import of an old name fails with the new one)
 MOVED = {
     "depgraph": "code.depgraph", "versioning": "code.versioning",
     "duckdb_io": "kg.duckdb_io", "store": "kg.store", "store_duckdb": "kg.store_duckdb", "kgview": "kg.kgview",
@@ -23,6 +23,8 @@ MOVED = {
     "evaluate": "evaluation.evaluate", "metrics": "evaluation.metrics",
     "report": "reporting.report", "report_html": "reporting.report_html", "compare": "reporting.compare",
     "ask": "apps.ask", "serve": "apps.serve",
+    # not of the flat layout: the G-Retriever backend moved up to its package (the llm layer imports none of it)
+    "llm.backends.gretriever": "gretriever.backend",
 }
 MOVED.pop("llm.calls")  # kgrag.llm is now the LLM layer's package; its old contents are kgrag.llm.calls
 

@@ -36,7 +36,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "triples": "kgrag.llm.textualize",
     },
     "backend": {
-        "gretriever": "kgrag.llm.backends.gretriever",
+        "gretriever": "kgrag.gretriever.backend",
         "llamacpp": "kgrag.llm.backends.llamacpp",
         "openai": "kgrag.llm.backends.openai",
         "vllm": "kgrag.llm.backends.vllm",

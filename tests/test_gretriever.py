@@ -421,7 +421,7 @@ def test_checkpoint_round_trip_and_resume(pyg, llm_dir, splits, embed, tmp_path)
 
 @pytest.mark.e2e
 def test_backend_answers_like_the_model_it_loads(pyg, llm_dir, splits, embed, tmp_path):
-    from kgrag.llm.backends.gretriever import GRetrieverBackend, GRetrieverBackendParams
+    from kgrag.gretriever.backend import GRetrieverBackend, GRetrieverBackendParams
     from kgrag.llm.prompts import build_request, context_text
     from kgrag.llm.calls import LLMRequest
 

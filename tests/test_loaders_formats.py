@@ -394,7 +394,7 @@ def test_loader_params_come_from_the_loader_section():
     ({"dataset": "triples", "triples": {"path": "x", "head": "h"}}, "need header: true"),
     ({"metaqa": {"hops": 3}}, "MetaQA's params are data.path, data.hops, data.split"),
     ({"foo": {}}, "unknown key 'foo'"),
-    ({"dataset": "csvv"}, "unknown loader module 'csvv'; valid choices: explagraphs, gretriever, jsonl, metaqa, ntriples, triples"),
+    ({"dataset": "csvv"}, "unknown loader module 'csvv'; valid choices: explagraphs, gretriever, irn, jsonl, metaqa, ntriples, triples"),
 ])
 def test_bad_loader_params_fail_naming_the_key(data, msg):
     with pytest.raises(ParamsError) as e:

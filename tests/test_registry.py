@@ -85,7 +85,7 @@ def test_registry_is_a_leaf_and_lookup_imports_only_the_chosen_module():
     code = (
         "import sys\n"
         "from kgrag.params import Params\n"
-        "plugins = ('kgrag.retrieval.retrievers.', 'kgrag.reasoning.reasoners.', 'kgrag.llm.backends.', 'kgrag.kg.loaders.', 'kgrag.retrieval.lego.')\n"
+        "plugins = ('kgrag.retrieval.retrievers.', 'kgrag.reasoning.reasoners.', 'kgrag.llm.backends.', 'kgrag.kg.loaders.', 'kgrag.retrieval.lego.', 'kgrag.gretriever.')\n"
         "print(sorted(m for m in sys.modules if m.startswith(plugins)))\n"
         "from kgrag.registry import RETRIEVERS\n"
         "RETRIEVERS.get('none')\n"

@@ -8,8 +8,14 @@ frozen (or LoRA-tuned) decoder LLM.
 - ``model``: the LLM loader, LoRA, the projector and the soft-prompt assembly (``GRetriever``);
 - ``train``: the training loop (AdamW, warm-up + half-cycle cosine, gradient clipping, early stopping,
   checkpoints and resume) and evaluation by generation;
-- ``presets``: the configurations of the paper's Table 3 and the ablations of its Table 6.
+- ``presets``: the configurations of the paper's Table 3 and the ablations of its Table 6;
+- ``datasets``, ``run``, ``report``: the examples of each dataset (MetaQA's retrieved by the project's
+  retrieval), one preset's run and the results table;
+- ``backend``: the ``gretriever`` LLM backend (``kgrag.registry.BACKENDS``), a trained checkpoint answering
+  the generate stage's requests.
 
-torch, transformers and torch-geometric are imported inside functions, so importing this package (the
-``gretriever`` LLM backend does, through the backend registry) stays cheap.
+The package sits on top of the layers (tests/test_import_graph.py): it imports ``llm``, ``retrieval`` and
+``evaluation``, and none of them imports it; the backend registry reaches its backend by name
+(``kgrag.catalogue``). torch, transformers and torch-geometric are imported inside functions, so importing
+this package (the backend registry does, to look ``gretriever`` up) stays cheap.
 """

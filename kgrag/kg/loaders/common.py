@@ -415,3 +415,31 @@ def questions_table(parsed: list[dict], kg: KGBuilder) -> pa.Table:
         rows[S.ANSWER_IDS].append([ids.get(k) if k is not None else None for k in q["_answers"]])
         rows[S.ANSWERS].append([kg.names[k] if k is not None else ref for k, ref in zip(q["_answers"], q["_answer_refs"])])
     return pa.table(rows, schema=S.QUESTIONS)
+
+
+def tables_with_questions(kg: KGBuilder, bad: Bad, questions: str | None, *, split: str, sample: int,
+                          seed: int) -> KGTables:
+    """A loader's output: ``kg``'s tables with the questions of a JSONL file, how every builder-based loader ends.
+
+    Parameters
+    ----------
+    kg : KGBuilder
+        The loader's entities and triples; per-question graphs of the file are added to it.
+    bad : list of tuple
+        The quarantine rows so far; the questions file's are appended.
+    questions : str or None
+        The questions JSONL file (see ``read_questions_jsonl``); None or empty: no questions.
+    split : str
+        Split label given to the questions.
+    sample, seed : int
+        ``sample`` questions drawn with ``seed`` (0: all).
+
+    Returns
+    -------
+    KGTables
+        Entities, relations, triples, questions and quarantine (``KGBuilder.tables``).
+    """
+    parsed = []
+    if questions:
+        parsed = read_questions_jsonl(Path(questions), kg, bad, split=split, sample=sample, seed=seed)
+    return kg.tables(questions_table(parsed, kg), bad)

@@ -20,9 +20,8 @@ from kgrag.kg.loaders.common import (
     KGBuilder,
     LoaderInputError,
     csv_records,
-    questions_table,
     read_nonempty,
-    read_questions_jsonl,
+    tables_with_questions,
 )
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
@@ -94,7 +93,4 @@ def load_gretriever(
         kg.add(src, rel, dst, None, (f, no), bad, raw)
     if not kg.rows:
         raise LoaderInputError(f"{edges_f}: no valid edge (every row quarantined)")
-    parsed = []
-    if questions:
-        parsed = read_questions_jsonl(Path(questions), kg, bad, split=split, sample=sample, seed=seed)
-    return kg.tables(questions_table(parsed, kg), bad)
+    return tables_with_questions(kg, bad, questions, split=split, sample=sample, seed=seed)

@@ -20,13 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag.kg.loaders.common import (
-    KGBuilder,
-    LoaderInputError,
-    questions_table,
-    read_nonempty,
-    read_questions_jsonl,
-)
+from kgrag.kg.loaders.common import KGBuilder, LoaderInputError, read_nonempty, tables_with_questions
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
 
@@ -244,9 +238,6 @@ def load_ntriples(
     for k, (_, name) in labels.items():
         if k in kg.names:
             kg.rename(k, name)
-    parsed = []
-    if questions:
-        parsed = read_questions_jsonl(Path(questions), kg, bad, split=split, sample=sample, seed=seed)
-    out = kg.tables(questions_table(parsed, kg), bad)
+    out = tables_with_questions(kg, bad, questions, split=split, sample=sample, seed=seed)
     out.stats["statements"] = statements
     return out

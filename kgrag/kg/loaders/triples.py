@@ -12,7 +12,8 @@ Two engines give the same tables and the same quarantine rows (``engine``): ``py
 (the reference), ``vectorized`` (``kgrag.kg.loaders.triples_arrow``) classifies and splits all lines at once
 with numpy / pyarrow (about 10x faster, for 10M-triple files) and runs the python rule only on the rare
 lines it cannot classify in bulk. ``auto`` (default) takes ``vectorized`` when it applies: no CSV quoting
-and a one-byte (ASCII) delimiter other than CR / LF.
+and a one-byte (ASCII) delimiter other than CR / LF. Both engines take the column layout and the record checks
+from ``kgrag.kg.loaders.triples_rules``.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kgrag.kg.loaders import triples_arrow
 from kgrag.kg.loaders.common import (
     KGBuilder,
     LoaderInputError,
     csv_records,
-    questions_table,
     read_nonempty,
-    read_questions_jsonl,
+    tables_with_questions,
 )
+from kgrag.kg.loaders.triples_rules import column_layout, record_problem
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
 
@@ -64,49 +66,6 @@ class TriplesParams(BaseModel):
         return self
 
 
-def column_layout(
-    src: Path, header_fields: list[str] | None, *, header: bool, head: int | str, relation: int | str,
-    tail: int | str, columns: int | None,
-) -> tuple[int, int, int, int]:
-    """(fields per line, head / relation / tail positions) from the params and, with ``header``, the header
-    record's fields (None: unreadable header, an error)."""
-    pos = [head, relation, tail]
-    if header:
-        if header_fields is None:
-            raise LoaderInputError(f"{src}: header row unreadable")
-        names = [c.strip() for c in header_fields]
-        for i, c in enumerate(pos):
-            if isinstance(c, str):
-                if c not in names:
-                    raise LoaderInputError(f"{src}: column {c!r} not in the header ({', '.join(names)})")
-                pos[i] = names.index(c)
-        expected = columns or len(names)
-    else:
-        expected = columns or max(int(p) for p in pos) + 1
-    if max(int(p) for p in pos) >= expected:
-        raise LoaderInputError(f"{src}: column position {max(int(p) for p in pos)} beyond the {expected} fields per line")
-    h, r, t = (int(p) for p in pos)
-    return expected, h, r, t
-
-
-def field_count_reason(expected: int, got: int, delimiter: str) -> str:
-    """Quarantine reason of a record with the wrong number of fields."""
-    return f"expected {expected} {delimiter!r}-separated fields, got {got}"
-
-
-def empty_reason(empty: list[str]) -> str:
-    """Quarantine reason of a record whose head / relation / tail (``empty``, in that order) is blank."""
-    return f"empty {'/'.join(empty)} field"
-
-
-def record_problem(fields: list[str], expected: int, cols: tuple[int, int, int], delimiter: str) -> str | None:
-    """Why a parsed record is not a triple (wrong field count, blank head / relation / tail), or None."""
-    if len(fields) != expected:
-        return field_count_reason(expected, len(fields), delimiter)
-    empty = [n for n, i in zip(("head", "relation", "tail"), cols) if not fields[i].strip()]
-    return empty_reason(empty) if empty else None
-
-
 @LOADERS.register("triples", params=TriplesParams)
 def load_triples(
     *, path: str, questions: str | None = None, split: str = "test", delimiter: str = "\t",
@@ -114,8 +73,6 @@ def load_triples(
     tail: int | str = 2, columns: int | None = None, engine: str = "auto", sample: int = 0, seed: int = 0,
 ) -> KGTables:
     """A triples TSV/CSV (columns by position or header name) and optional JSONL questions."""
-    from kgrag.kg.loaders import triples_arrow
-
     why = triples_arrow.unsupported(delimiter=delimiter, quotechar=quotechar)
     if engine == "vectorized" and why:
         raise LoaderInputError(f"{path}: engine 'vectorized' does not apply: {why} (use engine: python or auto)")
@@ -142,7 +99,4 @@ def load_triples(
         kg.add(fields[h], fields[r], fields[t], None, (f, no), bad, raw)
     if not kg.rows:
         raise LoaderInputError(f"{src}: no valid triple (every line quarantined)")
-    parsed = []
-    if questions:
-        parsed = read_questions_jsonl(Path(questions), kg, bad, split=split, sample=sample, seed=seed)
-    return kg.tables(questions_table(parsed, kg), bad)
+    return tables_with_questions(kg, bad, questions, split=split, sample=sample, seed=seed)

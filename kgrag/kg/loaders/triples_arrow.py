@@ -54,6 +54,7 @@ from kgrag.kg.loaders.common import (
     read_questions_jsonl,
     require_file,
 )
+from kgrag.kg.loaders.triples_rules import column_layout, empty_reason, field_count_reason, record_problem
 from kgrag.types import KGTables
 
 WHITESPACE = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "  # the ASCII characters for which str.isspace() holds
@@ -290,8 +291,6 @@ def _split_chunk(
     plain: np.ndarray, delimiter: str, expected: int, cols: tuple[int, int, int],
 ) -> _Chunk:
     """Split plain lines ``idx`` (indices, ascending) on the delimiter and check their fields."""
-    from kgrag.kg.loaders.triples import empty_reason, field_count_reason
-
     bad: list[tuple[int, str, str]] = []
     lo, hi = int(idx[0]), int(idx[-1]) + 1
     offsets = np.append(starts[lo:hi], ends[hi - 1]).astype(np.int64)
@@ -370,8 +369,6 @@ def load_triples_vectorized(
     relation: int | str, tail: int | str, columns: int | None, sample: int, seed: int,
 ) -> KGTables:
     """The ``triples`` loader's tables computed in bulk (same output as the python engine; see the module doc)."""
-    from kgrag.kg.loaders.triples import column_layout, record_problem
-
     src = Path(path)
     f = str(src)
     require_file(src, "triples file")
