@@ -20,6 +20,7 @@ BUILTINS: dict[str, dict[str, str]] = {
         "jsonl": "kgrag.kg.loaders.jsonl",
         "metaqa": "kgrag.kg.loaders.metaqa",
         "ntriples": "kgrag.kg.loaders.ntriples",
+        "rog": "kgrag.kg.loaders.rog",
         "triples": "kgrag.kg.loaders.triples",
     },
     "retriever": {

@@ -122,7 +122,7 @@ def test_loader_section_and_unknown_loader():
     assert "data.gretriever.path: required when data.dataset is gretriever" in str(e.value)
 
 
-@pytest.mark.parametrize("loader", ["triples", "ntriples", "jsonl", "gretriever"])
+@pytest.mark.parametrize("loader", ["triples", "ntriples", "jsonl", "gretriever", "rog"])
 def test_dvc_set_reaches_every_loaders_section(tmp_path, loader):
     """`dvc exp run -S data.<loader>.path=...` works for every loader as for a reasoner (issue 24: it failed with
     "Key 'jsonl' is not in struct"): DVC's own override code (hydra, struct mode) on a copy of params.yaml."""
