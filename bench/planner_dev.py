@@ -96,7 +96,7 @@ class ArrayKG:
                 if len(fr) > 2000:
                     continue
                 for k, d in self.expand(fr).items():
-                    if s and prev is not None and s[-1][0] == k[0] and s[-1][1] != k[1]:
+                    if s and prev is not None and Z.units(s + (k,))[-1][0] == "co":
                         d2 = d[~np.isin(d, prev)]  # a co-step does not return to what it left
                         d = d2 if len(d2) else d
                     nxt[s + (k,)] = (d, fr)

@@ -10,9 +10,10 @@ import shutil
 import sys
 
 from stages._common import params_from_argv, timed
-from kgrag import io
+from kgrag import io, schema as S
 from kgrag.retrieval.finetune import finetune_st, training_triplets
 from kgrag.registry import LOADERS
+from kgrag.kg.overlap import LeakError, guard
 from kgrag.kg.store import KGStore, questions_on
 
 
@@ -29,6 +30,16 @@ def main(argv: list[str] | None = None) -> None:
             tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "split": p.split, "sample": p.questions,
                                                   "seed": p.seed})
             qs = questions_on(kg, tabs)  # ids of the loader's own numbering → the validated KG's, by name
+            ev = io.read_parquet(io.VALIDATED / "questions.parquet").select([S.QUESTION_ID, S.TEXT])
+            try:  # the leak guard: no evaluated question (by id or by text) trains the scorer
+                keep, leak = guard(train_ids=[q.question_id for q in qs], train_texts=[q.text for q in qs],
+                                   eval_ids=ev[S.QUESTION_ID].to_pylist(), eval_texts=ev[S.TEXT].to_pylist(),
+                                   what=f"finetune ({p.split} split)")
+            except LeakError as e:
+                raise SystemExit(f"finetune: {e}") from None
+            qs = [q for q, k in zip(qs, keep) if k]
+            note = f"{leak['left_out_same_text']} with an evaluated question's text left out" if leak[
+                "left_out_same_text"] else ""
         else:  # nothing held out to train on: the base model is written as is, so the DAG still runs
             qs = []
             note = f"not trained: the {d.dataset} loader has no question file apart from the evaluated one"

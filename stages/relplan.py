@@ -8,7 +8,8 @@ import sys
 import numpy as np
 
 from stages._common import params_from_argv, timed
-from kgrag import io, timings
+from kgrag import io, schema as S, timings
+from kgrag.kg.overlap import LeakError, guard
 from kgrag.index.embed import encode, open_index
 from kgrag.registry import LOADERS
 from kgrag.index.relplan import PlanModel, mirrored_relations, train_plan
@@ -65,6 +66,17 @@ def main(argv: list[str] | None = None) -> None:
     with timed("relplan", timings.stage_dir("relplan"), outputs=[out / "plan.parquet"]) as info:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
         qs, note = held_out_questions(params, kg) if p.source != "none" else ([], "relplan.source: none")
+        if qs:  # the leak guard: no evaluated question (by id or by text) trains the plan
+            ev = io.read_parquet(io.VALIDATED / "questions.parquet").select([S.QUESTION_ID, S.TEXT])
+            try:
+                keep, leak = guard(train_ids=[q.question_id for q in qs], train_texts=[q.text for q in qs],
+                                   eval_ids=ev[S.QUESTION_ID].to_pylist(), eval_texts=ev[S.TEXT].to_pylist(),
+                                   what=f"relplan ({note})")
+            except LeakError as e:
+                raise SystemExit(f"relplan: {e}") from None
+            qs = [q for q, k in zip(qs, keep) if k]
+            if leak["left_out_same_text"]:
+                note += f" ({leak['left_out_same_text']} with an evaluated question's text left out)"
         source = p.source
         if source == "auto":
             source = "labelled" if any(q.answer_ids for q in qs) else "kg"

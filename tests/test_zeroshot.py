@@ -155,7 +155,7 @@ def test_no_code_path_holds_a_datasets_relation_names_or_templates():
                                                  ("pathquestion_large", "PQL3-KB.txt", "PQL-3H.txt", 3)])
 def test_irn_loader_reads_the_released_files_with_a_seeded_split(folder, kb, qf, fields):
     base = SHARED / "transfer" / folder
-    need(base / qf)
+    need((base / qf).exists(), "the IRN release in ../shared/data/transfer")
     from kgrag.kg.loaders.irn import load_irn
 
     dev = load_irn(kb=str(base / kb), questions=str(base / qf), split="dev")
@@ -183,3 +183,49 @@ def test_irn_loader_quarantines_a_bad_line_and_keeps_the_rest(tmp_path):
     reasons = t.quarantine[S.REASON].to_pylist()
     assert any("3, 5 or 6 tab-separated fields" in r for r in reasons) and any("'Z' is not in the KB" in r
                                                                                 for r in reasons)
+
+
+def test_leak_guard_refuses_a_copy_of_the_evaluated_questions_by_content():
+    """A training file that is a copy (or superset) of the evaluated questions is refused by content, whatever its
+    path; a benchmark's few own repeats across splits are left out of training and counted."""
+    from kgrag.kg.overlap import LeakError, guard, normalize
+
+    assert normalize("what films did [Tom Hanks] star in") == normalize("What films did Tom_Hanks star in ?")
+    ev_ids, ev_texts = [f"t{i}" for i in range(50)], [f"who directed film number {i}" for i in range(50)]
+    with pytest.raises(LeakError, match=r"0 training question\(s\) have an evaluated question's id and 50"):
+        guard(train_ids=[f"copy{i}" for i in range(50)], train_texts=[t.upper() + " ?" for t in ev_texts],
+              eval_ids=ev_ids, eval_texts=ev_texts, what="relplan.file")
+    with pytest.raises(LeakError, match="1 training question"):
+        guard(train_ids=["t3"], train_texts=["something else"], eval_ids=ev_ids, eval_texts=ev_texts, what="x")
+    keep, counts = guard(train_ids=["d1", "d2"], train_texts=["who directed film number 7", "who wrote film 1"],
+                         eval_ids=ev_ids, eval_texts=ev_texts, what="x")
+    assert keep == [False, True] and counts["left_out_same_text"] == 1
+
+
+def test_relplan_stage_refuses_a_copied_plan_file(tmp_path, monkeypatch):
+    """Through the real ingest, validate and relplan stages: relplan.file a renamed copy of the evaluated questions
+    (the path check cannot see it) stops the stage with the count."""
+    import json
+
+    from stages import ingest, relplan, validate
+    from tests.conftest import MOVIES
+
+    my = tmp_path / "my"
+    my.mkdir()
+    (my / "kg.tsv").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
+    rows = [("who directed Collateral", "Collateral", ["Michael Mann"]), ("who directed Heat", "Heat", ["Michael Mann"]),
+            ("who starred in Top Gun", "Top Gun", ["Tom Cruise"]), ("when was Top Gun released", "Top Gun", ["1986"]),
+            ("who directed The Irishman", "The Irishman", ["Martin Scorsese"]),
+            ("who starred in Heat", "Heat", ["Al Pacino", "Robert De Niro"])]
+    body = "".join(json.dumps({"id": f"q{i}", "question": q, "topic_entities": [t], "answers": a}) + "\n"
+                   for i, (q, t, a) in enumerate(rows))
+    (my / "test.jsonl").write_text(body)
+    (my / "dev.jsonl").write_text(body.replace('"id": "q', '"id": "dev'))
+    monkeypatch.chdir(tmp_path)
+    common = ["--params", str(ROOT / "params.yaml"), "-S", "data.dataset=triples", "-S", f"data.input={my}",
+              "-S", f"data.triples.path={my / 'kg.tsv'}", "-S", f"data.triples.questions={my / 'test.jsonl'}",
+              "-S", "data.sample=0"]
+    ingest.main(common)
+    validate.main(common)
+    with pytest.raises(SystemExit, match="6 its text"):
+        relplan.main(common + ["-S", f"relplan.file={my / 'dev.jsonl'}", "-S", "relplan.source=labelled"])

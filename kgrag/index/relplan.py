@@ -130,7 +130,7 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
     def walk(seq: tuple, frontier: np.ndarray, i: int, left: np.ndarray | None) -> None:
         nonlocal best
         for key, dst in _expand(h, r, t, n, frontier).items():
-            if seq and left is not None and seq[-1][0] == key[0] and seq[-1][1] != key[1]:
+            if seq and left is not None and zeroshot.units(seq + (key,))[-1][0] == "co":
                 back = ~np.isin(dst, left)  # a co-step does not return to what it left (relpath's rule)
                 dst = dst[back] if back.any() else dst
             if i < hops - 1:

@@ -17,8 +17,9 @@ written from it (:func:`features`), combined linearly (:class:`Weights`):
     ``sum(min(0, best word similarity of a unit - SUPPORT))``: every unit must be mentioned by some word.
 ``count``
     The mention count of each relation against the sequence's steps of that relation: words whose most similar
-    relation is ``r`` (similarity at least ``MENTION``) are mentions of ``r``; a sequence with fewer steps of
-    ``r`` than mentions, or more (a co-step without a sharing word counts twice), loses one per difference.
+    relation is ``r`` (similarity at least ``MENTION``) are mentions of ``r``; a sequence loses one per mention
+    it lacks or has too many of ``r``, a step counting one mention and a co-step one with a sharing word in the
+    question ("films that share actors"), two without ("the director of X also directed").
 ``cue``
     -1 when the question has a *sharing word* (``CUES``: same, share, also, together, co-, both) and the sequence
     has no co-step.
@@ -300,9 +301,9 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
             out[i, 1] = float(np.minimum(0.0, support[cols] - SUPPORT).sum())
             low: dict[int, int] = {}
             high: dict[int, int] = {}
-            for k, r, _ in us:
+            for k, r, _ in us:  # a co-step is said once with a sharing word ("share actors"), else twice
                 low[r] = low.get(r, 0) + (1 if k == "one" or cue else 2)
-                high[r] = high.get(r, 0) + (1 if k == "one" else 2)
+                high[r] = high.get(r, 0) + (1 if k == "one" or cue else 2)
             out[i, 2] = -float(sum(max(0, low.get(r, 0) - mentions[r]) + max(0, mentions[r] - high.get(r, 0))
                                    for r in rels))
             out[i, 3] = -float(cue and not any(k == "co" for k, _, _ in us))

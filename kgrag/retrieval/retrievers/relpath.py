@@ -57,9 +57,9 @@ class RelPathParams(BaseModel):
         "of the question and the sequence's relation names")
     lexicon_weight: float = Field(1.0, ge=0.0, description="base lexical: weight of the plan's lexicon (what "
                                   "labelled questions say about each relation's wording) in the word likelihood")
-    intersect: bool = Field(True, description="a question with two or more topic entities: also walk from each of "
-                            "the first two alone and answer at the intersection of the best pair of walks whose ends "
-                            "meet, when that pair scores above the best single walk ('which player in X is from Y')")
+    intersect: bool = Field(True, description="a question with two or more topic entities: walk from each of the "
+                            "first two alone and answer at the intersection of the best pair of walks whose ends meet "
+                            "('which player in X is from Y'); when no pair meets, the walk from all topics together")
     scorer: str = Field(
         "st", description="base scorer: what scores a sequence's text against the question (a registered LEGO scorer): st = "
         "the index's sentence transformer (cosine); loglik = the LLM's log-likelihood of the sequence as the "
@@ -149,8 +149,9 @@ def _shared_answer(question, topics: np.ndarray, search, base_scores, params) ->
     """The best pair of sequences, one from each of the question's first two topics, whose ends meet: (score,
     (sequence a, its steps), (sequence b, its steps), the shared ends); None when no pair meets. A question that
     names two entities and asks what they share ("which player in Tigres_UANL is from Mexico") is answered at
-    the intersection of a walk from each. The pair is scored as one sequence (both walks' steps, a separator
-    between them, the shared ends as its ends), so that it competes with the single walks on the same scale."""
+    the intersection of a walk from each. Pairs are scored as one sequence (both walks' steps, a separator
+    between them, the shared ends as its ends); a pair that meets is preferred to a walk from both topics together
+    (which answers with everything either topic reaches), since each topic anchors its own walk."""
     (ka, _, _), (kb, _, _) = search(topics[:1]), search(topics[1:2])
     if not ka or not kb:
         return None
@@ -294,7 +295,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             cands: dict[tuple, list] = {}
             for seq, steps in beam.items():
                 for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier).items():
-                    if seq and seq[-1][0] == key[0] and seq[-1][1] != key[1]:
+                    if seq and zeroshot.units(seq + (key,))[-1][0] == "co":
                         step = _co_step(step, np.unique(steps[-1][1]))
                     cands[seq + (key,)] = steps + [step]
             if not cands:
@@ -332,7 +333,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     shared = None
     if params.intersect and len(topics) >= 2 and declared is None:
         shared = _shared_answer(question, topics, search, base_scores, params)
-        if shared is not None and shared[0] > float(final.max()):
+        if shared is not None:
             (a, steps_a), (b, steps_b), ends_ab = shared[1], shared[2], shared[3]
             picked = [(steps_a, ends_ab), (steps_b, ends_ab)]
             texts = [f"{_seq_text(kg, a)} & {_seq_text(kg, b)}"]
