@@ -79,6 +79,17 @@ def test_render_marks_best_per_metric_and_lists_differing_params():
     assert "![Hit@1](compare/hit_at_1.png)" in md
 
 
+def test_the_plan_that_answered_is_a_column():
+    """relplan.source as the stage resolved it (metrics.json setup.plan) is shown beside the params, so that a run
+    with labelled questions and one without are told apart even where the params file says `auto` for both."""
+    a = _exp("nolabels", {"relplan": {"source": "kg"}}, {"hit_at_1": 0.7, "setup.plan": "kg (736 question texts ...)"})
+    b = _exp("labels", {"relplan": {"source": "labelled"}}, {"hit_at_1": 0.99, "setup.plan": "labelled (736 questions)"})
+    md = C.render([a, b], metrics=["hit_at_1"])
+    head = [c.strip() for c in md.splitlines()[4].strip("|").split("|")]
+    assert head[:4] == ["experiment", "rev", "`relplan.source`", "`setup.plan`"]
+    assert "| labelled (736 questions) |" in md and "| kg (736 question texts ...) |" in md
+
+
 def test_sweep_param_only_for_one_numeric_param():
     a, b = _exp("a", *_fasttog(1, 0.1, 5)), _exp("b", *_fasttog(8, 0.2, 6))
     assert C.sweep_param([a, b]) == "reason.fasttog.max_size"

@@ -18,6 +18,8 @@ from typing import Any, Iterable, Mapping, Sequence
 KEY_METRICS: tuple[str, ...] = (
     "accuracy", "hit_at_1", "hit_any", "f1", "retrieval_recall", "failed", "reasoner_calls_per_question", "tokens_per_question",
 )
+# the metrics file's setup entries shown beside the params: which plan answered (relplan.source as resolved), linking
+SETUP_KEYS: tuple[str, ...] = ("setup.plan", "setup.link_entities")
 # `dvc exp show` executor states of experiments that have no (complete) results
 NOT_DONE = frozenset({"queued", "running", "failed"})
 
@@ -260,12 +262,16 @@ def render(experiments: Sequence[Experiment], *, metrics: Sequence[str], skipped
     out += [f"{len(experiments)} experiments; params that differ between them, then metrics "
             "(**bold**: best; ↑ higher is better, ↓ lower is better). `–`: param not set in that experiment.", ""]
     arrows = {1: " ↑", -1: " ↓", 0: ""}
-    head = ["experiment", "rev"] + [f"`{p}`" for p in params] + [f"{label(m)}{arrows[direction(m)]}" for m in metrics]
+    # what answered, as the metrics file's setup records it (e.g. which relation-path plan: relplan.source)
+    setup = [k for k in SETUP_KEYS if any(k in e.metrics for e in experiments)]
+    head = (["experiment", "rev"] + [f"`{p}`" for p in params] + [f"`{k}`" for k in setup]
+            + [f"{label(m)}{arrows[direction(m)]}" for m in metrics])
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     marks = {m: best([e.metrics.get(m) for e in experiments], direction(m)) for m in metrics}
     for i, e in enumerate(experiments):
         cells = [e.name, e.rev[:7] if e.kind != "workspace" else "–"]
         cells += [fmt(e.params[p]) if p in e.params else "–" for p in params]
+        cells += [str(e.metrics.get(k, "–")).replace("|", "/") for k in setup]
         for m in metrics:
             v = e.metrics.get(m)
             c = fmt(v) if m in e.metrics else "–"
