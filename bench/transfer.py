@@ -101,12 +101,51 @@ def rows_of(work: Path) -> dict:
     return out
 
 
-def run(name: str, source: str, *, workdir: Path, per_hop: int, split: str, extra: list[str]) -> dict:
+def retrieval_rows(work: Path) -> dict:
+    """Without the LLM (``--retrieval-only``): per hop count and overall, questions, the first end's Hit@1 (the
+    first-candidate baseline of ``rank``) with its interval and retrieval recall, from the work copy's
+    ``data/retrieve/retrieved.parquet`` and ``data/validated/questions.parquet``."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from kgrag import schema as S
+    from kgrag.evaluation.metrics import bootstrap_ci
+
+    q = pq.read_table(work / "data" / "validated" / "questions.parquet").to_pylist()
+    r = {x[S.QUESTION_ID]: x for x in pq.read_table(work / "data" / "retrieve" / "retrieved.parquet").to_pylist()}
+    hit, rec, hops = [], [], []
+    for x in q:
+        got = r.get(x[S.QUESTION_ID]) or {}
+        ends = json.loads(got.get(S.TRACE) or "{}").get("ends") or []
+        gold = {a for a in x[S.ANSWER_IDS] or [] if a is not None}
+        hit.append(float(bool(ends) and ends[0] in gold))
+        rec.append(len(gold & set(got.get(S.NODE_IDS) or [])) / len(gold) if gold else 0.0)
+        hops.append(x[S.HOPS] or 0)
+    hit, rec, hops = np.asarray(hit), np.asarray(rec), np.asarray(hops)
+
+    def block(sel):
+        return {"questions": int(sel.sum()), "first_end_hit_at_1": round(float(hit[sel].mean()), 4),
+                "first_end_hit_at_1_ci95": bootstrap_ci(hit[sel], resamples=2000, seed=0),
+                "retrieval_recall": round(float(rec[sel].mean()), 4)}
+    out = {"all": block(np.ones(len(hit), bool))}
+    if len(set(hops.tolist())) > 1:
+        out["by_hops"] = {str(k): block(hops == k) for k in sorted(set(hops.tolist()))}
+    return out
+
+
+def run(name: str, source: str, *, workdir: Path, per_hop: int, split: str, extra: list[str],
+        retrieval_only: bool = False) -> dict:
     """One set with one plan source through the pipeline; its rows and the run's record."""
     work = workcopy(workdir / f"{name}-{source}-{split}")
     clear_caches(work)
     sets = [*set_overrides(name, per_hop, split), f"relplan.source={source}", *extra]
     t0, stages = time.time(), {}
+    if retrieval_only:
+        for stage in STAGES[:5]:
+            stages[stage] = run_stage(work, stage, sets)
+        plan = json.loads((work / "data" / "relplan" / "plan.json").read_text())
+        return {"overrides": sets, "plan_source": plan.get("source"), "plan_questions": plan.get("labelled", 0),
+                "seconds": round(time.time() - t0, 1), "stages": stages, **retrieval_rows(work)}
     for stage in STAGES:
         stages[stage] = run_stage(work, stage, sets)
         print(f"[transfer] {name} {source}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
@@ -125,6 +164,8 @@ def main() -> None:
     ap.add_argument("--per-hop", type=int, default=150, help="MetaQA questions per hop count")
     ap.add_argument("--workdir", default="/tmp/kgrag-transfer")
     ap.add_argument("--set", dest="extra", action="append", default=[], help="another --set override (repeatable)")
+    ap.add_argument("--retrieval-only", action="store_true",
+                    help="stop after retrieve: the first end's Hit@1 and recall, no LLM (dev checks)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     out = Path(args.out)
@@ -136,13 +177,13 @@ def main() -> None:
                       "read), labelled = held-out questions with answers, none = the zero-shot planner alone")
     for name in args.sets:
         for source in args.sources:
-            key = f"{name}/{source}" + ("" if args.split == "test" else f"/{args.split}")
+            key = f"{name}/{source}" + ("" if args.split == "test" else f"/{args.split}") + (
+                "/retrieval" if args.retrieval_only else "")
             print(f"[transfer] {key}", file=sys.stderr, flush=True)
             result["sets"][key] = run(name, source, workdir=Path(args.workdir), per_hop=args.per_hop,
-                                      split=args.split, extra=args.extra)
+                                      split=args.split, extra=args.extra, retrieval_only=args.retrieval_only)
             a = result["sets"][key]["all"]
-            print(f"[transfer] {key}: Hit@1 {a['hit_at_1']} {a['hit_at_1_ci95']} first {a['baseline_first']} "
-                  f"recall {a['retrieval_recall']}", file=sys.stderr, flush=True)
+            print(f"[transfer] {key}: {json.dumps(a)}", file=sys.stderr, flush=True)
             write_result(str(out), dict(result))
 
 
