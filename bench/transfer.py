@@ -24,8 +24,9 @@ paired lift over the first candidate with its interval. Writes ``reports/bench/t
 or source at a time may be re-run).
 
 **Select on dev, report on test.** The planner's weights and ``plan_weight`` were chosen on the dev parts
-(``bench/planner_dev.py``); this bench is the single test measurement. ``--split dev`` runs the same thing on the
-dev parts (MetaQA: the dev files, the plan then learning on test is refused, so only ``none`` runs there).
+(``bench/planner_dev.py``); this bench is the single test measurement. ``--split dev`` runs the same thing inside
+the IRN sets' dev parts (written in two seeded halves: the plan learns on one, the run scores the other; the test
+part is never read); MetaQA's dev check is ``bench/generalize.py --split dev``.
 
     python bench/transfer.py                                # every set, sources kg and labelled (~1.5 h)
     python bench/transfer.py --sets wc2014-p2 --sources none kg labelled
@@ -61,8 +62,37 @@ def set_overrides(name: str, per_hop: int, split: str) -> list[str]:
              "pql-3h": ("pathquestion_large", "PQL3-KB.txt", "PQL-3H.txt")}
     folder, kb, qs = files[name]
     base = f"{TRANSFER}/{folder}"
+    if split == "dev":  # the dev part in two halves (dev_halves): the plan learns on one, the run scores the other
+        base = f"devparts/{name}"
+        return ["data.dataset=irn", f"data.input={base}", f"data.irn.kb={base}/{kb}",
+                f"data.irn.questions={base}/scored.txt", "data.irn.split=all", "data.sample=0",
+                f"relplan.file={base}/plan.txt"]
     return ["data.dataset=irn", f"data.input={base}", f"data.irn.kb={base}/{kb}", f"data.irn.questions={base}/{qs}",
             f"data.irn.split={split}", "data.sample=0", f"relplan.split={held}"]
+
+
+def dev_halves(work: Path, name: str) -> None:
+    """``--split dev`` on an IRN set: the irn loader's dev part (never its test part) written as two IRN files
+    under ``work/devparts/<set>/``: ``plan.txt`` (a seeded half, the plan's questions) and ``scored.txt`` (the
+    other half, the evaluated ones), with the KB beside them."""
+    import numpy as np
+
+    from kgrag.kg.loaders.irn import part_of
+
+    files = {"wc2014-p2": ("wc2014", "WC2014.txt", "WC-P2.txt"), "wc2014-c": ("wc2014", "WC2014.txt", "WC-C.txt"),
+             "pql-2h": ("pathquestion_large", "PQL2-KB.txt", "PQL-2H.txt"),
+             "pql-3h": ("pathquestion_large", "PQL3-KB.txt", "PQL-3H.txt")}
+    folder, kb, qs = files[name]
+    src = ROOT.parent / "shared" / "data" / "transfer" / folder
+    out = work / "devparts" / name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / kb).write_bytes((src / kb).read_bytes())
+    lines = [x for x in (src / qs).read_text().splitlines() if x.strip()]
+    dev = [lines[i] for i in part_of(len(lines), split="dev", test_share=0.5, split_seed=7)]
+    perm = np.random.default_rng(11).permutation(len(dev))
+    half = set(perm[: len(dev) // 2].tolist())
+    (out / "plan.txt").write_text("".join(x + "\n" for i, x in enumerate(dev) if i in half))
+    (out / "scored.txt").write_text("".join(x + "\n" for i, x in enumerate(dev) if i not in half))
 
 
 SETS = ("metaqa-mixed", "wc2014-p2", "pql-2h", "pql-3h")
@@ -138,6 +168,8 @@ def run(name: str, source: str, *, workdir: Path, per_hop: int, split: str, extr
     """One set with one plan source through the pipeline; its rows and the run's record."""
     work = workcopy(workdir / f"{name}-{source}-{split}")
     clear_caches(work)
+    if split == "dev" and name != "metaqa-mixed":
+        dev_halves(work, name)
     sets = [*set_overrides(name, per_hop, split), f"relplan.source={source}", *extra]
     t0, stages = time.time(), {}
     if retrieval_only:
