@@ -161,7 +161,8 @@ class DataParams(BaseModel):
                           "dependency (checked; None = not checked, for params built in code)")
 
     _METAQA: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
-    _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "kb", "questions")  # loader params that name input files
+    # loader params that name input files
+    _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "kb", "questions", "names")
     _loader_params: BaseModel | None = PrivateAttr(None)
 
     @model_validator(mode="after")

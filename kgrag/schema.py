@@ -23,6 +23,12 @@ TAIL = "tail"
 # per-question graphs: the graph a triple belongs to (null = the global KG) and the graph a question is
 # asked over (null = the global KG)
 GRAPH_ID = "graph_id"
+# an entity's other names (a label table's, ``kgrag.kg.linking``): an optional list column of the entities table
+# (ENTITIES_ALIASES), written by a loader given a label table; entity linking matches the name and every alias
+ALIASES = "aliases"
+# the name look-up table of a KG's DuckDB file (``kgrag.kg.duckdb_io.NAME_LOOKUP``): every name and alias under
+# its ``kgrag.kg.linking.name_key``, with an index, so that linking a question reads its candidate spans' rows only
+NAME_KEY = "name_key"
 
 # questions
 QUESTION_ID = "question_id"
@@ -36,9 +42,9 @@ ANSWERS = "answers"
 # the labels a question is answered with (e.g. ExplaGraphs' support / counter); null or empty = the answers
 # are entity names. A question with choices is scored by accuracy (``kgrag.evaluation.evaluate``).
 CHOICES = "choices"
-# set by validate: the question's gold answers are in the KG (in its own graph, for per-question graphs), or
-# it is a label task. A question that is not answerable is kept and scored as a miss (the benchmark protocol
-# counts every question); null or absent = not checked, taken as answerable.
+# set by validate: the question's gold answers are in the KG (in its own graph, for per-question graphs) and it
+# has a topic entity, or it is a label task. A question that is not answerable is kept and scored as a miss
+# (the benchmark protocol counts every question); null or absent = not checked, taken as answerable.
 ANSWERABLE = "answerable"
 
 # retrieved
@@ -84,6 +90,8 @@ REASON = "reason"
 RECORD = "record"
 
 ENTITIES = pa.schema([(ENTITY_ID, pa.int64()), (NAME, pa.string())])
+ENTITIES_ALIASES = ENTITIES.append(pa.field(ALIASES, pa.list_(pa.string())))
+NAME_LOOKUP = pa.schema([(NAME_KEY, pa.string()), (ENTITY_ID, pa.int64()), (NAME, pa.string())])
 RELATIONS = pa.schema([(RELATION_ID, pa.int64()), (NAME, pa.string())])
 TRIPLES = pa.schema([(HEAD, pa.int64()), (RELATION, pa.int64()), (TAIL, pa.int64())])
 QUESTIONS = pa.schema(

@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
                             "context": params.generate.context, "seed": params.data.seed,
                             "constrain_answer": params.reason.constrain_answer,
                             "judge": judge.model_id if judge else None,
-                            "oracle_hops": params.retrieve.oracle_hops, "plan": plan_mode(params)}
+                            "oracle_hops": params.retrieve.oracle_hops, "plan": plan_mode(params),
+                            "link_entities": params.data.link_entities}
         io.write_json(io.REPORTS / "metrics.json", metrics)
         io.write_json(io.REPORTS / "timings.json", run)
     if "accuracy" in metrics:

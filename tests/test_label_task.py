@@ -80,7 +80,7 @@ def test_validate_accepts_labels_and_rejects_answers_outside_the_choices():
     kept = res.tables["questions"]
     assert kept.column(S.QUESTION_ID).to_pylist() == ["label", "entity", "entity-not-in-kg"]
     assert kept.column(S.ANSWERABLE).to_pylist() == [True, True, False]
-    assert res.summary["answerable"] == {"questions": 3, "not_answerable": 1}
+    assert res.summary["answerable"] == {"questions": 3, "not_answerable": 1, "no_topic": 0}
 
 
 # ---- the prompt lists the choices; constrained decoding picks one ---------------------------------------------

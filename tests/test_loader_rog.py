@@ -241,6 +241,6 @@ def test_ingest_and_validate_stages_on_a_rog_parquet(tmp_path, monkeypatch):
     assert sorted(r[S.ROW] for r in ingest_q) == [4, 5, 6, 7, 8]
     assert pq.read_table(tmp_path / "data" / "quarantine" / "validate.parquet").num_rows == 0
     summary = json.loads((tmp_path / "data" / "validated" / "summary.json").read_text())
-    assert summary["ingest_quarantined"] == 5 and summary["answerable"] == {"questions": 5, "not_answerable": 3}
+    assert summary["ingest_quarantined"] == 5 and summary["answerable"] == {"questions": 5, "not_answerable": 3, "no_topic": 0}
     run = json.loads((tmp_path / "data" / "timings" / "ingest" / "timing.json").read_text())
     assert run["topics_not_in_graph"] == 1 and run["answers_not_in_graph"] == 3

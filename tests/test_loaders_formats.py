@@ -76,6 +76,39 @@ def test_triples_good_tsv_with_jsonl_questions(tmp_path):
     assert {r[S.SPLIT] for r in q.values()} == {"dev"}
 
 
+@pytest.mark.parametrize("engine", ["python", "vectorized"])
+def test_triples_label_table_names_id_keyed_entities(tmp_path, engine):
+    """A KG keyed by ids with a label table (``names``): the first name of an entity is its display name, the
+    others its aliases (which linking matches); the questions' answer texts follow the names; malformed label
+    lines are quarantined with file, line and reason; table entities the KG lacks are counted. Both engines
+    give the same tables."""
+    kb = tmp_path / "kg.tsv"
+    kb.write_text("Q1\tdirected_by\tQ2\nQ1\tstarred\tQ3\nQ4\tstarred\tQ3\n")
+    names = tmp_path / "names.tsv"
+    names.write_text("Q1\tHeat\nQ2\tMichael Mann\nQ2\tMann\nQ2\tMichael Kenneth Mann\nQ2\tMann\n"
+                     "Q3\tAl Pacino\nQ9\tNot in the KG\nQ4\n\tno entity\nQ4\t \n")
+    qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "q", "question": "who directed Heat", "topic_entities": ["Q1"],
+                                             "answers": ["Q2"]}])
+    kg = load_triples(path=str(kb), questions=str(qs), names=str(names), engine=engine)
+    assert kg.entities.schema.equals(S.ENTITIES_ALIASES)
+    ent = kg.entities.to_pylist()
+    assert [(e[S.NAME], e[S.ALIASES]) for e in ent] == [
+        ("Heat", None), ("Michael Mann", ["Mann", "Michael Kenneth Mann"]), ("Al Pacino", None), ("Q4", None)]
+    q = kg.questions.to_pylist()[0]
+    assert q[S.ANSWERS] == ["Michael Mann"] and q[S.TOPIC_IDS] == [0]
+    assert quarantine(kg) == {("names.tsv", 8): "names file: expected 2 tab-separated fields (entity, name), got 1",
+                              ("names.tsv", 9): "names file: empty entity field",
+                              ("names.tsv", 10): "names file: empty name field"}
+    assert kg.stats["names_entities"] == 3 and kg.stats["names_aliases"] == 2 and kg.stats["names_unknown"] == 1
+    from kgrag.kg.linking import ArrayKG, link_questions
+
+    linked, _ = link_questions(kg)
+    assert linked.questions.to_pylist()[0][S.TOPIC_IDS] == [0]
+    arr = ArrayKG([e[S.NAME] for e in ent], kg.triples[S.HEAD].to_numpy(), kg.triples[S.RELATION].to_numpy(),
+                  kg.triples[S.TAIL].to_numpy(), kg.relations[S.NAME].to_pylist(), [e[S.ALIASES] for e in ent])
+    assert arr.link("what did michael kenneth mann direct").ids == (1,) and arr.link("what did Q2 direct").ids == ()
+
+
 def test_triples_csv_by_header_name_gzip_and_quoting(tmp_path):
     f = tmp_path / "kg.csv.gz"
     with gzip.open(f, "wt", encoding="utf-8") as out:
@@ -165,6 +198,17 @@ def test_ten_megabyte_line_quarantined(tmp_path):
     assert kg.triples.num_rows == 2
 
 
+def test_a_question_without_topic_entities_is_kept(tmp_path):
+    """An empty topic list is no bad line: linking (``data.link_entities``) may find the topic from the text, and
+    validate flags a question left without one as not answerable."""
+    kb = tmp_path / "kg.tsv"
+    kb.write_text(GOOD_TSV)
+    qs = write_jsonl(tmp_path / "q.jsonl", [{"id": "q", "question": "who directed Heat", "topic_entities": [],
+                                             "answers": ["Michael Mann"]}])
+    kg = load_triples(path=str(kb), questions=str(qs))
+    assert kg.quarantine.num_rows == 0 and kg.questions.column(S.TOPIC_IDS).to_pylist() == [[]]
+
+
 def test_bad_questions_quarantined_with_file_line_reason(tmp_path):
     kb = tmp_path / "kg.tsv"
     kb.write_text(GOOD_TSV)
@@ -237,6 +281,9 @@ def test_ntriples_good_file_labels_and_local_names(tmp_path):
     names = kg.entities.column(S.NAME).to_pylist()
     q = kg.questions.to_pylist()[0]
     assert names[q[S.TOPIC_IDS][0]] == "Heat (film)" and names[q[S.ANSWER_IDS][0]] == "Mann"
+    # the other labels are aliases (linking matches them); entities with one label or none have none
+    aliases = dict(zip(names, kg.entities.column(S.ALIASES).to_pylist()))
+    assert aliases == {"Heat (film)": ["Heat"], "Mann": None, "1995": None}
 
 
 def test_ntriples_bad_lines_quarantined():
@@ -394,7 +441,8 @@ def test_loader_params_come_from_the_loader_section():
     ({"dataset": "triples", "triples": {"path": "x", "head": "h"}}, "need header: true"),
     ({"metaqa": {"hops": 3}}, "MetaQA's params are data.path, data.hops, data.split"),
     ({"foo": {}}, "unknown key 'foo'"),
-    ({"dataset": "csvv"}, "unknown loader module 'csvv'; valid choices: explagraphs, gretriever, irn, jsonl, metaqa, ntriples, triples"),
+    ({"dataset": "csvv"},
+     "unknown loader module 'csvv'; valid choices: explagraphs, gretriever, irn, jsonl, metaqa, ntriples, rog, triples"),
 ])
 def test_bad_loader_params_fail_naming_the_key(data, msg):
     with pytest.raises(ParamsError) as e:

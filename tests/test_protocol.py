@@ -40,6 +40,45 @@ def test_an_unanswerable_question_is_kept_and_counts_as_a_miss_everywhere():
     assert again["hit_at_1"] == m["hit_at_1"] and again["em_tog"] == m["em_tog"] == 0.5
 
 
+def test_a_question_linked_to_nothing_stays_through_ingest_and_validate_and_is_a_miss(tmp_path, monkeypatch):
+    """The real ingest (``data.link_entities: true``) and validate stages on a small KG: a question that names no
+    entity keeps its row with no topic, validate quarantines nothing and flags it answerable=false, and scoring
+    counts it in the denominator as a miss even when the prediction names the gold answer."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from stages import ingest, validate
+    from tests.conftest import ROOT
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "kg.tsv").write_text("Heat\tdirected_by\tMichael Mann\nHeat\tstarred_actors\tAl Pacino\n"
+                                            "Collateral\tdirected_by\tMichael Mann\n")
+    # the second question as a user may type it: no name of the KG in it
+    qs = [{"id": "named", "question": "who directed [Heat]", "topic_entities": ["Heat"], "answers": ["Michael Mann"]},
+          {"id": "unnamed", "question": "who directed the favourite heist film of the fans", "topic_entities": ["Heat"],
+           "answers": ["Michael Mann"]}]
+    (tmp_path / "in" / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
+    monkeypatch.chdir(tmp_path)
+    args = ["--params", str(ROOT / "params.yaml"), "-S", "data.dataset=triples", "-S", f"data.input={tmp_path / 'in'}",
+            "-S", f"data.triples.path={tmp_path / 'in' / 'kg.tsv'}",
+            "-S", f"data.triples.questions={tmp_path / 'in' / 'q.jsonl'}",
+            "-S", "data.sample=0", "-S", "data.link_entities=true"]
+    ingest.main(args)
+    validate.main(["--params", str(ROOT / "params.yaml")])
+    assert pq.read_table(tmp_path / "data" / "quarantine" / "validate.parquet").num_rows == 0
+    valid = pq.read_table(tmp_path / "data" / "validated" / "questions.parquet").to_pylist()
+    by = {q[S.QUESTION_ID]: q for q in valid}
+    assert set(by) == {"named", "unnamed"} and by["unnamed"][S.TOPIC_IDS] == []
+    assert by["named"][S.ANSWERABLE] is True and by["unnamed"][S.ANSWERABLE] is False
+    summary = json.loads((tmp_path / "data" / "validated" / "summary.json").read_text())
+    assert summary["answerable"] == {"questions": 2, "not_answerable": 1, "no_topic": 1}
+    gens = [_gen("named", "Michael Mann"), _gen("unnamed", "Michael Mann")]
+    scored, m = evaluate_rows(questions=valid, retrieved=[], generations=gens)
+    assert m["questions"] == 2 and m["hit_at_1"] == 0.5 and m["answerable_fraction"] == 0.5
+    assert {r[S.QUESTION_ID]: r["hit_at_1"] for r in scored} == {"named": 1.0, "unnamed": 0.0}
+
+
 def _reference_ci(values, resamples, seed, chunk=100):
     """The same resampling, one resample at a time (the agreement reference of ``bootstrap_ci``)."""
     v = np.asarray(values, dtype=float)

@@ -52,3 +52,18 @@ def test_bad_rows_go_to_quarantine_with_reasons():
     assert res.tables["triples"].num_rows == n
     assert res.tables["questions"].column(S.QUESTION_ID).to_pylist() == ["ok"]
     assert res.summary["tables"]["triples"]["bad"] == 3
+
+
+def test_a_question_without_topic_entity_is_kept_not_answerable():
+    """No topic entity (nothing linked from its text) is no bad row: the question stays, flagged answerable=false
+    (a miss for every metric), and the summary counts it."""
+    t = tiny_tables(MOVIES, [
+        {S.QUESTION_ID: "linked", S.SPLIT: "test", S.HOPS: 1, S.TEXT: "who starred in Heat", S.QTYPE: "",
+         S.TOPIC_IDS: [3], S.ANSWER_IDS: [0], S.ANSWERS: ["Al Pacino"]},
+        {S.QUESTION_ID: "unlinked", S.SPLIT: "test", S.HOPS: 1, S.TEXT: "who starred in it", S.QTYPE: "",
+         S.TOPIC_IDS: [], S.ANSWER_IDS: [0], S.ANSWERS: ["Al Pacino"]}])
+    res = validate_tables(t)
+    assert res.quarantine.num_rows == 0
+    q = res.tables["questions"].to_pylist()
+    assert [(r[S.QUESTION_ID], r[S.ANSWERABLE]) for r in q] == [("linked", True), ("unlinked", False)]
+    assert res.summary["answerable"] == {"questions": 2, "not_answerable": 1, "no_topic": 1}

@@ -269,14 +269,15 @@ class JudgeMetric:
 @METRICS.register("answerable", version="1")
 class Answerable:
     """The benchmark protocol: every question counts, and one whose gold answers are not in the KG (or in its
-    own graph; ``answerable`` false, set by validate) is a miss in every metric. ``answerable_fraction``: the
+    own graph), or that has no topic entity (none linked from its text; ``answerable`` false, set by validate),
+    is a miss in every metric. ``answerable_fraction``: the
     share of questions that are answerable; ``hit_at_1_answerable`` / ``hit_any_answerable``: Hit@1 / Hit over
     the answerable questions only, beside the all-question figures."""
 
     RANK = 3
     OUTPUTS = {
-        "answerable_fraction": K("answerable", "Questions whose gold answers are in the KG (the rest count as "
-                                 "misses)"),
+        "answerable_fraction": K("answerable", "Questions whose gold answers are in the KG and that have a topic "
+                                 "entity (the rest count as misses)"),
         "hit_at_1_answerable": K("Hit@1 (answerable)", "Hit@1 over the answerable questions only", 1),
         "hit_any_answerable": K("Hit (answerable)", "Hit over the answerable questions only", 1),
     }

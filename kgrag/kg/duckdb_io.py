@@ -17,6 +17,11 @@ Cache keys that name the KG use :func:`kg_hash` (the Parquet files' contents), n
 
 A DuckDB file with no Parquet tables beside it (written by :func:`write_duckdb`, e.g. by tests) is used as it
 is.
+
+Every DuckDB file :func:`write_duckdb` writes with an ``entities`` table also holds table ``NAME_LOOKUP``
+(:func:`write_name_lookup`): each entity name and alias under its linking key (``kgrag.kg.linking.name_key``),
+with an ART index on the key, so that ``DuckKGStore`` links a question by looking its candidate spans up in the
+index instead of scanning every name.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from kgrag.io import ROW_GROUP, file_hash, write_parquet
 TABLES = ("entities", "relations", "triples", "questions")
 DB_NAME = "kg.duckdb"  # the derived DuckDB file of a folder of KG tables (listed in .dvcignore)
 STAMP = "_kgrag_source"  # table of a derived DuckDB file: the Parquet files it was built from
+NAME_LOOKUP = "name_lookup"  # table of names and aliases by linking key (kgrag.schema.NAME_LOOKUP), indexed
+NAME_BATCH = 1 << 18  # entities read at a time while the name look-up table is written
 
 
 def write_duckdb(path: str | Path, tables: dict[str, pa.Table | pa.RecordBatchReader],
@@ -63,6 +70,8 @@ def write_duckdb(path: str | Path, tables: dict[str, pa.Table | pa.RecordBatchRe
             con.register("_src", table)
             con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _src')
             con.unregister("_src")
+        if "entities" in tables:
+            write_name_lookup(con, "entities", NAME_LOOKUP)
         if stamp is not None:
             con.execute(f'CREATE TABLE "{STAMP}" (file VARCHAR, size BIGINT, mtime_ns BIGINT)')
             con.executemany(f'INSERT INTO "{STAMP}" VALUES (?, ?, ?)', [list(s) for s in stamp])
@@ -72,6 +81,50 @@ def write_duckdb(path: str | Path, tables: dict[str, pa.Table | pa.RecordBatchRe
     Path(f"{path}.wal").unlink(missing_ok=True)
     os.replace(tmp, path)
     Path(f"{tmp}.wal").unlink(missing_ok=True)
+
+
+def write_name_lookup(con: duckdb.DuckDBPyConnection, entities: str, out: str) -> None:
+    """Create table ``out`` (``kgrag.schema.NAME_LOOKUP``: ``name_key``, ``entity_id``, ``name``) from the
+    entities table ``entities`` of connection ``con``: one row per name and alias of each entity
+    (``kgrag.kg.linking.name_rows``, the keys computed by the same Python function the linker applies to a
+    question's spans, so every store matches alike), sorted by key, with an ART index on the key.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        A writable connection.
+    entities : str
+        The entities table, qualified if needed (``kg.entities``); its optional ``aliases`` column is read too.
+    out : str
+        The table to create, qualified if needed (``side.name_lookup``).
+
+    References
+    ----------
+    DuckDB ART indexes ("Indexes", duckdb.org/docs/sql/indexes): a filter ``name_key IN (...)`` on an
+    indexed column is an index scan when few rows match, a look-up cost independent of the table's size.
+    """
+    from kgrag import schema as S
+    from kgrag.kg.linking import name_rows
+
+    db, _, table = entities.rpartition(".")
+    where = f"table_name = '{table}'" + (f" AND database_name = '{db}'" if db else "")
+    cols = {r[0] for r in con.execute(f"SELECT column_name FROM duckdb_columns() WHERE {where}").fetchall()}
+    pick = f"{S.ENTITY_ID}, {S.NAME}" + (f", {S.ALIASES}" if S.ALIASES in cols else "")
+    con.execute(f"CREATE TABLE {out}_tmp ({S.NAME_KEY} VARCHAR, {S.ENTITY_ID} BIGINT, {S.NAME} VARCHAR)")
+    reader = con.sql(f"SELECT {pick} FROM {entities} ORDER BY {S.ENTITY_ID}").to_arrow_reader(NAME_BATCH)
+    batches = list(reader)  # fetched before the inserts below reuse the connection
+    for b in batches:
+        d = b.to_pydict()
+        rows = name_rows(d[S.ENTITY_ID], d[S.NAME], d.get(S.ALIASES))
+        part = pa.table({S.NAME_KEY: [k for _, k, _ in rows],
+                         S.ENTITY_ID: pa.array([i for i, _, _ in rows], pa.int64()),
+                         S.NAME: [n for _, _, n in rows]}, schema=S.NAME_LOOKUP)
+        con.register("_names", part)
+        con.execute(f"INSERT INTO {out}_tmp SELECT * FROM _names")
+        con.unregister("_names")
+    con.execute(f"CREATE TABLE {out} AS SELECT * FROM {out}_tmp ORDER BY {S.NAME_KEY}, {S.ENTITY_ID}")
+    con.execute(f"DROP TABLE {out}_tmp")
+    con.execute(f"CREATE INDEX {out.rpartition('.')[2]}_{S.NAME_KEY} ON {out} ({S.NAME_KEY})")
 
 
 def table_files(db: str | Path) -> dict[str, Path]:

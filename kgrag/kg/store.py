@@ -63,7 +63,11 @@ class KGStore:
         con = duckdb.connect(self.path, read_only=True)
         try:
             t = con.execute(f"SELECT {S.HEAD}, {S.RELATION}, {S.TAIL} FROM triples").fetchnumpy()
+            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                              "WHERE table_name = 'entities'").fetchall()}
             ent = con.execute(f"SELECT {S.ENTITY_ID}, {S.NAME} FROM entities ORDER BY {S.ENTITY_ID}").fetchnumpy()
+            aliases = (con.sql(f"SELECT {S.ALIASES} FROM entities ORDER BY {S.ENTITY_ID}").to_arrow_table()
+                       .column(0).to_pylist() if S.ALIASES in cols else None)
             rel = con.execute(f"SELECT {S.RELATION_ID}, {S.NAME} FROM relations ORDER BY {S.RELATION_ID}").fetchnumpy()
         finally:
             con.close()
@@ -74,6 +78,11 @@ class KGStore:
         self.num_entities = int(ent_ids.max()) + 1 if len(ent_ids) else 0
         self.entity_names = np.empty(self.num_entities, dtype=object)
         self.entity_names[ent_ids] = list(ent[S.NAME])
+        self.entity_aliases = None  # other names of each entity (a label table's), None when the KG has none
+        if aliases is not None:
+            self.entity_aliases = np.empty(self.num_entities, dtype=object)
+            for i, a in zip(ent_ids.tolist(), aliases):  # one by one: numpy would read equal-length lists as rows
+                self.entity_aliases[i] = a
         rel_ids = np.asarray(rel[S.RELATION_ID], dtype=np.int64)
         self.relation_names = np.empty(int(rel_ids.max()) + 1 if len(rel_ids) else 0, dtype=object)
         self.relation_names[rel_ids] = list(rel[S.NAME])
@@ -140,22 +149,28 @@ class KGStore:
         return tuple(lookup[n] for n in names if n in lookup)
 
     def find_entities(self, text: str, among: np.ndarray | None = None) -> list[int]:
-        """Topic entities of a free-text question (``kgrag.kg.linking.link``): ``[bracketed]`` names, else the
-        entity named by a span of the question whose relations fit the question's other words best; only
-        entities of ``among`` when given (say, a question's own graph: ``question_nodes``)."""
+        """Topic entities of a free-text question, best first (``kgrag.kg.linking.link``): its ``[bracketed]``
+        names, else the entities named by non-overlapping spans of it (names and aliases, underscores read as
+        spaces), ranked by exact case, relation fit, span length and degree; only entities of ``among`` when
+        given (say, a question's own graph: ``question_nodes``). Callers that want one topic take the first."""
+        return list(self.link(text, among=among).ids)
+
+    def link(self, text: str, among: np.ndarray | None = None):
+        """``kgrag.kg.linking.link`` with this store's look-ups (the ``Link``: ids, how, spans)."""
         from kgrag.kg.linking import link
 
-        return list(link(text, lookup=self.names_lookup, relations_of=self.relations_of, among=among).ids)
+        return link(text, lookup=self.names_lookup, relations_of=self.relations_of, degree_of=self.degree,
+                    among=among)
 
     @functools.cached_property
-    def _by_lower(self) -> dict[str, list[tuple[int, str]]]:
-        from kgrag.kg.linking import names_by_lower
+    def _by_key(self) -> dict[str, list[tuple[int, str]]]:
+        from kgrag.kg.linking import names_by_key
 
-        return names_by_lower(self.entity_names)
+        return names_by_key(self.entity_names, self.entity_aliases)
 
-    def names_lookup(self, texts) -> dict[str, list[tuple[int, str]]]:
-        """{lower-cased text: [(id, name)]} of the ``texts`` (lower-cased) that name an entity."""
-        return {t: self._by_lower[t] for t in texts if t in self._by_lower}
+    def names_lookup(self, keys) -> dict[str, list[tuple[int, str]]]:
+        """{key: [(id, name or alias)]} of the ``keys`` (``kgrag.kg.linking.name_key``) that name an entity."""
+        return {k: self._by_key[k] for k in keys if k in self._by_key}
 
     def relations_of(self, ids) -> dict[int, set[str]]:
         """{entity id: names of the relations of its edges}."""

@@ -14,7 +14,14 @@ It reads a *sidecar* DuckDB file built once per KG file (``build_adjacency``; ca
   ``triples`` (= its index in ``KGStore``); the degrees are the ends' whole-KG undirected degrees (a self-loop
   counts twice, as in ``KGStore``), so a hop also brings the degrees PPR needs;
 - ``degree(node, degree)``: the degree of every node with an edge;
-- ``names(entity_id PRIMARY KEY, name)``: the entity names with an ART index, for point look-ups.
+- ``names(entity_id PRIMARY KEY, name)``: the entity names with an ART index, for point look-ups;
+- ``name_lookup``: only when the KG file lacks its own (a file written before it held one): every name and alias
+  by linking key, indexed (``kgrag.kg.duckdb_io.write_name_lookup``).
+
+Entity linking (``find_entities``) looks a question's candidate spans up in the KG file's indexed ``name_lookup``
+table (an IN list on the index: an index scan, not a scan of every name) and reads its candidates' relations and
+degrees from ``adjacency`` / ``degree``: a few milliseconds a question on a KG of a million entities
+(``bench/linking.py``).
 
 A hop is one query, ``SELECT ... FROM adjacency WHERE node IN (<frontier>)`` (a semi join with the frontier
 as an Arrow table when it is large), and ``KGStore.neighbourhood``'s rule on the rows it returns, so both
@@ -37,9 +44,10 @@ import numpy as np
 import pyarrow as pa
 
 from kgrag import schema as S
+from kgrag.kg.duckdb_io import NAME_LOOKUP, write_name_lookup
 from kgrag.kg.kgview import Incident, Neighbourhood, khop_walk, undirected_csr
 
-SIDECAR_VERSION = "3"  # bump when the sidecar's tables change
+SIDECAR_VERSION = "4"  # bump when the sidecar's tables change
 ROW_GROUP_SIZE = 16384  # rows per row group of the sidecar (zone-map granularity of a node lookup)
 INLIST_MAX = 64  # frontiers (and name look-ups) up to this size are an IN list (pruned per value); larger: a join
 CACHE_MAX = 500_000  # cached edges / degrees / names before the oldest are dropped
@@ -80,6 +88,10 @@ def build_adjacency(db: str | Path, out: str | Path, *, row_group_size: int = RO
         # a primary key is an ART index: name look-ups by id read a few rows, not the whole column
         con.execute(f"CREATE TABLE side.names ({S.ENTITY_ID} BIGINT PRIMARY KEY, {S.NAME} VARCHAR)")
         con.execute(f"INSERT INTO side.names SELECT {S.ENTITY_ID}, {S.NAME} FROM kg.entities ORDER BY {S.ENTITY_ID}")
+        has_lookup = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'kg' "
+                                 f"AND table_name = '{NAME_LOOKUP}'").fetchone()[0]
+        if not has_lookup:  # a KG file written before it held its own
+            write_name_lookup(con, "kg.entities", f"side.{NAME_LOOKUP}")
         con.execute("CHECKPOINT side")
     finally:
         con.close()
@@ -215,6 +227,9 @@ class DuckKGStore:
         cols = {r[0] for r in self._con.execute("SELECT column_name FROM duckdb_columns() "
                                                 "WHERE database_name = 'kg' AND table_name = 'triples'").fetchall()}
         self._has_graph_col = S.GRAPH_ID in cols
+        own = self._con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'kg' "
+                                f"AND table_name = '{NAME_LOOKUP}'").fetchone()[0]
+        self.name_lookup_table = f"kg.{NAME_LOOKUP}" if own else NAME_LOOKUP  # the KG file's, else the sidecar's
         self._has_graphs: bool | None = None
         self.heads, self.relations, self.tails = EdgeColumn(self, 0), EdgeColumn(self, 1), EdgeColumn(self, 2)
         self.entity_names = LazyNames(self, "names", S.ENTITY_ID, self.num_entities)  # the sidecar's, indexed
@@ -301,8 +316,12 @@ class DuckKGStore:
         vals, found = self._degrees.get(ids)
         if not found.all():
             miss = distinct(ids[~found])
-            rows = self._query("SELECT node, degree FROM degree WHERE node IN (SELECT unnest($ids))",
-                               {"ids": miss.tolist()})
+            if len(miss) <= INLIST_MAX:  # an IN list of literals: pruned per value by the zone maps
+                lit = ", ".join(map(str, miss.tolist()))
+                rows = self._query(f"SELECT node, degree FROM degree WHERE node IN ({lit})")
+            else:
+                rows = self._query("SELECT node, degree FROM degree WHERE node IN (SELECT unnest($ids))",
+                                   {"ids": miss.tolist()})
             d = dict(zip(rows["node"].tolist(), rows["degree"].tolist()))
             got = np.array([d.get(i, 0) for i in miss.tolist()], dtype=np.int64).reshape(-1, 1)
             vals[~found] = got[np.searchsorted(miss, ids[~found])]  # not re-read: see ``_edge_triples``
@@ -404,31 +423,48 @@ class DuckKGStore:
         return tuple(got[n] for n in names if n in got)
 
     def find_entities(self, text: str, among: np.ndarray | None = None) -> list[int]:
-        """``KGStore.find_entities`` (``kgrag.kg.linking.link``), the names looked up and the relations found by
-        SQL; only entities of ``among`` when given."""
+        """``KGStore.find_entities`` (``kgrag.kg.linking.link``): the candidate spans looked up in the indexed
+        ``name_lookup`` table, the candidates' relations and degrees by SQL; only entities of ``among`` when
+        given."""
+        return list(self.link(text, among=among).ids)
+
+    def link(self, text: str, among: np.ndarray | None = None):
+        """``kgrag.kg.linking.link`` with this store's look-ups (the ``Link``: ids, how, spans)."""
         from kgrag.kg.linking import link
 
-        return list(link(text, lookup=self.names_lookup, relations_of=self.relations_of, among=among).ids)
+        return link(text, lookup=self.names_lookup, relations_of=self.relations_of, degree_of=self.degree,
+                    among=among)
 
-    def names_lookup(self, texts) -> dict[str, list[tuple[int, str]]]:
-        """{lower-cased text: [(id, name)]} of the ``texts`` (lower-cased) that name an entity (one query)."""
-        texts = list(texts)
-        if not texts:
+    def names_sql(self, keys) -> str:
+        """The query ``names_lookup`` runs for ``keys``: an IN list of literals on the indexed key column (DuckDB
+        turns it into an index scan; a list passed as a parameter would be a join reading every row)."""
+        lit = ", ".join("'" + str(k).replace("'", "''") + "'" for k in keys)
+        return (f"SELECT {S.NAME_KEY}, {S.ENTITY_ID}, {S.NAME} FROM {self.name_lookup_table} "
+                f"WHERE {S.NAME_KEY} IN ({lit})")
+
+    def names_lookup(self, keys) -> dict[str, list[tuple[int, str]]]:
+        """{key: [(id, name or alias)]} of the ``keys`` (``kgrag.kg.linking.name_key``) that name an entity
+        (one indexed query), ids ascending."""
+        keys = sorted(set(keys))
+        if not keys:
             return {}
-        rows = self._query(f"SELECT lower({S.NAME}) AS l, {S.ENTITY_ID} AS i, {S.NAME} AS n FROM kg.entities "
-                           f"WHERE lower({S.NAME}) IN (SELECT unnest($t)) ORDER BY {S.ENTITY_ID}", {"t": texts})
+        rows = self._query(self.names_sql(keys))
         out: dict[str, list[tuple[int, str]]] = {}
-        for low, i, n in zip(rows["l"].tolist(), rows["i"].tolist(), rows["n"].tolist()):
-            out.setdefault(low, []).append((int(i), str(n)))
+        for k, i, n in sorted(zip(rows[S.NAME_KEY].tolist(), rows[S.ENTITY_ID].tolist(), rows[S.NAME].tolist())):
+            out.setdefault(k, []).append((int(i), str(n)))
         return out
 
     def relations_of(self, ids) -> dict[int, set[str]]:
-        """{entity id: names of the relations of its edges} (one query)."""
-        ids = [int(i) for i in ids]
+        """{entity id: names of the relations of its edges} (one query: the distinct relations of the ids'
+        adjacency rows, so that a hub's edges are not fetched)."""
+        ids = sorted({int(i) for i in ids})
         if not ids:
             return {}
-        rows = self.incident(np.asarray(ids, dtype=np.int64))
+        rows = self._query(f"SELECT DISTINCT node, {S.RELATION} FROM adjacency "
+                           f"WHERE node IN ({', '.join(map(str, ids))})")
         out: dict[int, set[str]] = {i: set() for i in ids}
-        for node, r in set(zip(rows["node"].tolist(), rows[S.RELATION].tolist())):
+        rel = rows[S.RELATION]
+        self.relation_names.fetch(rel)
+        for node, r in zip(rows["node"].tolist(), rel.tolist()):
             out[int(node)].add(str(self.relation_names[r]))
         return out

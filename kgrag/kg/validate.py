@@ -1,5 +1,10 @@
 """Data-quality checks (great-expectations) on ingested tables; failing rows are quarantined with a reason.
 
+Questions that are well-formed but cannot be answered from the KG are not bad rows: they are kept and flagged
+``answerable = false`` (``kgrag.schema.ANSWERABLE``), which every metric scores as a miss. That is a question
+whose gold answers are not in the KG (or in its own graph), and one with no topic entity (no entity linked from
+its text, ``data.link_entities``): the benchmark protocol counts every question.
+
 great-expectations is imported inside ``validate_tables`` only: it takes seconds to import.
 """
 
@@ -45,8 +50,6 @@ def _checks(entity_ids: list[int], relation_ids: list[int], graphs: bool = False
               "duplicate triple", True),
         Check("questions", "ExpectColumnValuesToNotBeNull", {"column": S.QUESTION_ID}, "null question_id"),
         Check("questions", "ExpectColumnValuesToBeUnique", {"column": S.QUESTION_ID}, "duplicate question_id", True),
-        Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_topics", "min_value": 1},
-              "no topic entity"),
         Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_unknown_topics", "max_value": 0},
               "topic entity not in the KG"),
         Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers", "min_value": 1},
@@ -88,7 +91,10 @@ def _question_frame(q: pa.Table, entity_set: set[int], graphs: dict[str, set[int
         any(i is not None and i in entity_set and (not isinstance(g, str) or i in graphs.get(g, set()))
             for i in (ids if ids is not None else []))
         for ids, g in zip(df[S.ANSWER_IDS], graph)]
-    df["_answerable"] = pd.Series(in_graph, index=df.index) | labelled
+    # a question with no topic entity (its linking found none: ``data.link_entities``) is kept, not answerable: the
+    # benchmark protocol counts it, a miss, instead of dropping it from the denominator
+    df["_has_topic"] = (df["_n_topics"] > 0) | labelled
+    df["_answerable"] = (pd.Series(in_graph, index=df.index) | labelled) & df["_has_topic"]
     df["_n_answers_not_choices"] = [
         sum(1 for a in (ans if ans is not None else []) if a not in set(c)) if lab else 0
         for ans, c, lab in zip(df[S.ANSWERS], choices, labelled)]
@@ -161,8 +167,10 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
             if S.ANSWERABLE in clean[name].column_names:  # validated before: checked again
                 clean[name] = clean[name].drop_columns([S.ANSWERABLE])
             clean[name] = clean[name].append_column(S.ANSWERABLE, flag)
+            no_topic = pa.array((~df["_has_topic"]).tolist(), type=pa.bool_()).filter(mask)
             summary["answerable"] = {"questions": clean[name].num_rows,
-                                     "not_answerable": int(clean[name].num_rows - sum(flag.to_pylist()))}
+                                     "not_answerable": int(clean[name].num_rows - sum(flag.to_pylist())),
+                                     "no_topic": int(sum(no_topic.to_pylist()))}
         summary["tables"][name] = {"rows": len(df), "bad": len(bad_idx),
                                    "bad_fraction": (len(bad_idx) / len(df)) if len(df) else 0.0}
     quarantine = pa.Table.from_pylist(qrows, schema=S.QUARANTINE)

@@ -290,6 +290,58 @@ class KGBuilder:
         return {k: i for i, k in enumerate(sorted(self.names))}
 
 
+def read_names(path: Path, bad: Bad) -> dict[str, list[str]]:
+    """A label table: ``entity<TAB>name`` lines → {entity key: [names, in file order, repeats dropped]}.
+
+    An entity may have several lines; its first name is its display name, the others its aliases. A line
+    without exactly two tab-separated fields, or with an empty entity or name, is quarantined with file, line
+    and reason (as a line holding a control character or not UTF-8, by ``read_lines``)."""
+    out: dict[str, list[str]] = {}
+    f = str(path)
+    for no, line in read_nonempty(path, bad, "names file"):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            bad.append((f, no, f"names file: expected 2 tab-separated fields (entity, name), got {len(parts)}",
+                        line[:RECORD_CHARS]))
+            continue
+        key, name = parts[0].strip(), parts[1].strip()
+        if not key or not name:
+            bad.append((f, no, f"names file: empty {'entity' if not key else 'name'} field", line[:RECORD_CHARS]))
+            continue
+        names = out.setdefault(key, [])
+        if name not in names:
+            names.append(name)
+    return out
+
+
+def apply_names(kg: KGTables, path: str | Path) -> KGTables:
+    """``kg`` with the names of label table ``path`` (``read_names``): an entity whose key (the name a loader
+    gave it: a triples file's field text) the table lists is renamed to its first name, and its other names
+    become its aliases (column ``aliases``, schema ``ENTITIES_ALIASES``: null = none), which entity linking
+    matches too (``kgrag.kg.linking``). The questions' answer texts of renamed entities follow. Table
+    entities the KG lacks are counted (``stats["names_unknown"]``: a label table may cover a larger KG), not
+    quarantined; malformed lines are."""
+    bad: Bad = []
+    table = read_names(Path(path), bad)
+    keys = kg.entities.column(S.NAME).to_pylist()
+    renamed = [table.get(k) for k in keys]
+    names = [n[0] if n else k for k, n in zip(keys, renamed)]
+    aliases = [n[1:] if n and len(n) > 1 else None for n in renamed]
+    entities = pa.table({S.ENTITY_ID: kg.entities.column(S.ENTITY_ID), S.NAME: pa.array(names, pa.string()),
+                         S.ALIASES: pa.array(aliases, pa.list_(pa.string()))}, schema=S.ENTITIES_ALIASES)
+    by_id = dict(zip(kg.entities.column(S.ENTITY_ID).to_pylist(), names))
+    rows = kg.questions.to_pylist()
+    for r in rows:
+        r[S.ANSWERS] = [by_id[i] if i is not None and i in by_id else a
+                        for i, a in zip(r[S.ANSWER_IDS] or [], r[S.ANSWERS] or [])]
+    questions = pa.Table.from_pylist(rows, schema=kg.questions.schema)
+    known = set(keys)
+    stats = {**kg.stats, "names_entities": sum(n is not None for n in renamed),
+             "names_aliases": sum(len(a) for a in aliases if a), "names_unknown": sum(k not in known for k in table)}
+    quarantine = pa.concat_tables([kg.quarantine, quarantine_table(bad)]) if bad else kg.quarantine
+    return dataclasses.replace(kg, entities=entities, questions=questions, quarantine=quarantine, stats=stats)
+
+
 def empty_questions() -> dict[str, list]:
     """Column lists of a questions table, to append rows to."""
     return {f.name: [] for f in S.QUESTIONS}
@@ -313,7 +365,9 @@ def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sam
     ``qtype``, optional ``choices`` (the labels of a label task, e.g. ``["support", "counter"]``: the answers
     are then labels, not entities). Lines that are not such an object are quarantined; so is a question with
     no answers, whose topic entity is neither in the KG nor in its own graph, or with ``choices`` whose
-    answers are not among them. Returns parsed questions (before entity ids are assigned: call
+    answers are not among them. An empty ``topic_entities`` list is kept (a question whose topics
+    ``data.link_entities`` links from its text; left without one, validate flags it not answerable: a
+    miss). Returns parsed questions (before entity ids are assigned: call
     ``questions_table``).
     """
     lines = read_nonempty(path, bad, "questions JSONL file", max_bytes=MAX_JSONL_LINE_BYTES)
@@ -353,9 +407,6 @@ def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sam
             continue
         if not answers:
             bad.append((f, no, "no answers", rec))
-            continue
-        if not topics:
-            bad.append((f, no, "no topic entity", rec))
             continue
         choices = obj.get("choices")
         if choices is not None:

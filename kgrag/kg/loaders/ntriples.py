@@ -5,8 +5,9 @@ A small line parser (no rdflib): IRIs ``<...>``, blank nodes ``_:x``, literals `
 (and ``\\u`` escapes in IRIs), comments and blank lines. Entities are the IRIs and blank nodes (keyed by
 them) and the literal objects (keyed by their lexical form, language and datatype); an entity is named by
 its ``rdfs:label`` (``label`` param; a plain or English label preferred) when it has one, else by the
-IRI's local name (after the last ``#`` or ``/``), a literal by its lexical form. ``rdfs:label``
-statements name entities and are not KG edges. Relations are named by the predicate's local name.
+IRI's local name (after the last ``#`` or ``/``), a literal by its lexical form; an entity's other labels (other
+languages, more English ones) are its aliases (column ``aliases``), which entity linking matches too.
+``rdfs:label`` statements name entities and are not KG edges. Relations are named by the predicate's local name.
 
 A line the parser rejects (or not UTF-8) is quarantined with file, line and reason; a duplicate triple
 is quarantined as ``"duplicate triple"``; a self-loop is kept and counted. Questions come from an optional
@@ -16,10 +17,14 @@ JSONL file (``questions``): topic entities and answers may be IRIs or names.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
+
+import pyarrow as pa
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import schema as S
 from kgrag.kg.loaders.common import KGBuilder, LoaderInputError, read_nonempty, tables_with_questions
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
@@ -209,7 +214,7 @@ def load_ntriples(
     f = str(src)
     bad: list[tuple[str, int, str, str]] = []
     kg = KGBuilder()
-    labels: dict[str, tuple[int, str]] = {}  # key -> (rank, label); rank 0 = plain or English
+    labels: dict[str, list[tuple[int, str]]] = {}  # key -> [(rank, label)] in file order; rank 0 = plain or English
     statements = 0
     for no, line in read_nonempty(src, bad, "N-Triples file"):
         try:
@@ -226,18 +231,23 @@ def load_ntriples(
                 bad.append((f, no, "label object is not a literal", line[:200]))
                 continue
             rank = 0 if o[2] in ("", "en") or o[2].startswith("en-") else 1
-            k = _key(s)
-            if k not in labels or rank < labels[k][0]:
-                labels[k] = (rank, o.value)
+            labels.setdefault(_key(s), []).append((rank, o.value))
             continue
         sk = kg.entity(_key(s), local_name(s.value) if s.kind == "iri" else s.value)
         ok = kg.entity(_key(o), o.value if o.kind == "literal" else (local_name(o.value) if o.kind == "iri" else o.value))
         kg.add(sk, local_name(p.value), ok, None, (f, no), bad, line)
     if not kg.rows:
         raise LoaderInputError(f"{src}: no KG statement (every line quarantined, a comment or a label)")
-    for k, (_, name) in labels.items():
+    aliases: dict[str, list[str]] = {}
+    for k, ranked in labels.items():
         if k in kg.names:
+            name = min(ranked, key=lambda x: x[0])[1]  # the first plain or English label, else the first
             kg.rename(k, name)
+            aliases[k] = list(dict.fromkeys(v for _, v in ranked if v != name))
     out = tables_with_questions(kg, bad, questions, split=split, sample=sample, seed=seed)
+    if any(aliases.values()):  # the other labels: names entity linking matches too
+        keys = sorted(kg.names)  # entity ids follow the sorted keys (KGBuilder.tables)
+        col = pa.array([aliases.get(k) or None for k in keys], pa.list_(pa.string()))
+        out = replace(out, entities=out.entities.append_column(S.ALIASES, col).cast(S.ENTITIES_ALIASES))
     out.stats["statements"] = statements
     return out

@@ -8,6 +8,11 @@ are not UTF-8; a duplicate triple is quarantined as ``"duplicate triple"`` (the 
 self-loop is kept and counted (``KGTables.stats["self_loops"]``). An empty file, or one with no valid
 triple, is an error naming the file.
 
+An optional label table (``names``: ``entity<TAB>name`` lines, the entity as the triples file writes it,
+several lines per entity allowed) names the entities of a KG keyed by ids: the first name of an entity is its
+display name, the others are aliases that entity linking matches too (``common.apply_names``; questions still
+refer to entities by their key).
+
 Two engines give the same tables and the same quarantine rows (``engine``): ``python`` reads line by line
 (the reference), ``vectorized`` (``kgrag.kg.loaders.triples_arrow``) classifies and splits all lines at once
 with numpy / pyarrow (about 10x faster, for 10M-triple files) and runs the python rule only on the rare
@@ -27,6 +32,7 @@ from kgrag.kg.loaders import triples_arrow
 from kgrag.kg.loaders.common import (
     KGBuilder,
     LoaderInputError,
+    apply_names,
     csv_records,
     read_nonempty,
     tables_with_questions,
@@ -50,6 +56,9 @@ class TriplesParams(BaseModel):
     relation: int | str = Field(1, description="relation column: position or header name")
     tail: int | str = Field(2, description="tail column: position or header name")
     columns: int | None = Field(None, ge=1, description="fields per line (default: the header's, else last used column + 1)")
+    names: str | None = Field(
+        None, description="label table: entity<TAB>name lines, several per entity allowed; the first names the "
+        "entity, the others are aliases entity linking matches too (none: entities named by their field text)")
     engine: Literal["auto", "python", "vectorized"] = Field(
         "auto", description="python (line by line), vectorized (numpy/pyarrow, same output), auto (vectorized "
         "when it applies: no quotechar, one-byte ASCII delimiter)")
@@ -70,9 +79,22 @@ class TriplesParams(BaseModel):
 def load_triples(
     *, path: str, questions: str | None = None, split: str = "test", delimiter: str = "\t",
     quotechar: str | None = None, header: bool = False, head: int | str = 0, relation: int | str = 1,
-    tail: int | str = 2, columns: int | None = None, engine: str = "auto", sample: int = 0, seed: int = 0,
+    tail: int | str = 2, columns: int | None = None, engine: str = "auto", names: str | None = None,
+    sample: int = 0, seed: int = 0,
 ) -> KGTables:
-    """A triples TSV/CSV (columns by position or header name) and optional JSONL questions."""
+    """A triples TSV/CSV (columns by position or header name), optional JSONL questions and an optional label
+    table (``names``: ``common.apply_names``)."""
+    out = _load_triples(path=path, questions=questions, split=split, delimiter=delimiter, quotechar=quotechar,
+                        header=header, head=head, relation=relation, tail=tail, columns=columns, engine=engine,
+                        sample=sample, seed=seed)
+    return apply_names(out, names) if names else out
+
+
+def _load_triples(
+    *, path: str, questions: str | None, split: str, delimiter: str, quotechar: str | None, header: bool,
+    head: int | str, relation: int | str, tail: int | str, columns: int | None, engine: str, sample: int, seed: int,
+) -> KGTables:
+    """The triples file and questions, before the label table."""
     why = triples_arrow.unsupported(delimiter=delimiter, quotechar=quotechar)
     if engine == "vectorized" and why:
         raise LoaderInputError(f"{path}: engine 'vectorized' does not apply: {why} (use engine: python or auto)")
