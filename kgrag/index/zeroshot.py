@@ -17,12 +17,14 @@ written from it (:func:`features`), combined linearly (:class:`Weights`):
     ``sum(min(0, best word similarity of a unit - SUPPORT))``: every unit must be mentioned by some word.
 ``count``
     The mention count of each relation against the sequence's steps of that relation: words whose most similar
-    relation is ``r`` (similarity at least ``MENTION``) are mentions of ``r``; a sequence loses one per mention
+    relation is ``r`` (similarity at least ``MENTION``) mention ``r``, those on different words of a phrase once
+    ("notable ... types"; :func:`_mentions`); a sequence loses one per mention
     it lacks or has too many of ``r``, a step counting one mention and a co-step one with a sharing word in the
     question ("films that share actors"), two without ("the director of X also directed").
 ``cue``
     -1 when the question has a *sharing word* (``CUES``: same, share, also, together, co-, both) and the sequence
-    has no co-step.
+    has no co-step; -0.5 when its co-steps walk no relation mentioned within two words of a sharing word
+    ("films that *share actors* ... directed by": the co-step is on "starred actors").
 ``type``
     Cosine of the question's answer phrase (its wh-word and the next word: "which films", "who", "what
     language") with the mean name vector of the sequence's end entities (the index's entity vectors): the
@@ -245,6 +247,34 @@ def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors) -> np
     return s
 
 
+def _mentions(words: list[str], rels: list[int], best: np.ndarray, strong: np.ndarray,
+              relation_names: Sequence[str], vecs: PhraseVectors) -> dict[int, int]:
+    """How many times the question says each relation: its words whose most similar relation it is (``best``,
+    ``strong``) are shared among the words of the relation's phrase (each word to the phrase word it is most
+    similar to); the count is the largest number on one phrase word, so that "notable ... types" or "year ...
+    released" say "notable types" / "release year" once, and "director ... directed" say "directed by" twice."""
+    out = {}
+    for j, r in enumerate(rels):
+        mine = [w for w, b, ok in zip(words, best, strong) if b == j and ok]
+        parts = relation_phrase(relation_names[r]).split()
+        if len(mine) < 2 or len(parts) < 2:
+            out[r] = len(mine)
+            continue
+        pick = _similarity(mine, parts, vecs).argmax(1)
+        out[r] = int(np.bincount(pick, minlength=len(parts)).max())
+    return out
+
+
+def _near_cue(masked: str, words: list[str], relation_of: list[int | None], window: int = 2) -> set[int]:
+    """Relations mentioned within ``window`` words of a sharing word ("films that *share actors*", "the *same
+    director*", "*co-directed*", "acted *together*"): the relation a co-step should walk there and back."""
+    tokens = [w.lower() for w in WORD.findall(masked)]
+    cues = [i for i, w in enumerate(tokens) if w in CUES]
+    rel = dict(zip(words, relation_of))
+    return {rel[w] for i, w in enumerate(tokens) if rel.get(w) is not None
+            and any(abs(i - c) <= window for c in cues)}
+
+
 def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequence[Step]],
              ends: Sequence[np.ndarray], relation_names: Sequence[str], vecs: PhraseVectors,
              entity_vectors: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -294,7 +324,8 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         rels = sorted({r for us in all_units for _, r, _ in us})
         rsim = _similarity(words, [relation_phrase(relation_names[r]) for r in rels], vecs)
         best, top = rsim.argmax(1), rsim.max(1)
-        mentions = {r: int(((best == j) & (top >= MENTION)).sum()) for j, r in enumerate(rels)}
+        mentions = _mentions(words, rels, best, top >= MENTION, relation_names, vecs)
+        near_cue = _near_cue(masked, words, [rels[b] if ok else None for b, ok in zip(best, top >= MENTION)])
         for i, us in enumerate(all_units):
             cols = [col[u] for u in us]
             out[i, 0] = float(np.log(like[:, cols].mean(1) + background).sum())
@@ -306,7 +337,11 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
                 high[r] = high.get(r, 0) + (1 if k == "one" or cue else 2)
             out[i, 2] = -float(sum(max(0, low.get(r, 0) - mentions[r]) + max(0, mentions[r] - high.get(r, 0))
                                    for r in rels))
-            out[i, 3] = -float(cue and not any(k == "co" for k, _, _ in us))
+            cos = [r for k, r, _ in us if k == "co"]
+            if cue and not cos:
+                out[i, 3] = -1.0
+            elif cue and not any(r in near_cue for r in cos):
+                out[i, 3] = -0.5  # a co-step, but on another relation than the one the sharing word is next to
     phrase = answer_phrase(masked)
     if phrase is not None and entity_vectors is not None:
         q = vecs([phrase])[0].astype(np.float64)

@@ -318,8 +318,9 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     if not kept:
         if declared is not None and beam and beam != {(): []}:  # shorter than declared: the longest reached
             kept = beam
-    if not kept or all(np.isin(st[-1][2], topics).all() for st in kept.values()):
-        # not one step from the topics to another node (ExplaGraphs: every node of the graph is a topic)
+    if not kept or (len(topics) > 1 and all(np.isin(st[-1][2], topics).all() for st in kept.values())):
+        # not one step from the topics to another node (ExplaGraphs: every node of the graph is a topic); one
+        # topic that only reaches itself (a self-loop: a recording of a recording of X) is answered by itself
         return fallback("no relation sequence from the topic entities to another node")
     order = sorted(kept)
     final = np.asarray([base[x] for x in order], dtype=np.float64)
