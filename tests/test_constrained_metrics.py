@@ -14,6 +14,7 @@ from kgrag.llm.constrain import (
     grammar_of, list_grammar, option_letters,
 )
 from kgrag.evaluation.evaluate import evaluate_rows, judge_request, judge_scores, lcs_length, parse_verdict, rouge_l
+from kgrag.llm.prompts import DEMO_NAMES
 from kgrag.llm.calls import CallCache, LLMClient, LLMReply, LLMRequest, call_key
 from kgrag.params import load
 from kgrag.reasoning.reasoners import ReasonInput, Sampling, run_batched
@@ -146,7 +147,8 @@ def test_answer_reasoner_constrained_to_context_entities():
     # the same prompt otherwise, but a constrained output needs (and shows) no worked example (issue 15 item 4)
     free_msgs, con_msgs = be.sent[0].messages, be.sent[1].messages
     assert con_msgs == (free_msgs[0], free_msgs[-1]) and len(free_msgs) == 4
-    assert not any("Example Director" in m for _, m in con_msgs)
+    assert any(n in m for n in DEMO_NAMES for _, m in free_msgs)
+    assert not any(n in m for n in DEMO_NAMES for _, m in con_msgs)
 
 
 def test_constrain_answer_param_defaults_off():

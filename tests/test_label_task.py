@@ -10,7 +10,7 @@ import pytest
 
 from kgrag import schema as S
 from kgrag.evaluation.evaluate import evaluate_rows, label_scores, parse_label
-from kgrag.llm.prompts import build_request
+from kgrag.llm.prompts import DEMO, build_request
 from kgrag.llm.calls import LLMClient, LLMReply
 from kgrag.kg.loaders.explagraphs import load_explagraphs
 from kgrag.kg.loaders.jsonl import load_jsonl
@@ -91,10 +91,10 @@ def test_answer_prompt_lists_the_choices():
     user = label.messages[-1][1]
     assert "Choices: support | counter" in user and user.endswith("Answer:")
     assert "one of the listed choices" in label.messages[0][1]
-    assert all("Example Director One" not in m for _, m in label.messages)  # the entity-list example is left out
+    assert all(DEMO[1] not in m for _, m in label.messages)  # the entity-list example is left out
     entity = build_request(question="who directed [Heat]", context="", temperature=0.0, top_p=1.0, max_tokens=8,
                            seed=0)
-    assert "Choices" not in entity.messages[-1][1] and any("Example Director One" in m for _, m in entity.messages)
+    assert "Choices" not in entity.messages[-1][1] and any(DEMO[1] in m for _, m in entity.messages)
 
 
 class _Scripted:

@@ -126,7 +126,7 @@ def test_evaluate_rows_reports_both_rule_families_and_the_capped_context():
 
 def test_demo_echoes_are_counted():
     questions = [{S.QUESTION_ID: "a", S.TEXT: "q", S.ANSWERS: ["X"], S.ANSWER_IDS: []}]
-    gens = [{S.QUESTION_ID: "a", S.PREDICTION: "Example Director One | Example Director Two"}]
+    gens = [{S.QUESTION_ID: "a", S.PREDICTION: "Entity Four | Entity Five"}]  # the worked example's answer
     _, m = evaluate_rows(questions=questions, retrieved=[], generations=gens)
     assert m["demo_echoes"] == 1
 

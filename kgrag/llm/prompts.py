@@ -16,18 +16,27 @@ SYSTEM = (
     "Reply with the answer names only, separated by ' | '. No sentences."
 )
 # One worked example shown before the question (``generate.few_shot``): it teaches small models the
-# answer format. Its entities are placeholders no KG holds ("Example ..."), so that a model copying the
-# example (small models do) cannot be scored right by accident; every reasoner's worked example uses only
-# these names, and the evaluate stage counts predictions that echo them (``demo_echoes``). A prompt whose
-# output is constrained (``reason.constrain_answer``) shows no example.
-DEMO_NAMES = ("Example Film One", "Example Film Two", "Example Actor", "Example Director One",
-              "Example Director Two")
+# answer *format* only. It holds no domain and no dataset: its entities and relations are placeholders no KG
+# holds ("Entity One" ..., "relation_1", "relation_2"), so that the example primes no domain (kgrag answers
+# over any KG) and a model copying the example (small models do) cannot be scored right by accident. Every
+# reasoner's worked example uses only these names (tests/test_prompts_neutral.py), and the evaluate stage
+# counts predictions that echo them (``demo_echoes``). The names are number words, not letters: answers are
+# compared after the articles a / an / the are dropped (``kgrag.evaluation.evaluate.normalize``), so "Entity A"
+# would read as "entity" and any prediction naming an entity would count as an echo. A prompt whose output is
+# constrained (``reason.constrain_answer``) shows no example. The example's shape: a two-hop question whose
+# first hop is walked from tail to head, the facts not in hop order (nor are retrieved ones).
+# Follow-up: a worked example taken from the user's own labelled data (as ``demos: k`` does for relation paths).
+DEMO_NAMES = ("Entity One", "Entity Two", "Entity Three", "Entity Four", "Entity Five")
+#: the placeholder relations of the worked examples
+DEMO_RELATIONS = ("relation_1", "relation_2")
+#: the worked examples' question (the agent's shows the topic entity in brackets, as its questions do)
+DEMO_QUESTION = "what is the relation_2 of the entities whose relation_1 is Entity One"
 DEMO = (
-    "Knowledge graph facts (head, relation, tail):\n(Example Film One, directed_by, Example Director One)\n"
-    "(Example Film One, starred_actors, Example Actor)\n(Example Film Two, starred_actors, Example Actor)\n"
-    "(Example Film Two, directed_by, Example Director Two)\n\n"
-    "Question: who directed the movies starred by Example Actor\nAnswer:",
-    "Example Director One | Example Director Two",
+    "Knowledge graph facts (head, relation, tail):\n(Entity Two, relation_2, Entity Four)\n"
+    "(Entity Two, relation_1, Entity One)\n(Entity Three, relation_1, Entity One)\n"
+    "(Entity Three, relation_2, Entity Five)\n\n"
+    f"Question: {DEMO_QUESTION}\nAnswer:",
+    "Entity Four | Entity Five",
 )
 
 

@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
-from kgrag.llm.prompts import clean_question
+from kgrag.llm.prompts import DEMO_QUESTION, clean_question
 from kgrag.llm.calls import LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request
@@ -106,16 +106,16 @@ SYSTEM = (
     "Finish[answer] - the final answer, names separated by ' | '\n"
     "Square brackets in the question mark graph nodes."
 )
-DEMO = (  # placeholder entities no KG holds (kgrag.llm.prompts.DEMO_NAMES)
-    ("user", "Question: who directed the movies starred by [Example Actor]"),
-    ("assistant", "Thought: I need the movies of Example Actor.\nAction: NeighborCheck[Example Actor, starred_actors]"),
-    ("user", "Observation: (Example Film One, starred_actors, Example Actor)\n"
-             "(Example Film Two, starred_actors, Example Actor)"),
-    ("assistant", "Thought: Now the directors of these movies.\nAction: NeighborCheck[Example Film One, directed_by]"),
-    ("user", "Observation: (Example Film One, directed_by, Example Director One)"),
-    ("assistant", "Thought: And Example Film Two.\nAction: NeighborCheck[Example Film Two, directed_by]"),
-    ("user", "Observation: (Example Film Two, directed_by, Example Director Two)"),
-    ("assistant", "Thought: I have both directors.\nAction: Finish[Example Director One | Example Director Two]"),
+DEMO = (  # the format only: placeholders no KG holds (kgrag.llm.prompts.DEMO_NAMES), no domain
+    ("user", "Question: " + DEMO_QUESTION.replace("Entity One", "[Entity One]")),
+    ("assistant", "Thought: I need the entities whose relation_1 is Entity One.\n"
+                  "Action: NeighborCheck[Entity One, relation_1]"),
+    ("user", "Observation: (Entity Two, relation_1, Entity One)\n(Entity Three, relation_1, Entity One)"),
+    ("assistant", "Thought: Now the relation_2 of these entities.\nAction: NeighborCheck[Entity Two, relation_2]"),
+    ("user", "Observation: (Entity Two, relation_2, Entity Four)"),
+    ("assistant", "Thought: And Entity Three.\nAction: NeighborCheck[Entity Three, relation_2]"),
+    ("user", "Observation: (Entity Three, relation_2, Entity Five)"),
+    ("assistant", "Thought: I have both.\nAction: Finish[Entity Four | Entity Five]"),
 )
 ACTIONS = ("RetrieveNode", "NodeFeature", "NeighborCheck", "NodeDegree", "Finish")
 INVALID = ("Invalid action. Use exactly one of: RetrieveNode[text], NodeFeature[node, feature], "
@@ -558,7 +558,7 @@ def _joined(nodes: tuple[int, ...], more) -> tuple[int, ...]:
     return nodes + tuple(x for x in dict.fromkeys(int(m) for m in more) if x not in nodes)
 
 
-@REASONERS.register("agent", params=AgentParams, version="5")
+@REASONERS.register("agent", params=AgentParams, version="6")
 def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
     """Graph-CoT agent: Thought → Action → Observation on the KG until ``Finish`` or ``max_steps``
     (``decide: score``: the action scored among the valid ones; ``answer: rank``: rank's answer over the entities

@@ -8,7 +8,7 @@ from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Re
 from kgrag.registry import NoParams
 
 
-@REASONERS.register("answer", params=NoParams, version="2")
+@REASONERS.register("answer", params=NoParams, version="3")
 def answer(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     """Question + textualized subgraph (+ the one-shot format example, ``kgrag.llm.prompts.DEMO``) → answer names.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag.llm.prompts import DEMO, LABEL_SYSTEM, SYSTEM, choices_line, clean_question
+from kgrag.llm.prompts import DEMO, DEMO_QUESTION, LABEL_SYSTEM, SYSTEM, choices_line, clean_question
 from kgrag.llm.calls import LLMRequest
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoning.reasoners.parsing import final_answer, majority
@@ -17,10 +17,10 @@ from kgrag.registry import NoParams
 COT_SYSTEM = (
     "Answer the question. Think step by step, then give the final line as 'Answer: name | name'."
 )
-COT_DEMO = (  # placeholder entities no KG holds (kgrag.llm.prompts.DEMO_NAMES)
-    "Question: who directed the movies starred by Example Actor",
-    "Example Actor starred in Example Film One and Example Film Two. Example Film One was directed by Example "
-    "Director One; Example Film Two by Example Director Two.\nAnswer: Example Director One | Example Director Two",
+COT_DEMO = (  # the format only: placeholders no KG holds (kgrag.llm.prompts.DEMO_NAMES), no domain
+    f"Question: {DEMO_QUESTION}",
+    "Entity Two and Entity Three have relation_1 Entity One. The relation_2 of Entity Two is Entity Four; that "
+    "of Entity Three is Entity Five.\nAnswer: Entity Four | Entity Five",
 )
 
 
@@ -62,7 +62,7 @@ def cot_answer(text: str) -> tuple[str, bool]:
     return (lines[-1] if lines else ""), False
 
 
-@REASONERS.register("io", params=NoParams, version="2")
+@REASONERS.register("io", params=NoParams, version="3")
 def io_baseline(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     """The question alone; the LLM's own knowledge answers.
 
@@ -74,7 +74,7 @@ def io_baseline(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     return Reasoning(answer=text_of(rec), trace={"reasoner": "io"})
 
 
-@REASONERS.register("cot", params=NoParams, version="2")
+@REASONERS.register("cot", params=NoParams, version="3")
 def cot(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     """Chain of thought without the KG; the final ``Answer:`` line is the answer.
 
@@ -96,7 +96,7 @@ class CoTSCParams(BaseModel):
     temperature: float = Field(0.7, ge=0.0, description="sampling temperature of the chains")
 
 
-@REASONERS.register("cot-sc", params=CoTSCParams, version="2")
+@REASONERS.register("cot-sc", params=CoTSCParams, version="3")
 def cot_sc(*, inp: ReasonInput, params: CoTSCParams) -> ReasonGen:
     """``samples`` chains of thought at ``temperature`` in one batch; the majority answer wins.
 

@@ -167,7 +167,7 @@ class ExploreDomain:
                           max_tokens=self.p.thought_max_tokens, seed=seed)
 
     def extract_request(self, thought: str) -> LLMRequest:
-        user = (f"Text: {thought}\n\nList the people, movies, places and other named things in the text, "
+        user = (f"Text: {thought}\n\nList the named things (entities) in the text, "
                 "separated by ' | '. Names only.")
         return LLMRequest(messages=(("system", EXTRACT_SYSTEM), ("user", user)), temperature=self.p.extract_temperature,
                           max_tokens=self.p.prune_max_tokens, seed=self.inp.sampling.seed)
@@ -454,7 +454,7 @@ def _init(inp: ReasonInput) -> ExploreState:
     return ExploreState(seen=tuple(int(s) for s in seeds), paths={int(s): () for s in seeds})
 
 
-@REASONERS.register("explore", params=ExploreParams, version="5")
+@REASONERS.register("explore", params=ExploreParams, version="6")
 def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     """Automatic graph exploration: thought → entities → relation and neighbour pruning → triples, repeated
     (``decide: score``: the pruning scored, no extraction call; ``answer: rank``: rank's answer over the entities

@@ -48,7 +48,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kgrag.reasoning.community import coarse_prune, detect
-from kgrag.llm.prompts import clean_question
+from kgrag.llm.prompts import DEMO_QUESTION, clean_question
 from kgrag.llm.calls import CallRecord, LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.kgtools import rel_name
@@ -98,12 +98,11 @@ REASON_PROMPT = (
     "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not."
 )
 
-REASON_DEMO = (  # placeholder entities no KG holds (kgrag.llm.prompts.DEMO_NAMES)
-    "Context:\nS: Example Actor\nChain 1: Example Film One starred actors Example Actor -> Example Film One "
-    "directed by Example Director One\n\n"
-    "Question: who directed the movies starred by Example Actor\n"
+REASON_DEMO = (  # the format only: placeholders no KG holds (kgrag.llm.prompts.DEMO_NAMES), no domain
+    "Context:\nS: Entity One\nChain 1: Entity Two relation 1 Entity One -> Entity Two relation 2 Entity Four\n\n"
+    f"Question: {DEMO_QUESTION}\n"
     "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not.",
-    "Answer: Example Director One",
+    "Answer: Entity Four",
 )
 
 G2T_SYSTEM = "You rewrite knowledge graph facts as plain English. Use only the facts given; add nothing."
@@ -595,7 +594,7 @@ class Chain:
         return {x: self.paths[x] for x in self.communities[-1] if x in self.paths}
 
 
-@REASONERS.register("fasttog", params=FastToGParams, version="5")
+@REASONERS.register("fasttog", params=FastToGParams, version="6")
 def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     """FastToG: W community chains grown by Local Community Search (modularity coarse pruning, LLM fine
     pruning), Community2Text, a reasoning call per round, IO / CoT fallback after D_max rounds.

@@ -91,7 +91,7 @@ def rank_candidates(names: list[str], scores: list[tuple[float, int]], *, normal
     return sorted(out, key=lambda x: (-x[1], ids.get(x[0], 1 << 62), x[0]))
 
 
-@REASONERS.register("rank", params=RankParams, version="6")
+@REASONERS.register("rank", params=RankParams, version="7")
 def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     """Score every candidate (context entity, or the question's ``choices`` for a label task) as the answer
     after the ``answer`` reasoner's prompt (with ``calibrate``: minus its score after the content-free prompt); the answer is the ``top_k`` best joined by the separator, or with

@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import ConfigDict, Field
 
 from kgrag import ranking
-from kgrag.llm.prompts import clean_question
+from kgrag.llm.prompts import DEMO_QUESTION, clean_question
 from kgrag.llm.calls import CallRecord, LLMRequest
 from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request, io_request
 from kgrag.reasoning.reasoners import decide as dc
@@ -69,14 +69,14 @@ TOG_REASON_PROMPT = (
     "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not."
 )
 
-# one worked example of the reasoning format (shown when ``generate.few_shot``); its entities are placeholders
-# no KG holds (``kgrag.llm.prompts.DEMO_NAMES``), so an answer copied from it cannot score
+# one worked example of the reasoning format (shown when ``generate.few_shot``): the format only, no domain; its
+# entities and relations are placeholders no KG holds (``kgrag.llm.prompts.DEMO_NAMES``), so an answer copied
+# from it cannot score
 REASON_DEMO = (
-    "Knowledge graph paths (head, relation, tail):\n(Example Film One, starred_actors, Example Actor)\n"
-    "(Example Film One, directed_by, Example Director One)\n\nQuestion: who directed the movies starred by "
-    "Example Actor\n"
+    "Knowledge graph paths (head, relation, tail):\n(Entity Two, relation_1, Entity One)\n"
+    f"(Entity Two, relation_2, Entity Four)\n\nQuestion: {DEMO_QUESTION}\n"
     "Are these facts enough to answer? Reply 'Answer: name | name', or 'Answer: Unknown' if not.",
-    "Answer: Example Director One",
+    "Answer: Entity Four",
 )
 
 MAX_OPTIONS = 25  # letters A..Y for candidates; the 26th letter is kept for FastToG's "none of them"
@@ -361,7 +361,7 @@ def _hub_rng(seed: int, question_id: str, depth: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(str(question_id).encode()), depth])
 
 
-@REASONERS.register("tog", params=ToGParams, version="6")
+@REASONERS.register("tog", params=ToGParams, version="7")
 def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     """Think-on-Graph: beam search of width W and depth D over relation then entity pruning, a reasoning
     call after each depth, IO / CoT fallback.
