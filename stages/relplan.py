@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from dataclasses import replace
 
 import numpy as np
 
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> None:
             model, stats = train_plan(kg=kg, questions=qs, encode=encoder, model=params.index.model, log=log)
             model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg" and qs:
-            unlabelled = [q.__class__(**{**q.__dict__, "answer_ids": (), "answers": ()}) for q in qs]
+            # texts and topics only: no answer, and no declared hop count (the zero-shot planner chooses the length)
+            unlabelled = [replace(q, answer_ids=(), answers=(), hops=None) for q in qs]
             model, stats = train_plan(kg=kg, questions=unlabelled, encode=encoder, model=params.index.model, log=log,
                                       label=zero_shot_labeller(params, kg, out))
             note = f"{note}: texts only, labelled by the zero-shot planner"

@@ -57,6 +57,10 @@ class RelPathParams(BaseModel):
         "of the question and the sequence's relation names")
     lexicon_weight: float = Field(1.0, ge=0.0, description="base lexical: weight of the plan's lexicon (what "
                                   "labelled questions say about each relation's wording) in the word likelihood")
+    fill_graph: bool = Field(True, description="a question with its own graph (RoG-style per-question graphs): "
+                             "after the chosen sequences' triples, the rest of the graph within max_hops + 1 of the "
+                             "topics (closest first) up to max_triples, so that answers the plan misses stay in the "
+                             "context; the chosen sequences' ends stay the answer candidates")
     intersect: bool = Field(True, description="a question with two or more topic entities: walk from each of the "
                             "first two alone and answer at the intersection of the best pair of walks whose ends meet "
                             "('which player in X is from Y'); when no pair meets, the walk from all topics together")
@@ -187,7 +191,7 @@ def _phrase_vectors(index) -> zeroshot.PhraseVectors:
     return _VECS[key]
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="7")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="8")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
@@ -351,6 +355,12 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             edges.update(dict.fromkeys(np.sort(e[sel]).tolist()))
             keep_nodes = np.unique(src[sel])
     edges = list(edges)
+    if question.graph_id is not None and params.fill_graph and len(edges) < params.max_triples:
+        # a question with its own graph (a retriever's output, RoG style): the rest of it after the chosen
+        # sequences, closest to the topics first, so that an answer the plan misses is still in the context
+        nb = kg.question_neighbourhood(topics, params.max_hops + 1, params.max_triples, graph_id=question.graph_id)
+        have = set(edges)
+        edges += [int(e) for e in np.asarray(nb.edges, dtype=np.int64).tolist() if int(e) not in have]
     eidx = np.asarray(edges[: params.max_triples], dtype=np.int64)
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
     nodes = np.unique(np.concatenate([topics, h, t]))
