@@ -56,7 +56,7 @@ def set_overrides(name: str, per_hop: int, split: str) -> list[str]:
     held = "dev" if split == "test" else "test"
     if name == "metaqa-mixed":
         return ["data.dataset=metaqa", "data.hops=[1, 2, 3]", f"data.split={split}", f"data.sample={per_hop}",
-                "data.link_entities=true", f"relplan.split={held}"]
+                "data.link_entities=true", f"relplan.split={held}", f"finetune.split={held}"]
     files = {"wc2014-p2": ("wc2014", "WC2014.txt", "WC-P2.txt"), "wc2014-c": ("wc2014", "WC2014.txt", "WC-C.txt"),
              "pql-2h": ("pathquestion_large", "PQL2-KB.txt", "PQL-2H.txt"),
              "pql-3h": ("pathquestion_large", "PQL3-KB.txt", "PQL-3H.txt")}
