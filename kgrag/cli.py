@@ -335,8 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=_deps)
     for p in (c, a, t, v):
         p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a param, e.g. --set retrieve.pcst.topk=5 (repeatable)")
+        p.add_argument("-S", "--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a param, e.g. -S retrieve.pcst.topk=5 (repeatable; as `dvc exp run -S`)")
     c.set_defaults(fn=_check)
     a.set_defaults(fn=_ask)
     v.set_defaults(fn=_serve)
