@@ -9,36 +9,12 @@ from dataclasses import replace
 import numpy as np
 
 from stages._common import params_from_argv, timed
-from kgrag import io, schema as S, timings
-from kgrag.kg.overlap import LeakError, guard
+from kgrag import io, timings
 from kgrag.index.embed import encode, open_index
-from kgrag.registry import LOADERS
 from kgrag.index.relplan import PlanModel, mirrored_relations, train_plan
-from kgrag.kg.store import KGStore, questions_on
-
-
-def held_out_questions(params, kg) -> tuple[list, str]:
-    """The held-out questions the plan may learn from (with their answers) and a note of where they came from:
-    ``relplan.file`` read by the data loader, or the loader's held-out split files (MetaQA), or none."""
-    p, d = params.relplan, params.data
-    lp = d.loader_params()
-    if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
-        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "questions": p.file, "sample": p.questions,
-                                              "seed": p.seed})
-        note = f"from {p.file}"
-        if tabs.quarantine.num_rows:
-            note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
-        return questions_on(kg, tabs), note  # ids of the loader's own numbering -> the validated KG's, by name
-    if getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "split" in type(lp).model_fields:
-        qs = []  # the loader's held-out part: MetaQA's split files (each hop count's), IRN's seeded dev part
-        for hops in (p.hops if "hops" in type(lp).model_fields else [None]):
-            extra = {"hops": hops} if hops is not None else {}
-            tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), **extra, "split": p.split,
-                                                  "sample": p.questions, "seed": p.seed})
-            qs += questions_on(kg, tabs)
-        return qs, f"{d.dataset} {p.split} split"
-    return [], (f"the {d.dataset} loader has no held-out question files and relplan.file is not set "
-                "(docs/retrieval.md)")
+from kgrag.kg.heldout import held_out_questions
+from kgrag.kg.overlap import LeakError
+from kgrag.kg.store import KGStore
 
 
 def zero_shot_labeller(params, kg, folder):
@@ -66,18 +42,11 @@ def main(argv: list[str] | None = None) -> None:
     out = io.RELPLAN
     with timed("relplan", timings.stage_dir("relplan"), outputs=[out / "plan.parquet"]) as info:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
-        qs, note = held_out_questions(params, kg) if p.source != "none" else ([], "relplan.source: none")
-        if qs:  # the leak guard: no evaluated question (by id or by text) trains the plan
-            ev = io.read_parquet(io.VALIDATED / "questions.parquet").select([S.QUESTION_ID, S.TEXT])
-            try:
-                keep, leak = guard(train_ids=[q.question_id for q in qs], train_texts=[q.text for q in qs],
-                                   eval_ids=ev[S.QUESTION_ID].to_pylist(), eval_texts=ev[S.TEXT].to_pylist(),
-                                   what=f"relplan ({note})")
-            except LeakError as e:
-                raise SystemExit(f"relplan: {e}") from None
-            qs = [q for q, k in zip(qs, keep) if k]
-            if leak["left_out_same_text"]:
-                note += f" ({leak['left_out_same_text']} with an evaluated question's text left out)"
+        try:  # the leak guard inside: no evaluated question (by id or by text) trains the plan
+            qs, note = (held_out_questions(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="relplan")
+                        if p.source != "none" else ([], "relplan.source: none"))
+        except LeakError as e:
+            raise SystemExit(f"relplan: {e}") from None
         source = p.source
         if source == "auto":
             source = "labelled" if any(q.answer_ids for q in qs) else "kg"
