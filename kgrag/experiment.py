@@ -105,7 +105,15 @@ class Experiment:
         """The LLM client of the ``generate`` section behind the call cache ``files.cache``."""
         from kgrag.llm.clients import client_for
 
-        return client_for(self.params.generate, cache=self.files.cache, overrides=self.client_overrides)
+        overrides = self.client_overrides
+        if self.params.generate.model == "tuned":  # the tune stage's GGUF through the same llamacpp backend
+            tuned = Path(io.TUNE / "model.gguf").resolve()
+            if self.params.generate.backend != "llamacpp" or not tuned.exists():
+                raise FileNotFoundError(
+                    f"generate.model: tuned needs generate.backend: llamacpp and {io.TUNE / 'model.gguf'}, written by "
+                    "`dvc repro tune` with tune.enabled: true (docs/inference.md \"The tuned scorer\")")
+            overrides = {**(overrides or {}), "model_path": str(tuned)}
+        return client_for(self.params.generate, cache=self.files.cache, overrides=overrides)
 
 
 def stage_order(dvc_yaml: str | Path = "dvc.yaml") -> list[str]:

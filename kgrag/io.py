@@ -19,6 +19,7 @@ INDEX = DATA / "index"
 FINETUNE = DATA / "finetune"
 ST_MODEL = FINETUNE / "st_model"  # the fine-tuned sentence-transformer (LEGO "Fine-tuned ST")
 RELPLAN = DATA / "relplan"  # relation-path plan of the relpath retriever (kgrag.index.relplan)
+TUNE = DATA / "tune"  # the tune stage's LoRA-tuned LLM (kgrag.tune): model.gguf, tune.json
 RETRIEVE = DATA / "retrieve"
 GENERATE = DATA / "generate"
 TIMINGS = DATA / "timings"  # run records (wall times, call-cache use): no DVC output (kgrag.timings)

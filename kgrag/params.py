@@ -269,6 +269,30 @@ class FinetuneParams(Strict):
     seed: int = Field(0, description="seed of the question sample, negatives, shuffling and dropout")
 
 
+class TuneParams(Strict):
+    """LoRA tuning of the embedded LLM as ``rank``'s answer scorer (stage ``tune``, ``kgrag/tune/``)."""
+
+    enabled: bool = Field(False, description="train (true) or write the 'not trained' record only (false: "
+                          "generate.model: tuned then refuses to run)")
+    questions: int = Field(600, ge=1, description="labelled held-out questions trained on (relplan's: relplan.file "
+                           "or the loader's held-out part, leak-guarded), a seeded sample")
+    paths: int = Field(2, ge=1, description="relation sequences retrieved per training question: the second one's "
+                       "ends are the distractors the scorer learns to reject")
+    max_candidates: int = Field(8, ge=2, description="candidates kept per training question (rank's order)")
+    negatives: int = Field(3, ge=1, description="wrong candidates scored beside the gold one per training step")
+    layers: int = Field(12, ge=1, description="top layers with adapters")
+    targets: list[str] = Field(["v_proj", "o_proj", "up_proj", "down_proj"], description="adapted projections "
+                               "(those the GGUF stores unpermuted: v_proj, o_proj, up_proj, down_proj, gate_proj)")
+    r: int = Field(8, ge=1, description="LoRA rank")
+    alpha: float = Field(16.0, gt=0, description="LoRA scale numerator (update x alpha / r)")
+    lr: float = Field(3e-4, gt=0, description="AdamW learning rate")
+    epochs: int = Field(2, ge=1)
+    max_prompt: int = Field(768, ge=64, description="prompt tokens kept (the last ones) when training")
+    threads: int = Field(2, ge=1, description="torch threads (fixed, so that the same inputs give the same weights)")
+    checkpoint_every: int = Field(50, ge=1, description="rows between checkpoints (an interrupted run resumes)")
+    seed: int = Field(0)
+
+
 class RelPlanParams(Strict):
     """Relation-path plan of the ``relpath`` retriever (``kgrag.index.relplan``), learnt from a held-out split."""
 
@@ -325,6 +349,10 @@ class GenerateParams(ModuleSection):
     )
     max_context_triples: int = Field(60, ge=0, description="triples kept in the prompt (highest-scored first)")
     few_shot: bool = Field(True, description="show one worked example (answer format) before the question")
+    model: Literal["base", "tuned"] = Field(
+        "base", description="the llamacpp backend's model: base = generate.llamacpp.model_path (null: the packaged "
+        "SmolLM2); tuned = the tune stage's LoRA-tuned GGUF (data/tune/model.gguf), prompted without the worked "
+        "example it was tuned without")
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(48, ge=1)
@@ -534,6 +562,7 @@ class Params(Strict):
     index: IndexParams = Field(default_factory=IndexParams)
     finetune: FinetuneParams = Field(default_factory=FinetuneParams)
     relplan: RelPlanParams = Field(default_factory=RelPlanParams)
+    tune: TuneParams = Field(default_factory=TuneParams)
     retrieve: RetrieveParams = Field(default_factory=RetrieveParams)
     generate: GenerateParams = Field(default_factory=GenerateParams)
     reason: ReasonParams = Field(default_factory=ReasonParams)

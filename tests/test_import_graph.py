@@ -38,7 +38,8 @@ for _layer, _names in enumerate([
     # 8 the experiment assembly and the apps (apps/, cli); G-Retriever (gretriever/: its own pipeline, model,
     #   training, runs and its LLM backend, built on llm/, retrieval/ and evaluation/; reached from below only by
     #   name, through the backend registry)
-    ["experiment", "apps", "cli", "gretriever"],
+    #   the tuned scorer (tune/: rows from an Experiment's retriever, LoRA training, the merged GGUF)
+    ["experiment", "apps", "cli", "gretriever", "tune"],
 ]):
     for _n in _names:
         LAYERS[_n] = _layer

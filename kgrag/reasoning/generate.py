@@ -94,10 +94,11 @@ def reason_rows(
 
 def sampling_of(params) -> Sampling:
     """The reasoners' sampling settings of a ``Params``: the ``generate`` section's, with
-    ``evaluate.answer_separator``."""
+    ``evaluate.answer_separator``; no worked example for the tuned model (``generate.model: tuned``)."""
     g = params.generate
+    # the tuned model was trained without a worked example: its prompts have none (shorter, faster)
     return Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=g.seed,
-                    few_shot=g.few_shot, separator=params.evaluate.answer_separator)
+                    few_shot=g.few_shot and g.model != "tuned", separator=params.evaluate.answer_separator)
 
 
 def answer_rows(exp, questions: Sequence[Question], retrieved: Sequence[dict]) -> list[dict]:
