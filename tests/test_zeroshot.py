@@ -231,3 +231,20 @@ def test_relplan_stage_refuses_a_copied_plan_file(tmp_path, monkeypatch):
     validate.main(common)
     with pytest.raises(SystemExit, match="the texts of 6 of the 6 evaluated"):
         relplan.main(common + ["-S", f"relplan.file={my / 'dev.jsonl'}", "-S", "relplan.source=labelled"])
+
+
+def test_labels_are_chosen_per_wording():
+    """Questions with the same masked wording ask the same thing: the sequence that explains most of them labels
+    each one it reaches, so one question's coincidence (a 1-step sequence that happens to reach its answer) does not
+    teach the shorter, wrong sequence; a wording asked once keeps its own best."""
+    from kgrag.index.relplan import wording_labels
+
+    club, country = ("plays_in_club", True), ("is_in_country", True)
+    nation = ("plays_for_country", True)
+    cands = [{(nation,): (1.0, 1.0), (club, country): (1.0, 1.0)},  # a domestic player: both reach the answer
+             {(club, country): (1.0, 1.0)},  # abroad: only the club's country
+             {(club, country): (1.0, 1.0)},
+             {(nation,): (1.0, 1.0)}]  # another wording, asked once
+    texts = ["where is the club that X plays for ?"] * 3 + ["which country does X play for ?"]
+    labels, changed = wording_labels(texts, cands)
+    assert [lab[0] for lab in labels] == [(club, country)] * 3 + [(nation,)] and changed == 1

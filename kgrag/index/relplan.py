@@ -94,41 +94,57 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
                       max_hops: int = 3, skip: frozenset = frozenset()) -> tuple[tuple[Step, ...], float, float] | None:
     """The weak label of a training question: (sequence, answer recall, answer precision) or None.
 
-    Every sequence of exactly ``hops`` (relation, direction) steps is walked from the topic entities; a walk may
-    revisit any entity, the topics too (PathQuestion's "children, then parents, then children" paths; a
-    self-loop is a step), but a co-step (a relation walked back right after it was walked) does not return to the
-    nodes it left unless it reaches nothing else, as in ``relpath``. Before the last step only nodes within the remaining hops of an answer are kept (they
-    alone can lead to one), which bounds the search. The label is the sequence whose end nodes hold the largest
-    share of the answers, then the largest share of answers among its end nodes (the topics left out, as ``relpath``'s ``ends``), then the first walked (at each
-    step forward steps before reversed ones, each by relation id). None when no sequence reaches an answer.
-    Answers that are topic entities are left out, unless every answer is one (a question whose answer is its own
-    topic). Relation ids in ``skip`` (mirrors, :func:`mirrored_relations`) are not walked.
+    Every sequence of exactly ``hops`` (relation, direction) steps is walked from the topic entities
+    (:func:`sequence_scores`). The label is the sequence whose end nodes hold the largest share of the answers,
+    then the largest share of answers among its end nodes (the topics left out, as ``relpath``'s ``ends``), then
+    the first walked (at each step forward steps before reversed ones, each by relation id). None when no
+    sequence reaches an answer.
 
     ``hops`` None (a question set that declares no hop count): every length 1..``max_hops`` is walked and the
     best label by the same rule wins, the shorter on a tie (the same rule for any loader's questions).
     """
+    scores = sequence_scores(kg, topics, answers, hops, max_hops, skip)
+    best = None
+    for seq, sc in scores.items():  # walking order, shorter first: strictly better wins
+        if best is None or sc > best[1]:
+            best = (seq, sc)
+    return None if best is None else (best[0], best[1][0], best[1][1])
+
+
+def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
+                    max_hops: int = 3, skip: frozenset = frozenset()) -> dict[tuple[Step, ...], tuple[float, float]]:
+    """Every relation sequence from the topics that reaches an answer: {sequence: (answer recall, answer
+    precision)}, in walking order (shorter first; at each step forward steps before reversed ones, each by relation
+    id); sequences of exactly ``hops`` steps, or of every length 1..``max_hops`` when ``hops`` is None.
+
+    A walk may revisit any entity, the topics too (PathQuestion's "children, then parents, then children" paths; a
+    self-loop is a step), but a co-step (a relation walked back right after it was walked) does not return to the
+    nodes it left unless it reaches nothing else, as in ``relpath``. Before the last step only nodes within the
+    remaining hops of an answer are kept (they alone can lead to one), which bounds the search. Answers that are
+    topic entities are left out, unless every answer is one (a question whose answer is its own topic); precision
+    counts the end nodes without the topics, as ``relpath``'s ``ends``. Relation ids in ``skip`` (mirrors,
+    :func:`mirrored_relations`) are not walked.
+    """
     if hops is None:
-        best = None
+        out: dict = {}
         for k in range(1, max_hops + 1):
-            lab = relation_sequence(kg, topics, answers, k, skip=skip)
-            if lab is not None and (best is None or lab[1:] > best[1:]):  # strictly better: shorter wins ties
-                best = lab
-        return best
+            out.update(sequence_scores(kg, topics, answers, k, skip=skip))
+        return out
     topics = np.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
     answers = np.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
     other = answers[~np.isin(answers, topics)]
     answers, own = (other, False) if len(other) else (answers, True)
     if not len(topics) or not len(answers) or hops < 1:
-        return None
+        return {}
     h, r, t, n = np.asarray(kg.heads), np.asarray(kg.relations), np.asarray(kg.tails), kg.num_entities
     if skip:
         keep = ~np.isin(r, np.asarray(sorted(skip), dtype=r.dtype))
         h, r, t = h[keep], r[keep], t[keep]
     near = _within(h, t, answers, n, hops - 1)
-    best: tuple[tuple[float, float], tuple] | None = None
+    names = kg.relation_names
+    found: dict = {}
 
     def walk(seq: tuple, frontier: np.ndarray, i: int, left: np.ndarray | None) -> None:
-        nonlocal best
         for key, dst in _expand(h, r, t, n, frontier).items():
             if seq and left is not None and zeroshot.units(seq + (key,))[-1][0] == "co":
                 back = ~np.isin(dst, left)  # a co-step does not return to what it left (relpath's rule)
@@ -141,15 +157,49 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
             hit = int(np.isin(dst, answers).sum())
             if hit:
                 ends = dst if own else dst[~np.isin(dst, topics)]  # as relpath's ends: topics only when alone
-                score = (hit / len(answers), hit / max(len(ends), 1))
-                if best is None or score > best[0]:  # strictly better: the first in order wins ties
-                    best = (score, seq + (key,))
+                found[tuple((str(names[rel]), bool(fwd)) for rel, fwd in seq + (key,))] = (
+                    hit / len(answers), hit / max(len(ends), 1))
 
     walk((), topics, 0, None)
-    if best is None:
-        return None
-    names = kg.relation_names
-    return tuple((str(names[rel]), bool(fwd)) for rel, fwd in best[1]), best[0][0], best[0][1]
+    return found
+
+
+def wording_labels(texts: Sequence[str], candidates: Sequence[dict]) -> tuple[list, int]:
+    """Each question's label, chosen per wording: questions with the same masked text ask the same thing, so
+    among a wording's questions the sequence that explains the most of them (summed answer recall, then summed
+    precision, then the shorter, then the first walked) labels every one it reaches; a question it does not reach,
+    and a wording asked once, keep their own best (:func:`relation_sequence`'s rule). A coincidence of one question
+    (a player whose national team is his club's country) then no longer teaches the shorter, wrong sequence.
+    Returns (labels as (sequence, recall, precision) or None, questions whose label changed)."""
+    own = []
+    for cand in candidates:
+        best = None
+        for seq, sc in cand.items():
+            if best is None or sc > best[1]:
+                best = (seq, sc)
+        own.append(None if best is None else (best[0], *best[1]))
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(texts):
+        groups.setdefault(t, []).append(i)
+    out, changed = list(own), 0
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        total: dict = {}
+        order: dict = {}
+        for i in members:
+            for seq, (rec, prec) in candidates[i].items():
+                a, b = total.get(seq, (0.0, 0.0))
+                total[seq] = (a + rec, b + prec)
+                order.setdefault(seq, (len(seq), len(order)))
+        if not total:
+            continue
+        pick = min(total, key=lambda s: (-round(total[s][0], 6), -round(total[s][1], 6), order[s]))
+        for i in members:
+            if pick in candidates[i] and (out[i] is None or out[i][0] != pick):
+                out[i] = (pick, *candidates[i][pick])
+                changed += 1
+    return out, changed
 
 
 def mirrored_relations(kg: KGView) -> list[str]:
@@ -288,8 +338,8 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
                label: Callable[[Question], tuple[Step, ...] | None] | None = None) -> tuple[PlanModel, dict]:
     """Label ``questions``, embed their masked texts and count their wording per unit (the lexicon).
 
-    Each question is labelled by :func:`relation_sequence` (with its declared hop count where its file gives one,
-    else the best of every length 1..``max_hops``), or, given ``label`` (a plan written without labelled
+    Each question is labelled by the relation sequence to its answers (with its declared hop count where its file
+    gives one, else of any length 1..``max_hops``), chosen per wording (:func:`wording_labels`), or, given ``label`` (a plan written without labelled
     questions: ``relplan.source: kg``), by ``label(question)``, e.g. the zero-shot ``relpath`` retriever's choice;
     such labels train the vote but no lexicon (they would only repeat the zero-shot score). Mirrored relations
     (:func:`mirrored_relations`) are found first and never walked.
@@ -302,6 +352,13 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
     skip = frozenset(by_name[m] for m in mirrors if m in by_name)
     lexicon = zeroshot.Lexicon() if label is None else None
     texts, hops, labels, rec, prec, skipped = [], [], [], [], [], 0
+    relabelled = 0
+    if label is None:  # labels from the answers, chosen per wording (wording_labels)
+        cands = [sequence_scores(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops, skip=skip)
+                 if q.graph_id is None else {} for q in questions]
+        masked = [mask_topics(q.text, kg.names(np.asarray([x for x in q.topic_ids if x is not None], dtype=np.int64)))
+                  for q in questions]
+        labels_by_wording, relabelled = wording_labels(masked, cands)
     for i, q in enumerate(questions):
         if q.graph_id is not None:  # a question of its own graph has no KG-wide sequence to learn
             lab = None
@@ -309,8 +366,7 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
             got = label(q)
             lab = (got, None, None) if got else None
         else:
-            lab = relation_sequence(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops,
-                                    skip=skip)
+            lab = labels_by_wording[i]
         if lab is None:
             skipped += 1
             continue
@@ -335,7 +391,7 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
         "label_answer_precision": round(float(np.mean(prec)), 4) if prec else None,
         "distinct_labels": {str(k): len({lab for lab, hk in zip(labels, hops) if hk == k})
                             for k in sorted(set(hops))},
-        "mirrored_relations": mirrors,
+        "mirrored_relations": mirrors, "relabelled_by_wording": relabelled,
     }
     return PlanModel(model=model, texts=texts, hops=hop_arr, labels=labels,
                      vectors=np.asarray(vecs, dtype=np.float32), mirrors=tuple(mirrors),
