@@ -14,7 +14,9 @@ written from it (:func:`features`), combined linearly (:class:`Weights`):
     (the index's sentence transformer), raised to ``STEM_SIM`` when they share a 4-letter stem. An extra
     unit no word mentions dilutes the words the others explain, so a sequence is as long as the question asks.
 ``support``
-    ``sum(min(0, best word similarity of a unit - SUPPORT))``: every unit must be mentioned by some word.
+    ``sum(min(0, best word similarity of a unit - SUPPORT))``: every unit must be mentioned by some word (with a
+    lexicon, a word labelled questions used for the unit, ``LEXICON_SUPPORT``, supports it too: "where is the
+    club" says "is in country" in WorldCup's wording, not in MiniLM's).
 ``count``
     The mention count of each relation against the sequence's steps of that relation: words whose most similar
     relation is ``r`` (similarity at least ``MENTION``) mention ``r``, those on different words of a phrase once
@@ -80,6 +82,8 @@ BACKGROUND_SIM = 0.3
 #: a unit's best word similarity below this costs (support); a word this similar to a relation mentions it
 SUPPORT = 0.6
 MENTION = 0.65
+#: a lexicon share at least this large supports a unit as a word this similar would (labelled questions used it)
+LEXICON_SUPPORT = 0.05
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
 FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends")
@@ -314,12 +318,15 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         if co:  # a co-step says its relation as a step does, or with a sharing word ("same <relation>")
             sim[:, co] = np.maximum(sim[:, co], _similarity(words, ["same " + plain[j] for j in co], vecs))
         like = np.exp((sim - 1.0) / TEMPERATURE)
+        support = sim.max(0)
         if lexicon is not None and lexicon.counts:
             for j, (k, r, f) in enumerate(keys):
                 key = (k, str(relation_names[r]), f)
-                like[:, j] += lexicon_weight * np.asarray([lexicon.prob(w, key) for w in words])
+                probs = np.asarray([lexicon.prob(w, key) for w in words])
+                like[:, j] += lexicon_weight * probs
+                if probs.max(initial=0.0) >= LEXICON_SUPPORT:  # labelled questions used these words for it
+                    support[j] = max(support[j], SUPPORT)
         background = BACKGROUND * math.exp((BACKGROUND_SIM - 1.0) / TEMPERATURE)
-        support = sim.max(0)
         col = {u: j for j, u in enumerate(keys)}
         rels = sorted({r for us in all_units for _, r, _ in us})
         rsim = _similarity(words, [relation_phrase(relation_names[r]) for r in rels], vecs)
