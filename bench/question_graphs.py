@@ -103,8 +103,8 @@ def run(name: str, split: str, args) -> dict:
     data = work / "qgraphs" / f"{name}-{split}.jsonl"
     built = build(name, split, per_hop=args.per_hop, hops=args.hops, max_edges=args.max_edges, drop=args.drop,
                   noise=args.noise, seed=args.seed, out=data)
-    sets = ["data.dataset=rog", f"data.input=qgraphs", f"data.rog.path=qgraphs/{data.name}", "data.sample=0",
-            *args.extra]
+    sets = ["data.dataset=rog", "data.input=qgraphs", f"data.rog.path=qgraphs/{data.name}",
+            f"data.sample={args.sample}", *args.extra]
     t0, stages = time.time(), {}
     for stage in STAGES:
         stages[stage] = run_stage(work, stage, sets)
@@ -125,6 +125,7 @@ def main() -> None:
     ap.add_argument("--sets", nargs="+", default=["metaqa", *IRN], choices=["metaqa", *IRN])
     ap.add_argument("--split", default="test", choices=["dev", "test"])
     ap.add_argument("--per-hop", type=int, default=100)
+    ap.add_argument("--sample", type=int, default=300, help="questions of each built file run (seeded; 0 = all)")
     ap.add_argument("--hops", type=int, default=2)
     ap.add_argument("--max-edges", type=int, default=200)
     ap.add_argument("--drop", type=float, default=0.1)
