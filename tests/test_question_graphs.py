@@ -231,3 +231,20 @@ def test_relpath_follows_the_best_relation_sequence(plain, indexes):
     got = [tuple(t) for t in plain.named_triples(sub.heads, sub.relations, sub.tails)]
     assert got and all(r == "directed_by" and h == "Heat" for h, r, _ in got), got
     assert sub.trace["sequences"] == ["directed by"]
+
+
+def test_relpath_keeps_what_a_question_graph_offers(mixed, indexes):
+    """A question with its own graph (a retriever's output): relpath's chosen sequence first, then the rest of the
+    graph (`fill_graph`), so an answer the chosen sequence misses stays in the context; the candidates (`ends`)
+    stay the chosen sequence's. Without `fill_graph`, only the sequence's triples."""
+    q = _questions(mixed)["g2"]
+    index = indexes["mixed"]
+    filled = RetrieveParams(method="relpath", relpath={"paths": 1})
+    sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=mixed, index=index, params=filled)
+    got = [tuple(t) for t in mixed.named_triples(sub.heads, sub.relations, sub.tails)]
+    assert set(got) == {tuple(t) for t in GRAPHS["g2"]}  # the whole graph, nothing foreign
+    chosen = sub.trace["relations"][0]
+    assert [r for _, r, _ in got[: len(chosen)]] == chosen[::-1] or got[0][1] in chosen  # the sequence comes first
+    bare = RetrieveParams(method="relpath", relpath={"paths": 1, "fill_graph": False})
+    sub2, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=mixed, index=index, params=bare)
+    assert len(sub2) < len(sub) and sub2.trace["ends"] == sub.trace["ends"]
