@@ -290,6 +290,8 @@ class TuneParams(Strict):
     max_prompt: int = Field(768, ge=64, description="prompt tokens kept (the last ones) when training")
     threads: int = Field(2, ge=1, description="torch threads (fixed, so that the same inputs give the same weights)")
     checkpoint_every: int = Field(50, ge=1, description="rows between checkpoints (an interrupted run resumes)")
+    split: str | None = Field(None, description="the loader's split it trains on instead of relplan's held-out "
+                              "questions (e.g. ExplaGraphs' train: -S tune.split=train); never the evaluated one")
     seed: int = Field(0)
 
 
@@ -303,7 +305,8 @@ class RelPlanParams(Strict):
         "wording's choice (no text held out: the zero-shot planner alone); none = no plan (the KG's mirrored "
         "relations only, zero-shot); auto = labelled when the loader or relplan.file gives labelled questions, "
         "else kg. metrics.json setup.plan says which answered")
-    split: Literal["dev", "test"] = Field("dev", description="question split the plan learns from")
+    split: Literal["dev", "test"] = Field("dev", description="held-out part the plan learns from: MetaQA's split "
+                                          "files, an IRN file's seeded part")
     questions: int = Field(2000, ge=1, description="questions sampled from that split per hop count")
     hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
     seed: int = Field(0, description="seed of the question sample")

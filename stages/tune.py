@@ -59,8 +59,9 @@ def main(argv: list[str] | None = None) -> None:
 
         kg = KGStore(io.VALIDATED / "kg.duckdb")
         try:
-            qs, note = held_out_questions(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="tune")
-        except LeakError as e:
+            qs, note = held_out_questions(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="tune",
+                                          split=p.split)
+        except (LeakError, ValueError) as e:
             raise SystemExit(f"tune: {e}") from None
         qs = [q for q in qs if q.answer_ids or q.choices]
         if not qs:

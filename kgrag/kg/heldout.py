@@ -17,14 +17,22 @@ from kgrag.kg.store import questions_on
 from kgrag.registry import LOADERS
 
 
-def held_out_questions(params, kg, *, evaluated: str | Path, what: str) -> tuple[list, str]:
+def held_out_questions(params, kg, *, evaluated: str | Path, what: str, split: str | None = None) -> tuple[list, str]:
     """(questions with their answers, a note of where they came from and what the guard left out); raises
     ``kgrag.kg.overlap.LeakError`` when they hold the evaluated questions (``evaluated``: the validated questions
-    file). ``what`` names the stage in the error."""
+    file). ``what`` names the stage in the error. ``split``: the loader's own split of that name instead (a loader
+    with a ``split`` param, e.g. ExplaGraphs' train file for the tune stage)."""
     p, d = params.relplan, params.data
     lp = d.loader_params()
     qs: list = []
-    if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
+    if split is not None:
+        if "split" not in type(lp).model_fields or getattr(lp, "split", None) == split:
+            raise ValueError(f"{what}: split {split!r}: the {d.dataset} loader has no other split of that name "
+                             "(or it is the evaluated one)")
+        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "split": split, "sample": p.questions, "seed": p.seed})
+        qs = questions_on(kg, tabs)
+        note = f"{d.dataset} {split} split"
+    elif p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
         tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "questions": p.file, "sample": p.questions,
                                               "seed": p.seed})
         note = f"from {p.file}"
