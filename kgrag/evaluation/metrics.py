@@ -332,6 +332,8 @@ class Baselines:
     RANK = 2
     OUTPUTS = {
         "llm_lift": K("LLM lift", "Hit@1 (or accuracy) minus the best no-LLM baseline on the same contexts", 1),
+        "llm_lift_paired": K("LLM lift (paired)", "Hit@1 (or accuracy) minus the first candidate's, paired per "
+                             "question: mean, seeded bootstrap 95% interval, questions won and lost", 1),
         "baseline_first": K("first candidate", "No-LLM baseline: Hit@1 of the first candidate answer", 1),
         "baseline_random": K("random candidate", "No-LLM baseline: Hit@1 of a seeded random candidate answer", 1),
         "baseline_majority": K("majority label", "No-LLM baseline (label tasks): accuracy of the most frequent "
@@ -368,6 +370,13 @@ class Baselines:
         score = summarize(_col(rows, main))
         best = [v for v in out.values() if v is not None]
         out["llm_lift"] = round(score - max(best), 4) if score is not None and best else None
+        pairs = [(x.get(main), x.get("hit_baseline_first")) for x in rows]
+        pairs = [(float(a), float(b)) for a, b in pairs if a is not None and b is not None]
+        if pairs:  # the LLM's lift over the first candidate, paired per question, with its bootstrap interval
+            d = [a - b for a, b in pairs]
+            out["llm_lift_paired"] = {"lift": round(sum(d) / len(d), 4), "ci95": bootstrap_ci(d),
+                                      "won": sum(x > 0 for x in d), "lost": sum(x < 0 for x in d),
+                                      "questions": len(d)}
         return out
 
     def aggregate(self, rows: Sequence[dict]) -> dict:

@@ -161,7 +161,12 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
         if k in metrics:
             iv = ci.get(k) or {}
             band = f"[{_fmt(iv['low'])}, {_fmt(iv['high'])}]" if "low" in iv else ""
-            out.append(f"| {_cell(key.name)} (`{k}`) | {_fmt(metrics[k], key.fmt)} | {band} |")
+            v = metrics[k]
+            if isinstance(v, dict) and "lift" in v:  # a paired lift: its mean, interval, questions won and lost
+                lo, hi = v.get("ci95") or (None, None)
+                band = f"[{_fmt(lo)}, {_fmt(hi)}] (won {v.get('won')}, lost {v.get('lost')})"
+                v = v["lift"]
+            out.append(f"| {_cell(key.name)} (`{k}`) | {_fmt(v, key.fmt)} | {band} |")
     run = timings or {}
     for k, label in timing_names().items():
         if run.get(k) is not None:

@@ -797,15 +797,29 @@ svg.tree text.col{font-weight:600}img.fig{max-width:100%}.md table{margin:6px 0}
 padding-top:8px;margin-top:8px}.busy{color:var(--mute)}
 """
 
+#: the LLM's answer against the no-LLM first candidate (the questions where the LLM changed the outcome)
+LLM_VS_FIRST = ("LLM right, first wrong", "first right, LLM wrong", "both right", "both wrong", "n/a")
+
+
+def llm_vs_first(row: dict) -> str:
+    """Who was right of the LLM's first answer and the first candidate (``hit_at_1`` / ``hit_baseline_first``)."""
+    llm, first = row.get("hit_at_1"), row.get("hit_baseline_first")
+    if llm is None or first is None:
+        return "n/a"
+    return {(True, False): LLM_VS_FIRST[0], (False, True): LLM_VS_FIRST[1], (True, True): LLM_VS_FIRST[2],
+            (False, False): LLM_VS_FIRST[3]}[(bool(llm), bool(first))]
+
+
 REPORT_JS = """
 (function(){
   // the question list: one JSON entry a question (#qdata), rendered a page at a time, so that a 15,000-question
-  // report opens fast: [index, text, status, retrieval, type, search text, has a view]
+  // report opens fast: [index, text, status, retrieval, type, search text, has a view, LLM vs first candidate]
   var data = JSON.parse(document.getElementById('qdata').textContent);
   var PAGE = Number(document.getElementById('qlist').getAttribute('data-page')) || 200;
   var tbody = document.getElementById('qrows'), shown = data, page = 0, selected = null;
   var f = {search: document.getElementById('f-search'), type: document.getElementById('f-type'),
-           status: document.getElementById('f-status'), retrieval: document.getElementById('f-retrieval')};
+           status: document.getElementById('f-status'), retrieval: document.getElementById('f-retrieval'),
+           llm: document.getElementById('f-llm')};
   var count = document.getElementById('f-count'), prev = document.getElementById('f-prev'),
       next = document.getElementById('f-next');
   function cell(tr, text){ var td = document.createElement('td'); td.textContent = text; tr.appendChild(td); return td; }
@@ -833,7 +847,8 @@ REPORT_JS = """
     var s = f.search.value.trim().toLowerCase();
     shown = data.filter(function(d){
       return (!s || d[5].indexOf(s) >= 0) && (!f.type.value || d[4] === f.type.value)
-        && (!f.status.value || d[2] === f.status.value) && (!f.retrieval.value || d[3] === f.retrieval.value);
+        && (!f.status.value || d[2] === f.status.value) && (!f.retrieval.value || d[3] === f.retrieval.value)
+        && (!f.llm.value || d[7] === f.llm.value);
     });
     page = 0; render();
   }
@@ -942,7 +957,7 @@ def report_page(*, rows: Sequence[Mapping[str, Any]], views: Mapping[int, str], 
         text = " ".join([str(r.get("question") or ""), " ".join(map(str, r.get("gold") or [])),
                          str(r.get(S.PREDICTION) or ""), str(r.get(S.QUESTION_ID) or "")]).lower()
         entries.append([i, _clip(str(r.get("question") or ""), 110), status(r), retrieval_status(r), qtype_label(r),
-                        text[:LIST_TEXT_CHARS], i in views])
+                        text[:LIST_TEXT_CHARS], i in views, llm_vs_first(r)])
     # JSON inside <script>: "<" escaped so that no text can close the element
     qdata = json.dumps(entries, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     opt = lambda vals: "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in vals)  # noqa: E731
@@ -958,7 +973,8 @@ def report_page(*, rows: Sequence[Mapping[str, Any]], views: Mapping[int, str], 
         f'<select id="f-type"><option value="">all types</option>{opt(types)}</select>'
         f'<select id="f-status"><option value="">correct / wrong / failed</option>{opt((CORRECT, WRONG, FAILED))}'
         '</select><select id="f-retrieval"><option value="">retrieval hit / miss</option>'
-        f'{opt(("hit", "miss", "n/a"))}</select></div><p class="note" id="f-count"></p>'
+        f'{opt(("hit", "miss", "n/a"))}</select><select id="f-llm"><option value="">LLM vs first candidate</option>'
+        f'{opt(LLM_VS_FIRST)}</select></div><p class="note" id="f-count"></p>'
         f'<table><tbody id="qrows"></tbody></table><p class="pager"><button id="f-prev" type="button" hidden>'
         '&larr; previous</button> <button id="f-next" type="button" hidden>next &rarr;</button></p>'
         f'<script type="application/json" id="qdata">{qdata}</script></div>'
