@@ -349,3 +349,19 @@ def test_scored_decisions_are_drawn_for_every_reasoner(gkg):
     view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "tog"), subgraph=_all_edges(gkg)))
     last = view.split('<div class="decisions">')[1].split('<table class="scores">')[-1]
     assert "-2.0" in last and "-1.0" in last and "Dir Y" in last.split("<tr class=best>")[1].split("</tr>")[0]
+
+
+def test_llm_vs_first_candidate_filter_and_paired_lift():
+    """Who was right, the LLM or the first candidate: report.html's filter labels, and metrics.json's paired lift
+    (mean of the per-question differences, its interval, questions won and lost)."""
+    from kgrag.evaluation.metrics import METRICS
+    from kgrag.reporting.report_html import LLM_VS_FIRST, llm_vs_first
+
+    assert llm_vs_first({"hit_at_1": 1.0, "hit_baseline_first": 0.0}) == LLM_VS_FIRST[0]
+    assert llm_vs_first({"hit_at_1": 0.0, "hit_baseline_first": 1.0}) == LLM_VS_FIRST[1]
+    assert llm_vs_first({"hit_at_1": 1.0, "hit_baseline_first": None}) == "n/a"
+    rows = [{"hit_at_1": a, "hit_baseline_first": b, "hit_baseline_random": b}
+            for a, b in [(1, 0)] * 3 + [(0, 1)] + [(1, 1)] * 6]
+    got = METRICS.get("baselines").impl().aggregate(rows)["llm_lift_paired"]
+    assert got["lift"] == 0.2 and got["won"] == 3 and got["lost"] == 1 and got["questions"] == 10
+    assert got["ci95"][0] <= 0.2 <= got["ci95"][1]
