@@ -56,6 +56,18 @@ def plan_mode(params) -> str | None:
     return "none: zero-shot"
 
 
+def model_mode(params) -> str:
+    """Which LLM answered: ``base`` (the packaged model, or generate.llamacpp.model_path's file) or ``tuned (<the
+    training data's hash>, <questions> questions)`` from the tune stage's record."""
+    g = params.generate
+    if g.model != "tuned":
+        return "base" if g.backend != "llamacpp" or g.module_params().model_path is None else \
+            f"base ({g.module_params().model_path})"
+    rec = io.TUNE / "tune.json"
+    info = json.loads(rec.read_text()) if rec.exists() else {}
+    return f"tuned (training data {info.get('training_data_hash')}, {info.get('questions')} questions, {info.get('note')})"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
@@ -112,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
                             "constrain_answer": params.reason.constrain_answer,
                             "judge": judge.model_id if judge else None,
                             "oracle_hops": params.retrieve.oracle_hops, "plan": plan_mode(params),
-                            "link_entities": params.data.link_entities}
+                            "link_entities": params.data.link_entities, "model": model_mode(params)}
         io.write_json(io.REPORTS / "metrics.json", metrics)
         io.write_json(io.REPORTS / "timings.json", run)
     if "accuracy" in metrics:

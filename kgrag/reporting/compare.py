@@ -19,7 +19,7 @@ KEY_METRICS: tuple[str, ...] = (
     "accuracy", "hit_at_1", "hit_any", "f1", "retrieval_recall", "failed", "reasoner_calls_per_question", "tokens_per_question",
 )
 # the metrics file's setup entries shown beside the params: which plan answered (relplan.source as resolved), linking
-SETUP_KEYS: tuple[str, ...] = ("setup.plan", "setup.link_entities")
+SETUP_KEYS: tuple[str, ...] = ("setup.plan", "setup.model", "setup.link_entities")
 # `dvc exp show` executor states of experiments that have no (complete) results
 NOT_DONE = frozenset({"queued", "running", "failed"})
 
