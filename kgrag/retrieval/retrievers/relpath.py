@@ -61,6 +61,9 @@ class RelPathParams(BaseModel):
                              "after the chosen sequences' triples, the rest of the graph within max_hops + 1 of the "
                              "topics (closest first) up to max_triples, so that answers the plan misses stay in the "
                              "context; the chosen sequences' ends stay the answer candidates")
+    graph_max_triples: int = Field(1000, ge=1, description="fill_graph: triples a question's own graph keeps at "
+                                   "most (the chosen sequences' first; the prompt still shows "
+                                   "generate.max_context_triples of them)")
     intersect: bool = Field(True, description="a question with two or more topic entities: walk from each of the "
                             "first two alone and answer at the intersection of the best pair of walks whose ends meet "
                             "('which player in X is from Y'); when no pair meets, the walk from all topics together")
@@ -191,7 +194,7 @@ def _phrase_vectors(index) -> zeroshot.PhraseVectors:
     return _VECS[key]
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="8")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="9")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
@@ -355,13 +358,15 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             edges.update(dict.fromkeys(np.sort(e[sel]).tolist()))
             keep_nodes = np.unique(src[sel])
     edges = list(edges)
-    if question.graph_id is not None and params.fill_graph and len(edges) < params.max_triples:
+    cap = params.max_triples
+    if question.graph_id is not None and params.fill_graph:
         # a question with its own graph (a retriever's output, RoG style): the rest of it after the chosen
-        # sequences, closest to the topics first, so that an answer the plan misses is still in the context
-        nb = kg.question_neighbourhood(topics, params.max_hops + 1, params.max_triples, graph_id=question.graph_id)
+        # sequences, closest to the topics first, so that an answer the plan misses is still retrieved
+        cap = max(cap, params.graph_max_triples)
+        nb = kg.question_neighbourhood(topics, params.max_hops + 1, cap, graph_id=question.graph_id)
         have = set(edges)
         edges += [int(e) for e in np.asarray(nb.edges, dtype=np.int64).tolist() if int(e) not in have]
-    eidx = np.asarray(edges[: params.max_triples], dtype=np.int64)
+    eidx = np.asarray(edges[:cap], dtype=np.int64)
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
     nodes = np.unique(np.concatenate([topics, h, t]))
     returned = set(h.tolist()) | set(t.tolist())
@@ -370,6 +375,6 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         neighbourhood_edges=len(edges),
         trace={"method": "relpath", "sequences": texts, "relations": rels, "directions": dirs,
                "intersect": shared is not None and len(picked) == 2 and picked[0][1] is not None,
-               "truncated": len(edges) > params.max_triples,
+               "truncated": len(edges) > cap,
                "ends": [x for x in ends if x in returned]},
     )
