@@ -10,7 +10,8 @@ import numpy as np
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag.index.embed import encode, open_index
+from kgrag.index.embed import encode
+from kgrag.experiment import Experiment, Files
 from kgrag.index.relplan import PlanModel, mirrored_relations, train_plan
 from kgrag.kg.heldout import held_out_questions
 from kgrag.kg.overlap import LeakError
@@ -24,7 +25,7 @@ def zero_shot_labeller(params, kg, folder):
     from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
 
     rpp = RelPathParams(plan=str(folder), paths=1, fallback=None, base="lexical")
-    index = open_index(str(io.INDEX), params.index.model)
+    index = Experiment(params, Files.of()).index
 
     def label(q):
         qv = index.encode([q.text])[0]

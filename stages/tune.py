@@ -22,7 +22,6 @@ from kgrag import io, timings
 from kgrag.experiment import Experiment, Files
 from kgrag.kg.heldout import held_out_questions
 from kgrag.kg.overlap import LeakError
-from kgrag.kg.store import KGStore
 
 
 def rows_hash(rows: list[dict]) -> str:
@@ -57,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         from kgrag.tune.rows import build_rows
         from kgrag.tune.train import train
 
-        kg = KGStore(io.VALIDATED / "kg.duckdb")
+        exp = Experiment(params, Files.of())
+        kg = exp.kg
         try:
             qs, note = held_out_questions(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="tune",
                                           split=p.split)
@@ -72,7 +72,6 @@ def main(argv: list[str] | None = None) -> None:
         base = packaged_gguf()
         tokenizer = Llama(model_path=str(base), vocab_only=True, verbose=False)
         log = lambda s: print(f"[tune] {s}", file=sys.stderr)  # noqa: E731
-        exp = Experiment(params, Files.of())
         rows = build_rows(exp=exp, questions=qs, tokenizer=tokenizer, paths=p.paths,
                           max_candidates=p.max_candidates, log=log)
         data_hash = rows_hash(rows)

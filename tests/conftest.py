@@ -101,7 +101,8 @@ def need(ok: bool, what: str) -> None:
 
 
 def metaqa_sample_store(folder: Path, *, sample: int = 2, seed: int = 0):
-    """(KGStore of the real MetaQA KB, its first ``sample`` seeded 2-hop test questions) written under ``folder``."""
+    """(KGStore of the real MetaQA KB, its first ``sample`` seeded 2-hop test questions) written under ``folder``,
+    with the questions also as ``questions.parquet`` (the validate stage's: what the held-out leak guards read)."""
     from kgrag.kg.loaders.metaqa import load_metaqa
     from kgrag.kg.store import questions_from_table
 
@@ -110,6 +111,9 @@ def metaqa_sample_store(folder: Path, *, sample: int = 2, seed: int = 0):
     path = Path(folder) / "kg.duckdb"
     write_duckdb(path, {"entities": t.entities, "relations": t.relations, "triples": t.triples,
                         "questions": t.questions})
+    import pyarrow.parquet as pq
+
+    pq.write_table(t.questions, Path(folder) / "questions.parquet")
     return KGStore(path), questions_from_table(t.questions)
 
 

@@ -240,3 +240,13 @@ def test_help_lists_options(capsys):
     text = capsys.readouterr().out
     for opt in ("EXP", "--all", "--metrics", "--out", "reports/compare.md", "hit_at_1"):
         assert opt in text
+
+
+def test_a_setup_entry_all_experiments_share_is_not_a_column():
+    """Like the params, the setup entries shown are those that tell the experiments apart."""
+    a = _exp("k1", {"reason": {"rank": {"top_k": 1}}}, {"hit_at_1": 0.9, "setup.plan": "labelled (6000)",
+                                                         "setup.model": "base"})
+    b = _exp("k2", {"reason": {"rank": {"top_k": 2}}}, {"hit_at_1": 0.9, "setup.plan": "labelled (6000)",
+                                                         "setup.model": "tuned (abc)"})
+    head = [c.strip() for c in C.render([a, b], metrics=["hit_at_1"]).splitlines()[4].strip("|").split("|")]
+    assert "`setup.plan`" not in head and "`setup.model`" in head

@@ -38,6 +38,8 @@ ALLOWED = {
     ("bench/lego.py", "KGStore"),  # its own --kg; needs whole edge arrays
     ("bench/retrieval_frontier.py", "KGStore"), ("bench/retrieval_frontier.py", "EmbeddingIndex.load"),  # --kg
     ("bench/reasoners.py", "Sampling"),  # fixed sampling for the batching comparison
+    ("bench/relplan_scale.py", "KGStore"),  # builds synthetic KGs of given sizes and times the plan on each
+    ("bench/linking.py", "DuckKGStore"),  # linking time on a synthetic DuckDB store, outside any experiment
 }
 
 

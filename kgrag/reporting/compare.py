@@ -263,7 +263,9 @@ def render(experiments: Sequence[Experiment], *, metrics: Sequence[str], skipped
             "(**bold**: best; ↑ higher is better, ↓ lower is better). `–`: param not set in that experiment.", ""]
     arrows = {1: " ↑", -1: " ↓", 0: ""}
     # what answered, as the metrics file's setup records it (e.g. which relation-path plan: relplan.source)
-    setup = [k for k in SETUP_KEYS if any(k in e.metrics for e in experiments)]
+    # (those that differ, as params are; all of them for one experiment)
+    setup = [k for k in SETUP_KEYS if any(k in e.metrics for e in experiments)
+             and (len(experiments) == 1 or len({str(e.metrics.get(k)) for e in experiments}) > 1)]
     head = (["experiment", "rev"] + [f"`{p}`" for p in params] + [f"`{k}`" for k in setup]
             + [f"{label(m)}{arrows[direction(m)]}" for m in metrics])
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
