@@ -85,6 +85,28 @@ def test_golden_zero_shot_the_right_length_wins_where_sequences_share_words(tmp_
     assert len(trace["relations"][0]) > 1
 
 
+def test_golden_the_order_the_question_says_decides_between_reversed_sequences(tmp_path):
+    """Al Pacino starred in films and directed one: "who directed the films starred by X" and "who starred in the
+    films directed by X" use the same words; the first step is the relation said next to the topic, the last the
+    one said next to the wh-word (the ``order`` feature), whichever of the two reaches fewer entities."""
+    kg = _store(tmp_path, FILMS + [("Chinese Coffee", "directed_by", "Al Pacino"),
+                                   ("Chinese Coffee", "starred_actors", "Al Pacino"),
+                                   ("Chinese Coffee", "starred_actors", "Jerry Orbach")])
+    index = _index(kg)
+    for text in ("who directed the films starred by Al Pacino", "the movies starred by Al Pacino were directed by who",
+                 "who is listed as director of Al Pacino starred movies"):
+        trace, ends = _ask(kg, index, text, ["Al Pacino"])
+        assert trace["relations"] == [["starred_actors", "directed_by"]] and ends == ["Michael Mann"], text
+    for text in ("who starred in the films directed by Al Pacino", "the films directed by Al Pacino starred who"):
+        trace, ends = _ask(kg, index, text, ["Al Pacino"])
+        assert trace["relations"] == [["directed_by", "starred_actors"]] and ends == ["Jerry Orbach"], text
+    # the feature alone: +1 in the said order, -1 reversed, 0 for one step or a question not naming its topic
+    feats = Z.features(question="who directed the films starred by Al Pacino", topic_names=["Al Pacino"],
+                       seqs=[((0, False), (1, True)), ((1, False), (0, True)), ((0, False),)], ends=[[], [], []],
+                       relation_names=["starred_actors", "directed_by"], vecs=Z.PhraseVectors(index.encode))
+    assert feats[:, Z.FEATURES.index("order")].tolist() == [1.0, -1.0, 0.0]
+
+
 def test_a_sequence_no_labelled_question_had_is_proposed_and_ranked(tmp_path):
     """Compositional: the labels hold "directed by" and "release year" alone, never together; the question that
     needs both gets them, scored from its units (the lexicon) though no label votes for the sequence."""

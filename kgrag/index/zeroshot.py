@@ -33,6 +33,16 @@ written from it (:func:`features`), combined linearly (:class:`Weights`):
     answer type, read from the entities the sequence reaches, not from any type list.
 ``length`` / ``ends``
     The number of steps, and log of the number of end entities.
+``order``
+    Whether the sequence walks its units in the order the question says them: English attaches the first step
+    to the topic ("films *starred by* X") and the last to the wh-word ("*who directed* ..."). Each unit's word
+    (the one most likely to have written it) is placed on the axis from the topic's mention to the wh-word
+    (distance to the topic minus distance to the wh-word; the topic alone without a wh-word); the feature is the
+    mean sign over unit pairs, +1 when every later step's word lies further along (walked in the said order),
+    -1 when reversed: "who directed the movies starred by X" is "starred actors, then directed by", not the
+    reverse, though both use the same words. 0 for one unit, no topic mention, or words that tie; then taken
+    relative to the mean over the candidates walking the same relations in other orders (0 for a sequence with
+    no such sibling), so that it only decides between orders.
 
 A *unit* is one step, or a *co-step*: a relation walked forward then back (or back then forward), which reaches
 the entities that share a neighbour with the start ("films that share actors with X", "co-directed with").
@@ -86,7 +96,7 @@ MENTION = 0.65
 LEXICON_SUPPORT = 0.05
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
-FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends")
+FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,7 @@ class Weights:
     type: float = 27.17
     length: float = 0.175
     ends: float = -2.576
+    order: float = 2.0
 
     def vector(self) -> np.ndarray:
         return np.asarray([getattr(self, f) for f in FEATURES], dtype=np.float64)
@@ -279,6 +290,20 @@ def _near_cue(masked: str, words: list[str], relation_of: list[int | None], wind
             and any(abs(i - c) <= window for c in cues)}
 
 
+def _axis(masked: str) -> list[float | None]:
+    """Each content word's place on the axis from the topic's mention (``X``) to the wh-word: its distance to
+    the nearest ``X`` minus its distance to the wh-word (to ``X`` alone without a wh-word), in tokens; None for
+    every word when the question does not mention its topic."""
+    tokens = [w.lower() for w in WORD.findall(masked)]
+    xs = [i for i, w in enumerate(tokens) if w == "x"]
+    if not xs:
+        return [None] * sum(1 for w in tokens if w not in STOP and w not in CUES)
+    m = WH.search(masked)
+    wh = len(WORD.findall(masked[:m.start(1)])) if m else None
+    return [float(min(abs(i - x) for x in xs) - (abs(i - wh) if wh is not None else 0))
+            for i, w in enumerate(tokens) if w not in STOP and w not in CUES]
+
+
 def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequence[Step]],
              ends: Sequence[np.ndarray], relation_names: Sequence[str], vecs: PhraseVectors,
              entity_vectors: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -333,6 +358,9 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         best, top = rsim.argmax(1), rsim.max(1)
         mentions = _mentions(words, rels, best, top >= MENTION, relation_names, vecs)
         near_cue = _near_cue(masked, words, [rels[b] if ok else None for b, ok in zip(best, top >= MENTION)])
+        axis = _axis(masked)
+        said = like.argmax(0)  # each unit's word: the one most likely to have written it
+        place = [axis[said[j]] if support[j] >= SUPPORT else None for j in range(len(keys))]
         for i, us in enumerate(all_units):
             cols = [col[u] for u in us]
             out[i, 0] = float(np.log(like[:, cols].mean(1) + background).sum())
@@ -349,6 +377,17 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
                 out[i, 3] = -1.0
             elif cue and not any(r in near_cue for r in cos):
                 out[i, 3] = -0.5  # a co-step, but on another relation than the one the sharing word is next to
+            at = [place[c] for c in cols]
+            pairs = [(a, b) for k, a in enumerate(at) for b in at[k + 1:] if a is not None and b is not None]
+            if pairs:
+                out[i, 7] = float(np.mean([np.sign(b - a) for a, b in pairs]))
+        # relative to the other orders of the same relations: it tells reversed sequences apart, and does not
+        # weigh a sequence against one of other relations (whose words the other features compare)
+        groups: dict[tuple, list[int]] = {}
+        for i, s in enumerate(seqs):
+            groups.setdefault(tuple(sorted(r for r, _ in s if r >= 0)), []).append(i)
+        for members in groups.values():
+            out[members, 7] -= out[members, 7].mean()
     phrase = answer_phrase(masked)
     if phrase is not None and entity_vectors is not None:
         q = vecs([phrase])[0].astype(np.float64)
