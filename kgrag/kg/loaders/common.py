@@ -157,6 +157,21 @@ def read_nonempty(path: Path, bad: Bad, what: str, *, max_bytes: int = MAX_LINE_
     return lines
 
 
+def read_separated_triples(path: Path, sep: str, what: str, kg: "KGBuilder", bad: Bad, *, label: str,
+                           strip: bool = False) -> None:
+    """Each non-blank line of ``path`` as one ``head<sep>relation<sep>tail`` triple added to ``kg`` (MetaQA's
+    ``kb.txt``, the IRN KB files); a line with another number of fields or a blank field goes to ``bad`` with
+    its file, line and reason (``label`` names the separator there); ``strip``: fields stripped of spaces."""
+    for no, line in read_nonempty(path, bad, what):
+        parts = line.split(sep)
+        if len(parts) != 3 or not all(p.strip() for p in parts):
+            bad.append((str(path), no, f"expected 3 non-empty {label}-separated fields, got {len(parts)}", line[:200]))
+            continue
+        if strip:
+            parts = [p.strip() for p in parts]
+        kg.add(parts[0], parts[1], parts[2], None, (str(path), no), bad, line)
+
+
 def csv_records(
     lines: list[tuple[int, str]], delimiter: str, quotechar: str | None
 ) -> Iterator[tuple[int, list[str] | None, str, str]]:

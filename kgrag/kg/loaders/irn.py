@@ -30,7 +30,14 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag import schema as S
-from kgrag.kg.loaders.common import KGBuilder, LoaderInputError, empty_questions, read_nonempty, sample_rows
+from kgrag.kg.loaders.common import (
+    KGBuilder,
+    LoaderInputError,
+    empty_questions,
+    read_nonempty,
+    read_separated_triples,
+    sample_rows,
+)
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
 
@@ -80,12 +87,7 @@ def load_irn(*, kb: str, questions: str, split: str = "test", test_share: float 
     kb_path, q_path = Path(kb), Path(questions)
     bad: list[tuple[str, int, str, str]] = []
     kg = KGBuilder()
-    for no, line in read_nonempty(kb_path, bad, "IRN KB file"):
-        parts = line.split("\t")
-        if len(parts) != 3 or not all(p.strip() for p in parts):
-            bad.append((str(kb_path), no, f"expected 3 non-empty tab-separated fields, got {len(parts)}", line[:200]))
-            continue
-        kg.add(parts[0].strip(), parts[1].strip(), parts[2].strip(), None, (str(kb_path), no), bad, line)
+    read_separated_triples(kb_path, "\t", "IRN KB file", kg, bad, label="tab", strip=True)
     if not kg.rows:
         raise LoaderInputError(f"{kb_path}: no valid triple (every line quarantined)")
     ent_id = kg.entity_ids()

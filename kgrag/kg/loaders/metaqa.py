@@ -20,7 +20,7 @@ from kgrag.kg.loaders.common import (  # noqa: F401 (quarantine_table re-exporte
     empty_questions,
     quarantine_table,
     read_lines,
-    read_nonempty,
+    read_separated_triples,
     sample_rows,
 )
 from kgrag.registry import LOADERS
@@ -66,12 +66,7 @@ def load_metaqa(*, path: str, hops: int | list[int], split: str, sample: int, se
     bad: list[tuple[str, int, str, str]] = []
 
     kg = KGBuilder()
-    for no, line in read_nonempty(kb, bad, "MetaQA KB file"):
-        parts = line.split("|")
-        if len(parts) != 3 or not all(p.strip() for p in parts):
-            bad.append((str(kb), no, f"expected 3 non-empty '|'-separated fields, got {len(parts)}", line[:200]))
-            continue
-        kg.add(parts[0], parts[1], parts[2], None, (str(kb), no), bad, line)
+    read_separated_triples(kb, "|", "MetaQA KB file", kg, bad, label="'|'")
     if not kg.rows:
         raise LoaderInputError(f"{kb}: no valid triple (every line quarantined)")
     ent_id = kg.entity_ids()
