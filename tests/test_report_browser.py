@@ -107,6 +107,10 @@ def test_report_html_in_chromium(shared_project, browser, tmp_path):
                 "e => getComputedStyle(e).fill")
             assert fill != plain  # the gold answer is drawn differently
             page.screenshot(path=str(tmp_path / "report_question.png"), full_page=True)
+            box = view.bounding_box()  # the README's picture: the page down to the question view's end
+            page.screenshot(path=str(tmp_path / "report_question_view.png"), full_page=True,
+                            clip={"x": 0, "y": 0, "width": page.viewport_size["width"],
+                                  "height": box["y"] + box["height"] + 16})
     assert checked_gold >= 1  # the run's retrieval recall is > 0.3: some subgraph holds a gold answer
 
     # filters change the list
@@ -138,7 +142,7 @@ def test_report_html_in_chromium(shared_project, browser, tmp_path):
     if os.environ.get("KGRAG_DOCS_PNG"):  # the README's picture: `KGRAG_DOCS_PNG=docs/img pytest -k report_html_in`
         out = Path(os.environ["KGRAG_DOCS_PNG"])
         out.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(tmp_path / "report_question.png", out / "report_question.png")
+        shutil.copy2(tmp_path / "report_question_view.png", out / "report_question.png")
     assert w.errors == [] and all(u.startswith(("file://", "data:")) for u in w.requests), (w.errors, w.requests)
     page.close()
 
