@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +82,7 @@ def main() -> None:
     assert not set(plan.labels) & removed
     folder = Path(tempfile.mkdtemp(prefix="kgrag-compositional-")) / "plan"
     plan.save(folder, {**pstats, "source": "labelled", "note": f"{len(removed)} of {len(seqs)} sequences removed"})
-    qrows = question_rows(params=replace(base), split="test", per_hop=args.per_hop, seed=args.seed, kg=kg, link=True)
+    qrows = question_rows(params=base, split="test", per_hop=args.per_hop, seed=args.seed, kg=kg, link=True)
     labs = labels_of(kg, qrows)
     gone = [r for r, lab in zip(qrows, labs) if lab in removed]
     stay = [r for r, lab in zip(qrows, labs) if lab is not None and lab not in removed]
