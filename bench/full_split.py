@@ -59,14 +59,14 @@ METRICS = ("hit_at_1", "hit_any", "f1", "retrieval_recall")
 
 def workcopy(dst: Path) -> Path:
     """The repository's tracked and unignored files under ``dst`` (outputs and caches left out), with
-    ``../shared`` reachable as from the repository."""
-    if not (dst / "params.yaml").exists():
-        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                               text=True, check=True).stdout.split()
-        for f in files:
-            if (ROOT / f).is_file():
-                (dst / f).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(ROOT / f, dst / f)
+    ``../shared`` reachable as from the repository. An existing work copy gets the current files too (its data
+    and caches stay, for ``--resume``): a bench must measure the code it is run from, not a copy's old code."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (ROOT / f).is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, dst / f)
     shared = dst.parent / "shared"
     if not shared.exists():
         shared.symlink_to(ROOT.parent / "shared")
