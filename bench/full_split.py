@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import write_result  # noqa: E402
+from bench.common import timed_run, write_result  # noqa: E402
 
 OUT = ROOT / "reports" / "bench" / "full_split.json"
 STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate", "report")
@@ -81,14 +81,11 @@ def env() -> dict[str, str]:
 
 def run_stage(work: Path, stage: str, sets: list[str]) -> dict:
     """One stage under /usr/bin/time: wall seconds and peak RSS (MiB); the stage's stderr tail on failure."""
-    cmd = ["/usr/bin/time", "-f", "KGRAG_TIME %e %M", sys.executable, "-m", f"stages.{stage}",
-           *(a for s in sets for a in ("--set", s))]
-    p = subprocess.run(cmd, cwd=work, env=env(), capture_output=True, text=True)
-    line = next((x for x in p.stderr.splitlines()[::-1] if x.startswith("KGRAG_TIME")), None)
-    if p.returncode != 0 or line is None:
+    p, wall, rss_kib = timed_run([sys.executable, "-m", f"stages.{stage}", *(a for s in sets for a in ("--set", s))],
+                                 cwd=work, env=env())
+    if wall is None:
         raise SystemExit(f"stage {stage} failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    _, wall, rss_kb = line.split()
-    return {"seconds": round(float(wall), 1), "peak_rss_mib": round(int(rss_kb) / 1024, 1)}
+    return {"seconds": round(wall, 1), "peak_rss_mib": round(rss_kib / 1024, 1)}
 
 
 def clear_caches(work: Path) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import machine, write_result  # noqa: E402
+from bench.common import machine, timed_run, write_result  # noqa: E402
 
 SYNTH = dict(entities_per_triple=0.25, n_relations=24, n_types=8, skew=1.0, relation_skew=1.0)
 SIZES = {"200k": 200_000, "1M": 1_000_000, "10M": 10_000_000}
@@ -124,16 +123,13 @@ def main() -> None:
                       "relpath per question text), wall_s and peak_rss_gib of the child"}
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="kgrag-relplan-scale-") as work:
-            cmd = ["/usr/bin/time", "-f", "KGRAG_TIME %e %M", sys.executable, __file__, "--child", "--size", size,
-                   "--work", work, "--questions", str(args.questions), "--kg-questions", str(args.kg_questions)]
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            p, wall, rss_kib = timed_run([sys.executable, __file__, "--child", "--size", size, "--work", work,
+                                          "--questions", str(args.questions), "--kg-questions", str(args.kg_questions)])
             line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
-            tm = next((x for x in p.stderr.splitlines()[::-1] if x.startswith("KGRAG_TIME")), None)
-            if p.returncode or line is None or tm is None:
+            if wall is None or line is None:
                 raise SystemExit(f"{size} failed:\n{p.stderr[-3000:]}")
-            _, wall, rss = tm.split()
-            result["sizes"][size] = {**json.loads(line[7:]), "wall_s": float(wall),
-                                     "peak_rss_gib": round(int(rss) / 1024 ** 2, 2)}
+            result["sizes"][size] = {**json.loads(line[7:]), "wall_s": wall,
+                                     "peak_rss_gib": round(rss_kib / 1024 ** 2, 2)}
             print(f"[relplan_scale] {size}: {result['sizes'][size]}", file=sys.stderr, flush=True)
             write_result(args.out, dict(result))
 
