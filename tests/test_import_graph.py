@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 LAYERS: dict[str, int] = {}
 for _layer, _names in enumerate([
     # 0 foundation: columns, value types, files, config, the registries; the project's code as data (code/)
-    ["schema", "types", "io", "env", "catalogue", "registry", "params", "timings", "ranking", "code"],
+    ["schema", "types", "io", "env", "catalogue", "registry", "params", "timings", "ranking", "arrays", "code"],
     # 1 kg/: tables, stores behind KGView, loaders, validation, linking, synthetic KGs
     ["kg"],
     # 2 index/: embeddings, relation-path plans

@@ -40,6 +40,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from kgrag import arrays
 from kgrag import io, ranking, schema as S
 from kgrag.index import zeroshot
 from kgrag.index.embed import read_vectors, write_vectors
@@ -95,8 +96,13 @@ class Adjacency:
         out = {}
         for fwd, csr in ((True, self.out), (False, self.inn)):
             dst, rel = self._gather(csr, frontier)
-            for x in np.unique(rel).tolist():
-                out[(int(x), fwd)] = np.unique(dst[rel == x])
+            if not len(dst):
+                continue
+            key = arrays.unique(rel.astype(np.int64) * self.n + dst)  # one sort: by relation, then node
+            rels, nodes = np.divmod(key, self.n)
+            cuts = np.flatnonzero(rels[1:] != rels[:-1]) + 1
+            for a, b in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [len(key)]]).tolist()):
+                out[(int(rels[a]), fwd)] = nodes[a:b]
         return out
 
     def within(self, seeds: np.ndarray, hops: int) -> list[np.ndarray]:
@@ -107,10 +113,8 @@ class Adjacency:
         frontier = np.asarray(seeds, dtype=np.int64)
         for _ in range(hops):
             nxt = np.concatenate([self._gather(self.out, frontier)[0], self._gather(self.inn, frontier)[0]])
-            new = np.unique(nxt)
-            new = new[~cur[new]]
-            cur[new] = True
-            frontier = new
+            cur[nxt] = True  # a mask, not a sort: a hub's neighbourhood can be millions of ids
+            frontier = np.flatnonzero(cur & ~out[-1])
             out.append(cur.copy())
         return out
 
@@ -171,8 +175,8 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
         for k in range(1, max_hops + 1):
             out.update(sequence_scores(kg, topics, answers, k, skip=skip))
         return out
-    topics = np.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
-    answers = np.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
+    topics = arrays.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
+    answers = arrays.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
     other = answers[~np.isin(answers, topics)]
     answers, own = (other, False) if len(other) else (answers, True)
     if not len(topics) or not len(answers) or hops < 1:
@@ -251,10 +255,10 @@ def mirrored_relations(kg: KGView) -> list[str]:
     n = max(int(kg.num_entities), 1)
     fwd_key = h * n + t
     rev_key = t * n + h
-    rels = np.unique(r)
+    rels = arrays.unique(r)
     size = {int(x): int(c) for x, c in zip(*np.unique(r, return_counts=True))}
-    pairs = {int(x): np.unique(fwd_key[r == x]) for x in rels.tolist()}
-    revs = {int(x): np.unique(rev_key[r == x]) for x in rels.tolist()}
+    pairs = {int(x): arrays.unique(fwd_key[r == x]) for x in rels.tolist()}
+    revs = {int(x): arrays.unique(rev_key[r == x]) for x in rels.tolist()}
     names = kg.relation_names
     out = set()
     ids = sorted(pairs)

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from kgrag import arrays
 from kgrag import ranking
 @dataclass(frozen=True)
 class Neighbourhood:
@@ -55,7 +56,7 @@ def khop_walk(
     on_hop
         Called with each hop's rows and the row index of every kept edge (a store may cache them).
     """
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = arrays.unique(np.asarray(seeds, dtype=np.int64))
     seeds = seeds[(seeds >= 0) & (seeds < num_entities)]
     nodes = [seeds]
     edges: list[np.ndarray] = []
@@ -75,7 +76,7 @@ def khop_walk(
                 eid, first = eid[best], first[best]
             eid, first = eid[: max_edges - n_edges], first[: max_edges - n_edges]
             truncated = True
-        ends = np.unique(np.concatenate([rows.heads[first], rows.tails[first]]))
+        ends = arrays.unique(np.concatenate([rows.heads[first], rows.tails[first]]))
         new = np.setdiff1d(ends, seen, assume_unique=True)
         edges.append(eid)
         nodes.append(new)

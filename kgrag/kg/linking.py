@@ -44,6 +44,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from kgrag import arrays
+
 #: a word: letters and digits (``\w`` without the underscore, which KG names use for spaces)
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 BRACKETED = re.compile(r"\[([^\]]+)\]")
@@ -259,7 +261,7 @@ class ArrayKG:
         out = {}
         for i in ids:
             lo, hi = np.searchsorted(self._sorted, [i, i + 1])
-            out[int(i)] = {str(self._relation_names[r]) for r in np.unique(self._rel[self._order[lo:hi]]).tolist()}
+            out[int(i)] = {str(self._relation_names[r]) for r in arrays.unique(self._rel[self._order[lo:hi]]).tolist()}
         return out
 
     def degree_of(self, ids: Sequence[int]) -> np.ndarray:

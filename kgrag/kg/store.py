@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from kgrag import arrays
 from kgrag import schema as S
 from kgrag.kg.duckdb_io import TABLES, ensure_duckdb, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
 from kgrag.kg.kgview import Incident, KGView, Neighbourhood, khop_walk, undirected_csr  # noqa: F401 (re-exported)
@@ -174,7 +175,7 @@ class KGStore:
 
     def relations_of(self, ids) -> dict[int, set[str]]:
         """{entity id: names of the relations of its edges}."""
-        return {int(i): {str(self.relation_names[r]) for r in np.unique(self.relations[self._incident(
+        return {int(i): {str(self.relation_names[r]) for r in arrays.unique(self.relations[self._incident(
             np.asarray([i], dtype=np.int64))[1]]).tolist()} for i in ids}
 
     # ---- per-question graphs (triples with a graph_id; see kgrag.schema.GRAPH_ID) -------------------
@@ -220,7 +221,7 @@ class KGStore:
     def graph_nodes(self, graph_id: str | None) -> np.ndarray:
         """Entity ids touched by graph ``graph_id``'s edges, sorted."""
         e = self.graph_edges(graph_id)
-        return np.unique(np.concatenate([self.heads[e], self.tails[e]]))
+        return arrays.unique(np.concatenate([self.heads[e], self.tails[e]]))
 
     def graph_neighbourhood(
         self, seeds: np.ndarray | list[int], hops: int, max_edges: int, graph_id: str | None,

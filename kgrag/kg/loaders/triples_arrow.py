@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kgrag import arrays
 from kgrag import schema as S
 from kgrag.kg.loaders.common import (
     CONTROL_BYTES,
@@ -202,7 +203,7 @@ def utf8_suspect(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndar
             codecs.utf_8_decode(mv[starts[a]:ends[b - 1]], "strict", True)
         except UnicodeDecodeError:
             pos = np.flatnonzero(buf[starts[a]:ends[b - 1]] >= 128) + starts[a]
-            out[np.unique(np.searchsorted(starts, pos, side="right") - 1)] = True
+            out[arrays.unique(np.searchsorted(starts, pos, side="right") - 1)] = True
     return out
 
 

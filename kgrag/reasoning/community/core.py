@@ -7,6 +7,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from kgrag import arrays
 from kgrag.registry import DETECTORS
 
 
@@ -26,7 +27,7 @@ def simple_edges(n: int, edges: np.ndarray) -> np.ndarray:
 def groups(labels: np.ndarray) -> list[np.ndarray]:
     """Communities of a label array, each sorted, ordered by their smallest node."""
     labels = np.asarray(labels)
-    out = [np.nonzero(labels == lab)[0] for lab in np.unique(labels)]
+    out = [np.nonzero(labels == lab)[0] for lab in arrays.unique(labels)]
     return sorted(out, key=lambda c: int(c[0]))
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import arrays
 from kgrag.reasoning.community.core import DETECTORS
 
 
@@ -39,7 +40,7 @@ def random_partition(*, n: int, edges: np.ndarray, seed: int, params: RandomPara
     while np.bincount(labels).max() > 1:
         nxt = labels.copy()
         top = int(labels.max()) + 1
-        for c in np.unique(labels):
+        for c in arrays.unique(labels):
             mem = np.nonzero(labels == c)[0]
             if len(mem) > 1:
                 nxt[mem[len(mem) // 2:]] = top

@@ -47,6 +47,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kgrag import arrays
 from kgrag.reasoning.community import coarse_prune, detect
 from kgrag.llm.prompts import DEMO_QUESTION, clean_question
 from kgrag.llm.calls import CallRecord, LLMRequest
@@ -413,7 +414,7 @@ def local_subgraph(kg: KGView, community: frozenset[int], *, r_max: int, rho: fl
             break
         e = incident_edges(kg, frontier, graph_id, max_edges, rng=rng, fair=True)
         walked.append(e)
-        ends = np.unique(np.concatenate([kg.heads[e], kg.tails[e]])) if len(e) else np.zeros(0, dtype=np.int64)
+        ends = arrays.unique(np.concatenate([kg.heads[e], kg.tails[e]])) if len(e) else np.zeros(0, dtype=np.int64)
         new = np.asarray([x for x in ends.tolist() if x not in seen], dtype=np.int64)
         seen.update(new.tolist())
         draw = rng.random(len(new))
@@ -425,7 +426,7 @@ def local_subgraph(kg: KGView, community: frozenset[int], *, r_max: int, rho: fl
         per_hop.append(int(len(take)))
         frontier = take.tolist()
     nodes = np.asarray(sorted(kept), dtype=np.int64)
-    edges = np.unique(np.concatenate(walked)) if walked else np.zeros(0, dtype=np.int64)
+    edges = arrays.unique(np.concatenate(walked)) if walked else np.zeros(0, dtype=np.int64)
     ok = np.isin(kg.heads[edges], nodes) & np.isin(kg.tails[edges], nodes)
     return nodes, edges[ok], per_hop
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import arrays
 from kgrag.retrieval.lego.registries import EXTRACTORS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph
 
@@ -19,7 +20,7 @@ class EgoParams(BaseModel):
 def bfs_distance(graph: LocalGraph, seeds: np.ndarray, limit: int) -> np.ndarray:
     """Undirected hop distance from the nearest seed (-1 beyond ``limit`` or unreachable)."""
     dist = np.full(graph.n, -1, dtype=np.int64)
-    frontier = np.unique(np.asarray(seeds, dtype=np.int64))
+    frontier = arrays.unique(np.asarray(seeds, dtype=np.int64))
     dist[frontier] = 0
     for level in range(1, limit + 1):
         if len(frontier) == 0:
@@ -27,7 +28,7 @@ def bfs_distance(graph: LocalGraph, seeds: np.ndarray, limit: int) -> np.ndarray
         starts, ends = graph.indptr[frontier], graph.indptr[frontier + 1]
         lens = ends - starts
         idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-        nbr = np.unique(graph.nbr[idx])
+        nbr = arrays.unique(graph.nbr[idx])
         frontier = nbr[dist[nbr] < 0]
         dist[frontier] = level
     return dist

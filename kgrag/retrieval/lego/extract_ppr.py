@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import arrays
 from kgrag import ranking
 from kgrag.retrieval.lego.registries import EXTRACTORS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph
@@ -128,7 +129,7 @@ def push_ppr(*, indptr: np.ndarray, nbr: np.ndarray, degree: np.ndarray, seeds: 
     computing", pushed a frontier at a time.
     """
     n = len(indptr) - 1
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = arrays.unique(np.asarray(seeds, dtype=np.int64))
     if n == 0 or len(seeds) == 0:
         return Pushed(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool))
     alpha = 1.0 - damping
@@ -167,7 +168,7 @@ def within_hops(*, indptr: np.ndarray, nbr: np.ndarray, seeds: np.ndarray, expan
     all ``expanded`` (node indices): a breadth-first walk that leaves only through expanded nodes, so it reads
     no row the push did not read."""
     n = len(indptr) - 1
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = arrays.unique(np.asarray(seeds, dtype=np.int64))
     can = np.zeros(n, dtype=bool)
     can[expanded] = True
     seen = np.zeros(n, dtype=bool)
@@ -180,7 +181,7 @@ def within_hops(*, indptr: np.ndarray, nbr: np.ndarray, seeds: np.ndarray, expan
         seen[reached] = True
         if level + 1 == hops or not len(reached):
             break
-        frontier = np.unique(reached)
+        frontier = arrays.unique(reached)
     return seen
 
 
@@ -209,7 +210,7 @@ def local_ppr(*, graph: LocalGraph, seeds: np.ndarray, damping: float, tol: floa
     """
     n = graph.n
     p0 = np.zeros(n)
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = arrays.unique(np.asarray(seeds, dtype=np.int64))
     if n == 0 or len(seeds) == 0:
         return p0
     p0[seeds] = 1.0 / len(seeds)
@@ -233,7 +234,7 @@ def local_ppr(*, graph: LocalGraph, seeds: np.ndarray, damping: float, tol: floa
 def top_nodes(scores: np.ndarray, seeds: np.ndarray, k: int) -> np.ndarray:
     """Seeds, then the other nodes with a positive score by descending score rounded to
     ``kgrag.ranking.MASS_DECIMALS`` (ties: lower index), ``k`` in all."""
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = arrays.unique(np.asarray(seeds, dtype=np.int64))
     scores = ranking.rounded(scores, ranking.MASS_DECIMALS)
     positive = scores > 0
     positive[seeds[seeds < len(scores)]] = False
@@ -293,7 +294,7 @@ def extract_from_kg(*, kg: Any, seeds: np.ndarray, hops: int, params: PPRParams,
     if adjacency is None:
         return None
     indptr, nbr, eid = adjacency
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = arrays.unique(np.asarray(seeds, dtype=np.int64))
     degree = indptr[1:] - indptr[:-1]
     ids, est, expanded = push_ppr(indptr=indptr, nbr=nbr, degree=degree, seeds=seeds, damping=params.damping,
                                   eps=params.eps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import arrays
 from kgrag.retrieval.lego.registries import EXTRACTORS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph
 
@@ -30,7 +31,7 @@ def extract_rwr(*, graph: LocalGraph, seeds: np.ndarray, hops: int, params: RWRP
     Cao et al., LEGO-GraphRAG (2024), section 4.1 "RWR" and Table 7 (path_num = 64);
     Tong, Faloutsos and Pan, Fast Random Walk with Restart (2006).
     """
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = arrays.unique(np.asarray(seeds, dtype=np.int64))
     n = graph.n
     if len(seeds) == 0 or n == 0:
         z = np.zeros(0, dtype=np.int64)

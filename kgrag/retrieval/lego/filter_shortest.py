@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import arrays
 from kgrag.retrieval.lego.registries import FILTERS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph, Path
 
@@ -30,7 +31,7 @@ def shortest_path_dag(graph: LocalGraph, source: int) -> tuple[np.ndarray, list[
         idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
         parent = np.repeat(frontier, lens)
         child, edge = graph.nbr[idx], graph.eid[idx]
-        new = np.unique(child[dist[child] < 0])
+        new = arrays.unique(child[dist[child] < 0])
         dist[new] = level + 1
         keep = dist[child] == level + 1
         for p, c, e in zip(parent[keep].tolist(), child[keep].tolist(), edge[keep].tolist()):

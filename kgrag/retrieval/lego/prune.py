@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import arrays
 from kgrag.retrieval.lego.spec import ScorerSpec
 from kgrag import ranking
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph, edge_text, relation_text
@@ -54,7 +55,7 @@ def prune_extracted(*, graph: LocalGraph, extracted: Extracted, seeds: np.ndarra
         edges = edges[np.lexsort((edges, worse))[: params.candidates]]
     if params.granularity == "edge":  # score each distinct relation once, spread to its edges
         rels = graph.relations[edges]
-        uniq = np.unique(rels)
+        uniq = arrays.unique(rels)
         rs = np.asarray(fn(query=ctx.question, docs=[relation_text(ctx.kg.relation_names[r]) for r in uniq],
                            params=sp, ctx=ctx), dtype=np.float64)
         scores = rs[np.searchsorted(uniq, rels)] if len(uniq) else np.zeros(0)

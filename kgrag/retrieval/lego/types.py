@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from kgrag import arrays
 from kgrag.kg.kgview import KGView
 
 
@@ -68,7 +69,7 @@ class LocalGraph:
     def build(*, kg: KGView, nodes: np.ndarray, edges: np.ndarray, graph_id: str | None = None) -> "LocalGraph":
         """The graph of ``edges`` (triple indices of ``kg``) over ``nodes`` (must hold every edge end); node
         degrees count the edges a question over ``graph_id`` sees (``KGStore.question_degree``)."""
-        nodes = np.unique(np.asarray(nodes, dtype=np.int64))
+        nodes = arrays.unique(np.asarray(nodes, dtype=np.int64))
         edges = np.asarray(edges, dtype=np.int64)
         src = np.searchsorted(nodes, kg.heads[edges]).astype(np.int64)
         dst = np.searchsorted(nodes, kg.tails[edges]).astype(np.int64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgrag import arrays
 from kgrag.registry import RETRIEVERS
 from kgrag.types import Subgraph
 
@@ -36,7 +37,7 @@ def retrieve_khop(*, question, query_vec, kg, index, params: KHopParams, hops, m
     if question.graph_id is not None and params.whole_graph:
         eidx = np.asarray(kg.graph_edges(question.graph_id), dtype=np.int64)[:max_edges]
         truncated = len(kg.graph_edges(question.graph_id)) > max_edges
-        nodes = np.unique(np.concatenate([kg.heads[eidx], kg.tails[eidx]])) if len(eidx) else np.zeros(0, np.int64)
+        nodes = arrays.unique(np.concatenate([kg.heads[eidx], kg.tails[eidx]])) if len(eidx) else np.zeros(0, np.int64)
         trace = {"method": "khop", "whole_graph": True, "truncated": bool(truncated)}
     else:
         topics = [t for t in question.topic_ids if 0 <= t < kg.num_entities]

@@ -8,6 +8,7 @@ import numpy as np
 import pcst_fast
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kgrag import arrays
 from kgrag.registry import RETRIEVERS
 from kgrag import ranking
 from kgrag.types import Subgraph
@@ -229,8 +230,8 @@ def pcst_select(
     chosen_virt = virt_idx[vertices[vertices >= n] - n]
     picked = vertices[vertices < n]
     chosen_fold = np.nonzero((folded_into >= 0) & np.isin(folded_into, picked))[0]
-    chosen = np.unique(np.concatenate([chosen_real, chosen_virt, chosen_fold]))
-    nodes = np.unique(np.concatenate([picked, edges[chosen].ravel()]))
+    chosen = arrays.unique(np.concatenate([chosen_real, chosen_virt, chosen_fold]))
+    nodes = arrays.unique(np.concatenate([picked, edges[chosen].ravel()]))
     return one_tree(nodes=nodes, chosen=chosen, edges=edges, root=root, n_prizes=n_prizes_in)
 
 

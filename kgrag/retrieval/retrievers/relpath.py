@@ -13,12 +13,14 @@ sequences exactly that long.
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import chain, zip_longest
 
 import numpy as np
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kgrag import arrays
 from kgrag import ranking
 
 from kgrag.index import relplan, zeroshot
@@ -58,9 +60,14 @@ class RelPathParams(BaseModel):
     lexicon_weight: float = Field(1.0, ge=0.0, description="base lexical: weight of the plan's lexicon (what "
                                   "labelled questions say about each relation's wording) in the word likelihood")
     fill_graph: bool = Field(True, description="a question with its own graph (RoG-style per-question graphs): "
-                             "after the chosen sequences' triples, the rest of the graph within max_hops + 1 of the "
-                             "topics (closest first) up to max_triples, so that answers the plan misses stay in the "
+                             "after the chosen sequences' triples, the rest of the graph in graph_order (then the triples the "
+                             "topics do not reach) up to graph_max_triples, so that answers the plan misses stay in the "
                              "context; the chosen sequences' ends stay the answer candidates")
+    graph_order: Literal["sequences", "interleave", "distance"] = Field(
+        "distance", description="fill_graph: the order of the rest of the graph: sequences = the other kept "
+        "sequences' triples first, best sequence first, then the rest closest first; interleave = the same "
+        "triples, one of each sequence in turn (each sequence's last hop first); distance = closest to the "
+        "topics first (chosen on dev: docs/benchmarks.md)")
     graph_max_triples: int = Field(1000, ge=1, description="fill_graph: triples a question's own graph keeps at "
                                    "most (the chosen sequences' first; the prompt still shows "
                                    "generate.max_context_triples of them)")
@@ -135,11 +142,11 @@ def _step(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int
     out = {}
     for fwd, mask in ((True, np.isin(h, frontier)), (False, np.isin(t, frontier))):
         src, dst = (h, t) if fwd else (t, h)
-        for rel in np.unique(r[mask]).tolist():
+        for rel in arrays.unique(r[mask]).tolist():
             if rel in skip:
                 continue
             sel = mask & (r == rel)
-            if len(np.unique(dst[sel])) <= max_frontier:
+            if len(arrays.unique(dst[sel])) <= max_frontier:
                 out[(int(rel), fwd)] = (e[sel], src[sel], dst[sel])
     return out
 
@@ -162,8 +169,8 @@ def _shared_answer(question, topics: np.ndarray, search, base_scores, params) ->
     (ka, _, _), (kb, _, _) = search(topics[:1]), search(topics[1:2])
     if not ka or not kb:
         return None
-    ends_a = {x: np.unique(st[-1][2]) for x, st in ka.items()}
-    ends_b = {x: np.unique(st[-1][2]) for x, st in kb.items()}
+    ends_a = {x: arrays.unique(st[-1][2]) for x, st in ka.items()}
+    ends_b = {x: arrays.unique(st[-1][2]) for x, st in kb.items()}
     pairs, shared = [], []
     for a in sorted(ka):
         for b in sorted(kb):
@@ -194,7 +201,7 @@ def _phrase_vectors(index) -> zeroshot.PhraseVectors:
     return _VECS[key]
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="9")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="10")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
@@ -229,7 +236,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     training questions; the zero-shot base score is IBM model 1 alignment (Brown et al. 1993) with answer-type
     and mention-count constraints (:mod:`kgrag.index.zeroshot`).
     """
-    topics = np.unique(np.asarray([t for t in question.topic_ids if 0 <= t < kg.num_entities], dtype=np.int64))
+    topics = arrays.unique(np.asarray([t for t in question.topic_ids if 0 <= t < kg.num_entities], dtype=np.int64))
 
     def fallback(reason: str) -> Subgraph:
         if params.fallback is None:
@@ -303,19 +310,19 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             for seq, steps in beam.items():
                 for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier).items():
                     if seq and zeroshot.units(seq + (key,))[-1][0] == "co":
-                        step = _co_step(step, np.unique(steps[-1][1]))
+                        step = _co_step(step, arrays.unique(steps[-1][1]))
                     cands[seq + (key,)] = steps + [step]
             if not cands:
                 break  # sequences end here: the best shorter ones are returned
             seqs = sorted(cands)
-            cos = base_scores(seqs, [np.unique(cands[x][-1][2]) for x in seqs])
+            cos = base_scores(seqs, [arrays.unique(cands[x][-1][2]) for x in seqs])
             scores = cos
             if prefix:
                 scores = ranking.rounded(cos + params.plan_weight * np.asarray([prefix.get(named(x), 0.0)
                                                                                 for x in seqs]))
             best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
             beam = {seqs[i]: cands[seqs[i]] for i in best}
-            frontiers = {x: np.unique(st[-1][2]) for x, st in beam.items()}
+            frontiers = {x: arrays.unique(st[-1][2]) for x, st in beam.items()}
             base.update({seqs[i]: float(cos[i]) for i in best})
             if declared is None or len(seqs[0]) == declared:
                 kept.update(beam)
@@ -350,25 +357,45 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     edges: dict[int, None] = {}
     ends: dict[int, None] = {}
     for steps, override in picked:  # best sequence first; within one, the last hop (the answers) first
-        keep_nodes = np.unique(steps[-1][2]) if override is None else override
+        keep_nodes = arrays.unique(steps[-1][2]) if override is None else override
         others = keep_nodes[~np.isin(keep_nodes, topics)]
         ends.update(dict.fromkeys((others if len(others) else keep_nodes).tolist()))
         for e, src, dst in reversed(steps):  # walk back: only edges leading to the kept ends
             sel = np.isin(dst, keep_nodes)
             edges.update(dict.fromkeys(np.sort(e[sel]).tolist()))
-            keep_nodes = np.unique(src[sel])
-    edges = list(edges)
+            keep_nodes = arrays.unique(src[sel])
     cap = params.max_triples
     if question.graph_id is not None and params.fill_graph:
         # a question with its own graph (a retriever's output, RoG style): the rest of it after the chosen
-        # sequences, closest to the topics first, so that an answer the plan misses is still retrieved
+        # sequences, in graph_order (by default closest to the topics first), then what the topics do not reach,
+        # so that an answer the plan misses is still retrieved
         cap = max(cap, params.graph_max_triples)
+        lists = []
+        for i in ranking.top_k(ranking.rounded(final), len(order), decimals=ranking.COSINE_DECIMALS):
+            if params.graph_order == "distance" or order[i] in chosen:
+                continue
+            keep_nodes, got = arrays.unique(kept[order[i]][-1][2]), []
+            for e, src, dst in reversed(kept[order[i]]):  # the last hop (the ends) first
+                sel = np.isin(dst, keep_nodes)
+                got += np.sort(e[sel]).tolist()
+                keep_nodes = arrays.unique(src[sel])
+            lists.append(got)
+        if params.graph_order == "interleave":  # one triple of each sequence in turn, best sequence first
+            lists = [[x for x in chain(*zip_longest(*lists)) if x is not None]] if lists else []
+        for got in lists:
+            edges.update(dict.fromkeys(got))
+    edges = list(edges)
+    if question.graph_id is not None and params.fill_graph:
         nb = kg.question_neighbourhood(topics, params.max_hops + 1, cap, graph_id=question.graph_id)
         have = set(edges)
         edges += [int(e) for e in np.asarray(nb.edges, dtype=np.int64).tolist() if int(e) not in have]
+        adj = kg.question_adjacency(graph_id=question.graph_id)  # then the graph's triples the topics do not reach
+        if adj is not None and len(edges) < cap:
+            have = set(edges)
+            edges += [e for e in arrays.unique(adj[2]).tolist() if e not in have]
     eidx = np.asarray(edges[:cap], dtype=np.int64)
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
-    nodes = np.unique(np.concatenate([topics, h, t]))
+    nodes = arrays.unique(np.concatenate([topics, h, t]))
     returned = set(h.tolist()) | set(t.tolist())
     return Subgraph(
         heads=h, relations=r, tails=t, node_ids=nodes, neighbourhood_nodes=len(nodes),

@@ -1,0 +1,33 @@
+"""Array helpers used on every query's hot path.
+
+``np.unique`` without ``return_*`` options takes a hash-based path in NumPy 2.3 and later. On this project's
+machines that path is 20-40x slower than sorting for integer arrays of 10^5 to 10^6 entries (100k ids: 39 ms
+against 1.9 ms; measured with NumPy 2.4.6), and relation walks call it once per step. :func:`unique` is the
+sort-based equivalent; ``bench/unique.py`` re-measures the ratio.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def unique(values) -> np.ndarray:
+    """The sorted distinct values of ``values`` (flattened), as ``np.unique(values)`` returns them, by sorting.
+
+    Parameters
+    ----------
+    values : array_like
+        Any array of a sortable dtype (ids, strings, floats without NaN).
+
+    Returns
+    -------
+    numpy.ndarray
+        One-dimensional, sorted ascending, each value once; the input's dtype.
+    """
+    a = np.sort(np.ravel(np.asarray(values)))
+    if a.size < 2:
+        return a
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
