@@ -80,7 +80,8 @@ def child(args) -> None:
     t_load = time.perf_counter() - t0
     qlist = [q for q in questions_from_table(questions) if q.topic_ids]
     t0 = time.perf_counter()
-    plan, stats = train_plan(kg=store, questions=qlist, encode=lambda t: encode(t, model=MODEL), model=MODEL)
+    plan, stats = train_plan(kg=store, questions=qlist, encode=lambda t: encode(t, model=MODEL), model=MODEL,
+                             log=lambda s: print(f"[relplan_scale] {args.size}: {s}", file=sys.stderr, flush=True))
     t_labelled = time.perf_counter() - t0
     out = {"triples": int(store.num_triples), "entities": int(store.num_entities), "questions": len(qlist),
            "build_s": round(t_build, 1), "load_s": round(t_load, 1), "labelled_plan_s": round(t_labelled, 1),

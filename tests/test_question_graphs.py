@@ -31,7 +31,9 @@ GRAPHS = {
     "g1": [["Heat", "directed_by", "Ridley Scott"], ["Heat", "starred_actors", "Val Kilmer"],
            ["Top Gun", "starred_actors", "Val Kilmer"], ["Val Kilmer", "release_year", "1959"]],
     "g2": [["Al Pacino", "has_tags", "Scarface"], ["Scarface", "directed_by", "Brian De Palma"],
-           ["Brian De Palma", "directed_by", "Heat"]],
+           ["Brian De Palma", "directed_by", "Heat"],
+           # out of reach of the topic (a published retriever's graphs hold such triples): still retrieved, last
+           ["Casablanca", "written_by", "Julius Epstein"]],
 }
 QUESTIONS = [
     {"id": "g1", "question": "who directed [Heat]", "topic_entities": ["Heat"], "answers": ["Ridley Scott"],
@@ -104,7 +106,7 @@ def test_fixture_holds_both_graphs_and_the_global_kg(mixed):
     qs = _questions(mixed)
     assert qs["g1"].graph_id == "g1" and qs["g2"].graph_id == "g2" and qs["global"].graph_id is None
     assert mixed.has_graphs
-    assert len(mixed.graph_edges("g1")) == 4 and len(mixed.graph_edges("g2")) == 3
+    assert len(mixed.graph_edges("g1")) == 4 and len(mixed.graph_edges("g2")) == 4
     assert len(mixed.graph_edges(None)) == len(MOVIES)
     # the embedding index covers every node and relation of every per-question graph
     for g in ("g1", "g2"):
@@ -235,7 +237,8 @@ def test_relpath_follows_the_best_relation_sequence(plain, indexes):
 
 def test_relpath_keeps_what_a_question_graph_offers(mixed, indexes):
     """A question with its own graph (a retriever's output): relpath's chosen sequence first, then the rest of the
-    graph (`fill_graph`), so an answer the chosen sequence misses stays in the context; the candidates (`ends`)
+    graph (`fill_graph`: closest first, then the triples the topic does not reach), so an answer the chosen sequence
+    misses stays in the context; the candidates (`ends`)
     stay the chosen sequence's. Without `fill_graph`, only the sequence's triples."""
     q = _questions(mixed)["g2"]
     index = indexes["mixed"]
@@ -243,6 +246,7 @@ def test_relpath_keeps_what_a_question_graph_offers(mixed, indexes):
     sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=mixed, index=index, params=filled)
     got = [tuple(t) for t in mixed.named_triples(sub.heads, sub.relations, sub.tails)]
     assert set(got) == {tuple(t) for t in GRAPHS["g2"]}  # the whole graph, nothing foreign
+    assert got[-1] == ("Casablanca", "written_by", "Julius Epstein")  # what the topic does not reach comes last
     chosen = sub.trace["relations"][0]
     assert [r for _, r, _ in got[: len(chosen)]] == chosen[::-1] or got[0][1] in chosen  # the sequence comes first
     bare = RetrieveParams(method="relpath", relpath={"paths": 1, "fill_graph": False})

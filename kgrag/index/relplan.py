@@ -396,8 +396,12 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
     texts, hops, labels, rec, prec, skipped = [], [], [], [], [], 0
     relabelled = 0
     if label is None:  # labels from the answers, chosen per wording (wording_labels)
-        cands = [sequence_scores(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops, skip=skip)
-                 if q.graph_id is None else {} for q in questions]
+        cands = []
+        for i, q in enumerate(questions):
+            cands.append(sequence_scores(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops,
+                                         skip=skip) if q.graph_id is None else {})
+            if (i + 1) % 500 == 0:
+                log(f"{i + 1} of {len(questions)} questions walked")
         masked = [mask_topics(q.text, kg.names(np.asarray([x for x in q.topic_ids if x is not None], dtype=np.int64)))
                   for q in questions]
         labels_by_wording, relabelled = wording_labels(masked, cands)

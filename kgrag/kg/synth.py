@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kgrag import arrays
+
 TYPE_NAMES = ("person", "film", "city", "company", "book", "genre", "country", "award", "language", "team",
               "album", "event")
 SYNTH_PREFIX = "synth"
@@ -77,12 +79,6 @@ def type_name(i: int) -> str:
 def relation_name(r: int, head_type: str, tail_type: str) -> str:
     """Name of relation ``r`` from ``head_type`` to ``tail_type``."""
     return f"{SYNTH_PREFIX}_r{r:02d}_{head_type}_{tail_type}"
-
-
-def _distinct(a: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (``np.unique``; a sort is far faster than its int64 hash path in numpy 2.4)."""
-    s = np.sort(a)
-    return s[np.concatenate([[True], s[1:] != s[:-1]])] if len(s) else s
 
 
 def _zipf_cdf(n: int, s: float) -> np.ndarray:
@@ -155,7 +151,7 @@ def generate_kg(
                 h, t = draw(int(a), int(counts[r])), draw(int(b), int(counts[r]))
                 h, t = h[h != t], t[h != t]  # no self-loops
                 new.append((h * n_relations + r) * n_ent_all + t)
-        keys = _distinct(np.concatenate([keys, *new]))
+        keys = arrays.unique(np.concatenate([keys, *new]))
         gain = (len(keys) - have) / want
         have = len(keys)
         if have >= n_triples:
@@ -189,8 +185,9 @@ class OutIndex:
         hi = np.searchsorted(self.key, keys, side="right")
         if not len(lo):
             return np.zeros(0, dtype=np.int64)
-        idx = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())]) if len(lo) else lo
-        return _distinct(self.tail[idx.astype(np.int64)])
+        lens = hi - lo  # every [lo, hi) at once: a hub's frontier has 10^5 heads, a Python loop over them stalled
+        idx = np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(lo - (np.cumsum(lens) - lens), lens)
+        return arrays.unique(self.tail[idx])
 
     def out_edges(self, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(relations, tails) of the edges leaving ``head``."""
@@ -225,7 +222,7 @@ def generate_questions(
     names = kg.entity_names()
     rel_names = kg.relation_names()
     tnames = kg.type_names()
-    sources = _distinct(kg.heads)
+    sources = arrays.unique(kg.heads)
     out: list[dict] = []
     per_hop = [n_questions // len(hops) + (1 if i < n_questions % len(hops) else 0) for i in range(len(hops))]
     for k, n in zip(hops, per_hop):

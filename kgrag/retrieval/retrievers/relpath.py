@@ -142,12 +142,16 @@ def _step(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int
     out = {}
     for fwd, mask in ((True, np.isin(h, frontier)), (False, np.isin(t, frontier))):
         src, dst = (h, t) if fwd else (t, h)
-        for rel in arrays.unique(r[mask]).tolist():
-            if rel in skip:
+        idx = np.flatnonzero(mask)
+        idx = idx[np.argsort(r[idx], kind="stable")]  # by relation, edge order kept within one
+        rs = r[idx]
+        cuts = np.flatnonzero(rs[1:] != rs[:-1]) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(idx)]):
+            if a == b or int(rs[a]) in skip:
                 continue
-            sel = mask & (r == rel)
+            sel = idx[a:b]
             if len(arrays.unique(dst[sel])) <= max_frontier:
-                out[(int(rel), fwd)] = (e[sel], src[sel], dst[sel])
+                out[(int(rs[a]), fwd)] = (e[sel], src[sel], dst[sel])
     return out
 
 
