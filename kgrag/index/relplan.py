@@ -52,6 +52,10 @@ MODEL_FILE = "plan.parquet"
 VECTORS_FILE = "vectors.parquet"
 META_FILE = "plan.json"
 LEXICON_FILE = "lexicon.parquet"
+#: distinct nodes one step may reach and still be walked: relpath's ``max_frontier`` default (its hub guard), so
+#: that no label is a sequence the retriever would not walk, and a hub-rich KG labels in minutes
+MAX_FRONTIER = 20_000
+
 #: share of a relation's edges that must appear reversed in another relation for it to be that relation's mirror
 MIRROR_SHARE = 0.9
 
@@ -157,7 +161,8 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
 
 
 def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
-                    max_hops: int = 3, skip: frozenset = frozenset()) -> dict[tuple[Step, ...], tuple[float, float]]:
+                    max_hops: int = 3, skip: frozenset = frozenset(),
+                    max_frontier: int = MAX_FRONTIER) -> dict[tuple[Step, ...], tuple[float, float]]:
     """Every relation sequence from the topics that reaches an answer: {sequence: (answer recall, answer
     precision)}, in walking order (shorter first; at each step forward steps before reversed ones, each by relation
     id); sequences of exactly ``hops`` steps, or of every length 1..``max_hops`` when ``hops`` is None.
@@ -168,12 +173,13 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
     remaining hops of an answer are kept (they alone can lead to one), which bounds the search. Answers that are
     topic entities are left out, unless every answer is one (a question whose answer is its own topic); precision
     counts the end nodes without the topics, as ``relpath``'s ``ends``. Relation ids in ``skip`` (mirrors,
-    :func:`mirrored_relations`) are not walked.
+    :func:`mirrored_relations`) are not walked, nor a step that reaches more than ``max_frontier`` distinct nodes
+    (``relpath``'s hub guard, whose default it shares: the retriever would not walk that step either).
     """
     if hops is None:
         out: dict = {}
         for k in range(1, max_hops + 1):
-            out.update(sequence_scores(kg, topics, answers, k, skip=skip))
+            out.update(sequence_scores(kg, topics, answers, k, skip=skip, max_frontier=max_frontier))
         return out
     topics = arrays.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
     answers = arrays.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
@@ -188,6 +194,8 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
 
     def walk(seq: tuple, frontier: np.ndarray, i: int, left: np.ndarray | None) -> None:
         for key, dst in adj.expand(frontier).items():
+            if len(dst) > max_frontier:  # relpath's hub guard: a step that reaches more nodes is never walked
+                continue
             if seq and left is not None and zeroshot.units(seq + (key,))[-1][0] == "co":
                 back = ~np.isin(dst, left)  # a co-step does not return to what it left (relpath's rule)
                 dst = dst[back] if back.any() else dst
