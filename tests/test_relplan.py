@@ -174,3 +174,16 @@ def test_relpath_falls_back_when_there_is_no_sequence_to_walk(kg, index):
     with pytest.raises(Exception, match="khop"):  # an unknown fallback lists the choices
         retrieve_one(question=q, query_vec=vec, kg=kg, index=index,
                      params=RetrieveParams(method="relpath", hops=2, relpath={"fallback": "nope"}))
+
+
+def test_labelling_shares_relpaths_hub_guard(kg):
+    """A labelling step that reaches more than ``max_frontier`` nodes is not walked (relpath's hub guard, whose
+    default it shares): Michael Mann's films are two nodes, so with a guard of one no sequence reaches them."""
+    from kgrag.index.relplan import MAX_FRONTIER, sequence_scores
+    from kgrag.retrieval.retrievers.relpath import RelPathParams
+
+    assert MAX_FRONTIER == RelPathParams().max_frontier
+    topic, answers = kg.ids_of(["Michael Mann"]), kg.ids_of(["Heat", "Collateral"])
+    assert (("directed_by", False),) in sequence_scores(kg, topic, answers, 1)
+    assert sequence_scores(kg, topic, answers, 1, max_frontier=2) == sequence_scores(kg, topic, answers, 1)
+    assert (("directed_by", False),) not in sequence_scores(kg, topic, answers, 1, max_frontier=1)
