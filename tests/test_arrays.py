@@ -20,3 +20,10 @@ def test_unique_agrees_with_numpy(values):
     got, want = arrays.unique(values), np.unique(values)
     assert got.dtype == want.dtype
     assert got.tolist() == want.tolist()
+
+
+def test_ranges_is_every_half_open_range_in_order():
+    lo, hi = np.asarray([5, 0, 3, 9]), np.asarray([7, 0, 4, 12])
+    want = [i for a, b in zip(lo, hi) for i in range(a, b)]
+    assert arrays.ranges(lo, hi).tolist() == want == [5, 6, 3, 9, 10, 11]
+    assert arrays.ranges(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []

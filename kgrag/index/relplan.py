@@ -91,8 +91,7 @@ class Adjacency:
         lo, hi = ptr[nodes], ptr[nodes + 1]
         if not len(nodes) or int((hi - lo).sum()) == 0:
             return dst[:0], rel[:0]
-        lens = hi - lo
-        idx = np.arange(int(lens.sum())) + np.repeat(lo - (np.cumsum(lens) - lens), lens)  # every [lo, hi) at once
+        idx = arrays.ranges(lo, hi)
         return dst[idx], rel[idx]
 
     def expand(self, frontier: np.ndarray) -> dict[tuple[int, bool], np.ndarray]:

@@ -185,9 +185,7 @@ class OutIndex:
         hi = np.searchsorted(self.key, keys, side="right")
         if not len(lo):
             return np.zeros(0, dtype=np.int64)
-        lens = hi - lo  # every [lo, hi) at once: a hub's frontier has 10^5 heads, a Python loop over them stalled
-        idx = np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(lo - (np.cumsum(lens) - lens), lens)
-        return arrays.unique(self.tail[idx])
+        return arrays.unique(self.tail[arrays.ranges(lo, hi)])  # a hub's frontier: 10^5 ranges at once
 
     def out_edges(self, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(relations, tails) of the edges leaving ``head``."""
