@@ -136,6 +136,8 @@ def run_config(*, exp: Experiment, qrows: list[dict], shard: int = 25) -> dict:
                 "answers_from_cache": sum(g[S.CACHED] for g in mine)}
 
     out = {"all": block(rows), "by_hops": {}}
+    # the LLM's Hit@1 minus the first candidate's, paired per question, with its bootstrap interval (metrics.json's)
+    out["all"]["llm_lift_paired"] = metrics.get("llm_lift_paired")
     for k in sorted({r[S.HOPS] for r in rows}):
         out["by_hops"][str(k)] = block([r for r in rows if r[S.HOPS] == k])
     out["seconds"] = {"retrieve": round(t_ret, 1), "generate": round(t_gen, 1)}

@@ -20,7 +20,7 @@ import sys
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
 from kgrag.experiment import Experiment, Files
-from kgrag.kg.heldout import held_out_questions
+from kgrag.kg.heldout import brings_graphs, held_out_questions, held_out_split
 from kgrag.kg.overlap import LeakError
 
 
@@ -53,14 +53,22 @@ def main(argv: list[str] | None = None) -> None:
         from kgrag.llm.backends.llamacpp import packaged_gguf
         from kgrag.tune.gguf import write_merged
         from kgrag.tune.lora import LoraSpec, add_lora, adapter_state, deltas
-        from kgrag.tune.rows import build_rows
+        from kgrag.tune.rows import build_rows, split_experiment
         from kgrag.tune.train import train
 
         exp = Experiment(params, Files.of())
-        kg = exp.kg
+        log = lambda s: print(f"[tune] {s}", file=sys.stderr)  # noqa: E731
+        evaluated = io.VALIDATED / "questions.parquet"
         try:
-            qs, note = held_out_questions(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="tune",
-                                          split=p.split)
+            own = None  # a split whose questions bring their own graphs (ExplaGraphs' train file): its tables
+            if p.split is not None:
+                own, qs, note = held_out_split(params, evaluated=evaluated, what="tune", split=p.split)
+                own = own if brings_graphs(own) else None
+            if own is None:
+                qs, note = held_out_questions(params, exp.kg, evaluated=evaluated, what="tune", split=p.split)
+            else:  # those graphs are not in the evaluated KG: the rows are retrieved from a store of the split's own
+                exp = split_experiment(exp, own, io.CACHE / "tune", log=log)
+                log(f"{note}: the questions' own graphs ({exp.kg.num_triples} triples) stored for retrieval")
         except (LeakError, ValueError) as e:
             raise SystemExit(f"tune: {e}") from None
         qs = [q for q in qs if q.answer_ids or q.choices]
@@ -71,7 +79,6 @@ def main(argv: list[str] | None = None) -> None:
         qs = [qs[i] for i in pick]
         base = packaged_gguf()
         tokenizer = Llama(model_path=str(base), vocab_only=True, verbose=False)
-        log = lambda s: print(f"[tune] {s}", file=sys.stderr)  # noqa: E731
         rows = build_rows(exp=exp, questions=qs, tokenizer=tokenizer, paths=p.paths,
                           max_candidates=p.max_candidates, log=log)
         data_hash = rows_hash(rows)

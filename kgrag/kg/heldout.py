@@ -10,10 +10,11 @@ and counted in the note.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from kgrag import io, schema as S
 from kgrag.kg.overlap import guard
-from kgrag.kg.store import questions_on
+from kgrag.kg.store import questions_from_table, questions_on
 from kgrag.registry import LOADERS
 
 
@@ -21,35 +22,63 @@ def held_out_questions(params, kg, *, evaluated: str | Path, what: str, split: s
     """(questions with their answers, a note of where they came from and what the guard left out); raises
     ``kgrag.kg.overlap.LeakError`` when they hold the evaluated questions (``evaluated``: the validated questions
     file). ``what`` names the stage in the error. ``split``: the loader's own split of that name instead (a loader
-    with a ``split`` param, e.g. ExplaGraphs' train file for the tune stage)."""
+    with a ``split`` param, e.g. ExplaGraphs' train file for the tune stage). Ids are ``kg``'s, mapped by name."""
+    tables, note = _held_out_tables(params, what, split)
+    qs = [q for tabs in tables for q in questions_on(kg, tabs)]  # the loader's own numbering -> kg's, by name
+    return _guarded(qs, note, evaluated=evaluated, what=what)
+
+
+def held_out_split(params, *, evaluated: str | Path, what: str, split: str) -> tuple[Any, list, str]:
+    """The loader's split ``split`` with the graphs its questions bring (per-question graphs, e.g. ExplaGraphs'
+    train file): (its tables, its questions with the tables' own ids, guarded as :func:`held_out_questions`, the
+    note). Such questions' graphs are not in the evaluated KG, so a training stage builds a store of the tables
+    (``kgrag.tune.rows.split_experiment``) instead of mapping the questions onto the evaluated KG."""
+    (tabs,), note = _held_out_tables(params, what, split)
+    return tabs, *_guarded(questions_from_table(tabs.questions, declared_hops=True), note, evaluated=evaluated,
+                           what=what)
+
+
+def brings_graphs(tables) -> bool:
+    """Whether a loader's tables are per-question graphs (triples carrying a ``graph_id``)."""
+    t = tables.triples
+    return S.GRAPH_ID in t.column_names and t[S.GRAPH_ID].null_count < t.num_rows
+
+
+def _held_out_tables(params, what: str, split: str | None) -> tuple[list, str]:
+    """The loader's tables of the held-out questions (one per file read) and where they came from; [] and the
+    reason when there are none."""
     p, d = params.relplan, params.data
     lp = d.loader_params()
-    qs: list = []
     if split is not None:
         if "split" not in type(lp).model_fields or getattr(lp, "split", None) == split:
             raise ValueError(f"{what}: split {split!r}: the {d.dataset} loader has no other split of that name "
                              "(or it is the evaluated one)")
-        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "split": split, "sample": p.questions, "seed": p.seed})
-        qs = questions_on(kg, tabs)
-        note = f"{d.dataset} {split} split"
-    elif p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
+        return ([LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "split": split, "sample": p.questions,
+                                                "seed": p.seed})], f"{d.dataset} {split} split")
+    if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
         tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "questions": p.file, "sample": p.questions,
                                               "seed": p.seed})
         note = f"from {p.file}"
         if tabs.quarantine.num_rows:
             note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
-        qs = questions_on(kg, tabs)  # ids of the loader's own numbering -> the validated KG's, by name
-    elif getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "split" in type(lp).model_fields:
+        return [tabs], note
+    if getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "split" in type(lp).model_fields:
         # the loader's held-out part: MetaQA's split files (each hop count's), IRN's seeded dev part
+        out = []
         for hops in (p.hops if "hops" in type(lp).model_fields else [None]):
             extra = {"hops": hops} if hops is not None else {}
-            tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), **extra, "split": p.split,
-                                                  "sample": p.questions, "seed": p.seed})
-            qs += questions_on(kg, tabs)
-        note = f"{d.dataset} {p.split} split"
-    else:
-        return [], (f"the {d.dataset} loader has no held-out question files and relplan.file is not set "
-                    "(docs/retrieval.md)")
+            out.append(LOADERS.get(d.dataset).impl(**{**lp.model_dump(), **extra, "split": p.split,
+                                                      "sample": p.questions, "seed": p.seed}))
+        return out, f"{d.dataset} {p.split} split"
+    return [], (f"the {d.dataset} loader has no held-out question files and relplan.file is not set "
+                "(docs/retrieval.md)")
+
+
+def _guarded(qs: list, note: str, *, evaluated: str | Path, what: str) -> tuple[list, str]:
+    """``qs`` less those the leak guard leaves out (an evaluated question's text), and the note saying so;
+    raises ``LeakError`` on a copy or superset of the evaluated questions."""
+    if not qs:
+        return [], note
     ev = io.read_parquet(evaluated).select([S.QUESTION_ID, S.TEXT])
     keep, leak = guard(train_ids=[q.question_id for q in qs], train_texts=[q.text for q in qs],
                        eval_ids=ev[S.QUESTION_ID].to_pylist(), eval_texts=ev[S.TEXT].to_pylist(),

@@ -1,0 +1,36 @@
+"""Building an embedding index: the files :class:`kgrag.index.embed.EmbeddingIndex` reads, from a KG store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kgrag.index.embed import encode, write_vectors
+from kgrag.index.zeroshot import entity_text
+from kgrag.io import write_json
+
+
+def build_index(kg, folder: str | Path, *, model: str, batch_size: int = 256, embed_triples: bool = False,
+                log=lambda s: None) -> dict:
+    """Embed ``kg``'s entity names, relation names and (``embed_triples``) triples into ``folder``: the files
+    :class:`EmbeddingIndex` reads (the ``index`` stage's output; the tune stage's index of a training split's own
+    graphs). Entity names as :func:`kgrag.index.zeroshot.entity_text`, relation names with ``_`` read as spaces,
+    a triple as ``head relation tail``. Returns the ``meta.json`` it writes."""
+    folder = Path(folder)
+    ids = np.nonzero(kg.entity_names != None)[0]  # noqa: E711 (numpy elementwise)
+    log(f"embedding {len(ids)} entity names with {model}")
+    write_vectors(folder / "entities.parquet", ids,
+                  encode([entity_text(n) for n in kg.names(ids)], model=model, batch_size=batch_size, progress=True))
+    rids = np.arange(len(kg.relation_names))
+    rel_text = [str(n).replace("_", " ") for n in kg.relation_names]
+    write_vectors(folder / "relations.parquet", rids, encode(rel_text, model=model, batch_size=batch_size))
+    if embed_triples:
+        named = kg.named_triples(kg.heads, kg.relations, kg.tails)
+        texts = [f"{h} {r.replace('_', ' ')} {t}" for h, r, t in named]
+        log(f"embedding {len(texts)} triples")
+        write_vectors(folder / "triples.parquet", np.arange(len(texts)),
+                      encode(texts, model=model, batch_size=batch_size, progress=True))
+    meta = {"model": model, "entities": int(len(ids)), "relations": int(len(rids)), "triples": bool(embed_triples)}
+    write_json(folder / "meta.json", meta)
+    return meta
