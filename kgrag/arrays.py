@@ -50,3 +50,24 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     lens = hi - lo
     return np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(lo - (np.cumsum(lens) - lens), lens)
+
+
+def runs(sorted_values: np.ndarray) -> list[tuple[int, int]]:
+    """The ``(start, end)`` bounds of each run of equal values in ``sorted_values``, in order: the groups of a
+    sorted key (a step's edges by relation).
+
+    Parameters
+    ----------
+    sorted_values : numpy.ndarray
+        One-dimensional, equal values next to each other (sorted).
+
+    Returns
+    -------
+    list of (int, int)
+        Half-open bounds covering the array; [] for an empty one.
+    """
+    v = np.asarray(sorted_values)
+    if not v.size:
+        return []
+    cuts = (np.flatnonzero(v[1:] != v[:-1]) + 1).tolist()
+    return list(zip([0, *cuts], [*cuts, int(v.size)]))

@@ -27,3 +27,18 @@ def test_ranges_is_every_half_open_range_in_order():
     want = [i for a, b in zip(lo, hi) for i in range(a, b)]
     assert arrays.ranges(lo, hi).tolist() == want == [5, 6, 3, 9, 10, 11]
     assert arrays.ranges(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
+
+
+def test_runs_bounds_each_group_of_equal_values():
+    from kgrag.arrays import runs
+
+    assert runs(np.array([], dtype=np.int64)) == []
+    assert runs(np.array([7])) == [(0, 1)]
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        v = np.sort(rng.integers(0, 6, size=int(rng.integers(1, 40))))
+        got = runs(v)
+        assert got[0][0] == 0 and got[-1][1] == len(v)
+        assert all(b == c for (_, b), (c, _) in zip(got, got[1:]))  # contiguous, in order
+        assert [int(v[a]) for a, _ in got] == np.unique(v).tolist()  # one run per distinct value
+        assert all((v[a:b] == v[a]).all() for a, b in got)

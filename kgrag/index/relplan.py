@@ -103,8 +103,7 @@ class Adjacency:
                 continue
             key = arrays.unique(rel.astype(np.int64) * self.n + dst)  # one sort: by relation, then node
             rels, nodes = np.divmod(key, self.n)
-            cuts = np.flatnonzero(rels[1:] != rels[:-1]) + 1
-            for a, b in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [len(key)]]).tolist()):
+            for a, b in arrays.runs(rels):
                 out[(int(rels[a]), fwd)] = nodes[a:b]
         return out
 

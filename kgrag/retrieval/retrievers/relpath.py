@@ -145,13 +145,23 @@ def _step(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int
         idx = np.flatnonzero(mask)
         idx = idx[np.argsort(r[idx], kind="stable")]  # by relation, edge order kept within one
         rs = r[idx]
-        cuts = np.flatnonzero(rs[1:] != rs[:-1]) + 1
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(idx)]):
-            if a == b or int(rs[a]) in skip:
+        for a, b in arrays.runs(rs):
+            if int(rs[a]) in skip:
                 continue
             sel = idx[a:b]
             if len(arrays.unique(dst[sel])) <= max_frontier:
                 out[(int(rs[a]), fwd)] = (e[sel], src[sel], dst[sel])
+    return out
+
+
+def _walk_back(steps: list, ends: np.ndarray) -> list[int]:
+    """The edges of a walk's ``steps`` ((edges, from-nodes, to-nodes) per hop) that lead to ``ends``, walked back
+    from them so that no dead-end branch is kept: the last hop's edges first, each hop's by edge id."""
+    out, keep = [], ends
+    for e, src, dst in reversed(steps):
+        sel = np.isin(dst, keep)
+        out += np.sort(e[sel]).tolist()
+        keep = arrays.unique(src[sel])
     return out
 
 
@@ -364,10 +374,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         keep_nodes = arrays.unique(steps[-1][2]) if override is None else override
         others = keep_nodes[~np.isin(keep_nodes, topics)]
         ends.update(dict.fromkeys((others if len(others) else keep_nodes).tolist()))
-        for e, src, dst in reversed(steps):  # walk back: only edges leading to the kept ends
-            sel = np.isin(dst, keep_nodes)
-            edges.update(dict.fromkeys(np.sort(e[sel]).tolist()))
-            keep_nodes = arrays.unique(src[sel])
+        edges.update(dict.fromkeys(_walk_back(steps, keep_nodes)))
     cap = params.max_triples
     if question.graph_id is not None and params.fill_graph:
         # a question with its own graph (a retriever's output, RoG style): the rest of it after the chosen
@@ -378,12 +385,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         for i in ranking.top_k(ranking.rounded(final), len(order), decimals=ranking.COSINE_DECIMALS):
             if params.graph_order == "distance" or order[i] in chosen:
                 continue
-            keep_nodes, got = arrays.unique(kept[order[i]][-1][2]), []
-            for e, src, dst in reversed(kept[order[i]]):  # the last hop (the ends) first
-                sel = np.isin(dst, keep_nodes)
-                got += np.sort(e[sel]).tolist()
-                keep_nodes = arrays.unique(src[sel])
-            lists.append(got)
+            lists.append(_walk_back(kept[order[i]], arrays.unique(kept[order[i]][-1][2])))
         if params.graph_order == "interleave":  # one triple of each sequence in turn, best sequence first
             lists = [[x for x in chain(*zip_longest(*lists)) if x is not None]] if lists else []
         for got in lists:
