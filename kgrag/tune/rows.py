@@ -67,7 +67,6 @@ def split_experiment(exp: Any, tables: Any, folder: str | Path, log=lambda s: No
     from kgrag.experiment import Experiment, Files
     from kgrag.index.build import build_index
     from kgrag.kg.duckdb_io import write_duckdb
-    from kgrag.kg.store import KGStore
 
     parts = {"entities": tables.entities, "relations": tables.relations, "triples": tables.triples}
     h = hashlib.sha256()
@@ -80,7 +79,8 @@ def split_experiment(exp: Any, tables: Any, folder: str | Path, log=lambda s: No
     db, index = where / "kg.duckdb", where / "index"
     if not db.exists():
         write_duckdb(db, parts)
-    if not (index / "meta.json").exists():
+    split = Experiment(exp.params, Files(db=str(db), index=str(index)))
+    if not (index / "meta.json").exists():  # before split.index is first read
         p = exp.params.index
-        build_index(KGStore(db), index, model=p.model, batch_size=p.batch_size, embed_triples=p.embed_triples, log=log)
-    return Experiment(exp.params, Files(db=str(db), index=str(index)))
+        build_index(split.kg, index, model=p.model, batch_size=p.batch_size, embed_triples=p.embed_triples, log=log)
+    return split
