@@ -50,21 +50,30 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/kgrag-lift/main")
     ap.add_argument("--labels", default=None, help="bench/labels.py output whose dev rows join the table")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "llm_lift.json"))
+    ap.add_argument("--table-only", action="store_true", help="re-make the table from the work copy's finished "
+                    "runs (e.g. with --labels added), training and answering nothing")
     args = ap.parse_args()
-    work = workcopy(Path(args.workdir))
-    clear_caches(work)
-    sets = ["tune.enabled=true"]
-    runs = {st: run_stage(work, st, sets) for st in STAGES}
-    tune = json.loads((work / "data" / "tune" / "tune.json").read_text())
-    training = {k: tune.get(k) for k in ("note", "questions", "trained_rows", "rows", "loss_per_epoch",
-                                         "training_data_hash", "lora")}
-    training.update(seconds=runs["tune"]["seconds"], peak_rss_mib=runs["tune"]["peak_rss_mib"])
-    print(f"[llm_lift] trained: {training}", file=sys.stderr, flush=True)
+    work = Path(args.workdir)
     raw = work / "reports" / "bench" / "llm_lift_metaqa.json"
-    cmd = [sys.executable, "bench/generalize.py", "--split", "test", "--per-hop", str(args.per_hop), "--out", str(raw)]
-    for name, ov in CONFIGS.items():
-        cmd += ["--config", f"{name}={ov}"]
-    subprocess.run(cmd, cwd=work, env=env(), check=True)
+    record = work / "reports" / "bench" / "llm_lift_training.json"
+    if not args.table_only:
+        workcopy(work)
+        clear_caches(work)
+        runs = {st: run_stage(work, st, ["tune.enabled=true"]) for st in STAGES}
+        tune = json.loads((work / "data" / "tune" / "tune.json").read_text())
+        training = {k: tune.get(k) for k in ("note", "questions", "trained_rows", "rows", "loss_per_epoch",
+                                             "training_data_hash", "lora")}
+        training.update(seconds=runs["tune"]["seconds"], peak_rss_mib=runs["tune"]["peak_rss_mib"])
+        record.write_text(json.dumps(training))
+        print(f"[llm_lift] trained: {training}", file=sys.stderr, flush=True)
+        cmd = [sys.executable, "bench/generalize.py", "--split", "test", "--per-hop", str(args.per_hop), "--out",
+               str(raw)]
+        for name, ov in CONFIGS.items():
+            cmd += ["--config", f"{name}={ov}"]
+        subprocess.run(cmd, cwd=work, env=env(), check=True)
+    # (a run of this bench before the record file existed left its training record in --out only)
+    training = json.loads((record if record.exists() else Path(args.out)).read_text())
+    training = training.get("training", training)
     got = json.loads(raw.read_text())
     configs = {name: {k: v for k, v in c.items() if k != "_rows"} for name, c in got["configs"].items()}
     table = [row(name, "MetaQA test, 1/2/3-hop mixed", c["all"]) for name, c in configs.items()]
