@@ -20,7 +20,7 @@ import sys
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
 from kgrag.experiment import Experiment, Files
-from kgrag.kg.heldout import brings_graphs, held_out_questions, held_out_split
+from kgrag.kg.heldout import held_out_questions, held_out_split
 from kgrag.kg.overlap import LeakError
 
 
@@ -60,13 +60,12 @@ def main(argv: list[str] | None = None) -> None:
         log = lambda s: print(f"[tune] {s}", file=sys.stderr)  # noqa: E731
         evaluated = io.VALIDATED / "questions.parquet"
         try:
-            own = None  # a split whose questions bring their own graphs (ExplaGraphs' train file): its tables
+            own = None  # the tables of a split whose questions bring their own graphs (ExplaGraphs' train file)
             if p.split is not None:
-                own, qs, note = held_out_split(params, evaluated=evaluated, what="tune", split=p.split)
-                own = own if brings_graphs(own) else None
-            if own is None:
-                qs, note = held_out_questions(params, exp.kg, evaluated=evaluated, what="tune", split=p.split)
-            else:  # those graphs are not in the evaluated KG: the rows are retrieved from a store of the split's own
+                own, qs, note = held_out_split(params, exp.kg, evaluated=evaluated, what="tune", split=p.split)
+            else:
+                qs, note = held_out_questions(params, exp.kg, evaluated=evaluated, what="tune")
+            if own is not None:  # those graphs are not in the evaluated KG: rows come from a store of the split's own
                 exp = split_experiment(exp, own, io.CACHE / "tune", log=log)
                 log(f"{note}: the questions' own graphs ({exp.kg.num_triples} triples) stored for retrieval")
         except (LeakError, ValueError) as e:

@@ -57,8 +57,8 @@ def test_rows_of_a_split_with_its_own_graphs_show_those_graphs(project):
     from kgrag.tune.rows import build_rows, split_experiment
 
     params, evaluated, root = project
-    tables, qs, note = held_out_split(params, evaluated=evaluated, what="tune", split="train")
-    assert brings_graphs(tables) and len(qs) == len(TRAIN) and "train split" in note
+    tables, qs, note = held_out_split(params, None, evaluated=evaluated, what="tune", split="train")
+    assert tables is not None and brings_graphs(tables) and len(qs) == len(TRAIN) and "train split" in note
     exp = split_experiment(Experiment(params, Files(db=str(root / "none.duckdb"))), tables, root / "cache")
     tok = Llama(model_path=str(packaged_gguf()), vocab_only=True, verbose=False)
     rows = build_rows(exp=exp, questions=qs, tokenizer=tok, paths=2, max_candidates=8)

@@ -18,24 +18,26 @@ from kgrag.kg.store import questions_from_table, questions_on
 from kgrag.registry import LOADERS
 
 
-def held_out_questions(params, kg, *, evaluated: str | Path, what: str, split: str | None = None) -> tuple[list, str]:
+def held_out_questions(params, kg, *, evaluated: str | Path, what: str) -> tuple[list, str]:
     """(questions with their answers, a note of where they came from and what the guard left out); raises
     ``kgrag.kg.overlap.LeakError`` when they hold the evaluated questions (``evaluated``: the validated questions
-    file). ``what`` names the stage in the error. ``split``: the loader's own split of that name instead (a loader
-    with a ``split`` param, e.g. ExplaGraphs' train file for the tune stage). Ids are ``kg``'s, mapped by name."""
-    tables, note = _held_out_tables(params, what, split)
+    file). ``what`` names the stage in the error. Ids are ``kg``'s, mapped by name. A loader's own split (e.g.
+    ExplaGraphs' train file for the tune stage): :func:`held_out_split`."""
+    tables, note = _held_out_tables(params, what, None)
     qs = [q for tabs in tables for q in questions_on(kg, tabs)]  # the loader's own numbering -> kg's, by name
     return _guarded(qs, note, evaluated=evaluated, what=what)
 
 
-def held_out_split(params, *, evaluated: str | Path, what: str, split: str) -> tuple[Any, list, str]:
-    """The loader's split ``split`` with the graphs its questions bring (per-question graphs, e.g. ExplaGraphs'
-    train file): (its tables, its questions with the tables' own ids, guarded as :func:`held_out_questions`, the
-    note). Such questions' graphs are not in the evaluated KG, so a training stage builds a store of the tables
-    (``kgrag.tune.rows.split_experiment``) instead of mapping the questions onto the evaluated KG."""
+def held_out_split(params, kg, *, evaluated: str | Path, what: str, split: str) -> tuple[Any, list, str]:
+    """The loader's split ``split``, read once: (its tables when its questions bring their own graphs, else None;
+    its questions, guarded as :func:`held_out_questions`; the note). Questions with their own graphs (e.g.
+    ExplaGraphs' train file) keep the tables' own ids: those graphs are not in the evaluated KG, so a training
+    stage builds a store of the tables (``kgrag.tune.rows.split_experiment``). Others are mapped onto ``kg`` by
+    name, as :func:`held_out_questions` does."""
     (tabs,), note = _held_out_tables(params, what, split)
-    return tabs, *_guarded(questions_from_table(tabs.questions, declared_hops=True), note, evaluated=evaluated,
-                           what=what)
+    own = tabs if brings_graphs(tabs) else None
+    qs = questions_from_table(tabs.questions, declared_hops=True) if own is not None else questions_on(kg, tabs)
+    return own, *_guarded(qs, note, evaluated=evaluated, what=what)
 
 
 def brings_graphs(tables) -> bool:
