@@ -13,13 +13,16 @@ the KG added, unconnected to the question). Sets:
 
 Then the default pipeline runs on each file (``data.dataset=rog``, ``relpath`` with ``fill_graph``: the chosen
 sequences' triples first, then the rest of the graph up to ``max_triples``; the plan from the KG alone, since a
-RoG file holds no held-out questions) in a work copy, and the bench reports: questions, the share whose graph holds
+RoG file holds no held-out questions, or with ``--labelled`` from a labelled training file of the same format,
+``relplan.file``, as WebQSP and CWQ ship one) in a work copy, and the bench reports: questions, the share whose graph holds
 an answer, retrieval recall over those (how much of what the graph offers the retrieval keeps), Hit@1 with its
 interval, the first- and random-candidate baselines and the paired lift over the first. Writes
 ``reports/bench/question_graphs.json``.
 
     python bench/question_graphs.py --split dev --sets metaqa wc2014-p2      # the dev-shaped sets (choices)
     python bench/question_graphs.py --split test                             # the single test measurement
+    python bench/question_graphs.py --split test --labelled                  # with a labelled training file
+    python bench/question_graphs.py --split dev --tuned ../lift/data/tune --set generate.model=tuned  # a tuned scorer
 """
 
 from __future__ import annotations
@@ -140,11 +143,29 @@ def retrieval_rows(work: Path, max_context_triples: int) -> dict:
 def run(name: str, split: str, args) -> dict:
     work = workcopy(Path(args.workdir) / f"{name}-{split}")
     clear_caches(work)
+    if args.tuned:  # a trained tune stage's output (model.gguf, tune.json), served with --set generate.model=tuned
+        import shutil
+
+        (work / "data" / "tune").mkdir(parents=True, exist_ok=True)
+        for f in ("model.gguf", "tune.json"):
+            shutil.copy2(Path(args.tuned) / f, work / "data" / "tune" / f)
     data = work / "qgraphs" / f"{name}-{split}.jsonl"
     built = build(name, split, per_hop=args.per_hop, hops=args.hops, max_edges=args.max_edges, drop=args.drop,
                   noise=args.noise, seed=args.seed, out=data)
+    labelled = []
+    if args.labelled:  # a training file of the same format, as WebQSP / CWQ ship one: the labelled plan learns from it
+        train = data.with_name(f"{data.stem}-train.jsonl")
+        if split == "test":  # the dev questions, built the same way
+            built["train"] = build(name, "dev", per_hop=args.per_hop, hops=args.hops, max_edges=args.max_edges,
+                                   drop=args.drop, noise=args.noise, seed=args.seed, out=train)
+        else:  # dev: its even lines train the plan, its odd lines are evaluated
+            lines = data.read_text().splitlines(keepends=True)
+            train.write_text("".join(lines[0::2]))
+            data.write_text("".join(lines[1::2]))
+            built["train"], built["evaluated"] = len(lines[0::2]), len(lines[1::2])
+        labelled = ["relplan.source=labelled", f"relplan.file=qgraphs/{train.name}"]
     sets = ["data.dataset=rog", "data.input=qgraphs", f"data.rog.path=qgraphs/{data.name}",
-            f"data.sample={args.sample}", *args.extra]
+            f"data.sample={args.sample}", *labelled, *args.extra]
     t0, stages = time.time(), {}
     if args.retrieval_only:
         for stage in STAGES[:5]:
@@ -182,6 +203,11 @@ def main() -> None:
                     help="stop after retrieve: what the retrieval keeps and the first candidate, no LLM (dev checks)")
     ap.add_argument("--max-context-triples", type=int, default=60, help="--retrieval-only: the prompt's triple cap "
                     "(generate.max_context_triples)")
+    ap.add_argument("--labelled", action="store_true",
+                    help="the plan learns from a labelled file of the same format (relplan.file): the dev questions' "
+                    "graphs for --split test; half of the dev file for --split dev (the other half evaluated)")
+    ap.add_argument("--tuned", default=None, help="a tune stage's output folder (data/tune of a project where `dvc "
+                    "repro tune` trained): copied into the work copy, so that --set generate.model=tuned serves it")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     out = Path(args.out)
@@ -191,7 +217,8 @@ def main() -> None:
                       f"{args.max_edges} edges, each edge dropped with p={args.drop}, {args.noise} x as many random "
                       "triples added; the default pipeline with data.dataset=rog")
     for name in args.sets:
-        key = (f"{name}/{args.split}" + ("" if not args.extra else "/" + ";".join(args.extra))
+        key = (f"{name}/{args.split}" + ("/labelled" if args.labelled else "")
+               + ("" if not args.extra else "/" + ";".join(args.extra))
                + ("/retrieval" if args.retrieval_only else ""))
         result["sets"][key] = run(name, args.split, args)
         a = result["sets"][key]

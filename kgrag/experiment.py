@@ -5,7 +5,9 @@ Every runner of an experiment builds an :class:`Experiment` and asks it for its 
 - the stages' Prefect flows (``flows/retrieve.py``, ``flows/generate.py``), in each shard task;
 - ``kgrag ask`` / ``kgrag serve`` (:class:`kgrag.apps.ask.Asker`);
 - ``kgrag lego-table`` (one experiment per LEGO instance, :meth:`Experiment.with_retrieve`);
-- the benches (``bench/*.py``).
+- the benches (``bench/*.py``);
+- the stages that train on held-out questions bringing their own graphs (relplan, tune), over a store of those
+  graphs (:func:`own_graphs_experiment`).
 
 The parts (each built on first use, and shared per process: stores, indexes and LLM clients are cached by
 ``kgrag.kg.store.open_store``, ``kgrag.index.embed.open_index`` and ``kgrag.llm.clients.client_for``):
@@ -114,6 +116,42 @@ class Experiment:
                     "`dvc repro tune` with tune.enabled: true (docs/inference.md \"The tuned scorer\")")
             overrides = {**(overrides or {}), "model_path": str(tuned)}
         return client_for(self.params.generate, cache=self.files.cache, overrides=overrides)
+
+
+def own_graphs_experiment(exp: Experiment, tables: Any, folder: str | Path, *, log=lambda s: None,
+                          with_index: bool = True) -> Experiment:
+    """``exp`` over held-out questions' own graphs: questions that bring a graph each (a label task's train file,
+    e.g. ExplaGraphs; a RoG-format ``relplan.file``, e.g. WebQSP's train split) are retrieved, labelled or trained
+    on from a store of ``tables`` (``kgrag.types.KGTables``: entities, relations, triples) with an index of its
+    names (``with_index``; without it the experiment has no index), since those graphs are not in the evaluated
+    KG. Both are written under ``folder`` / the tables' content hash and kept (a rerun or a resumed training reads
+    them). Same params; no call cache is read."""
+    import hashlib
+
+    import pyarrow as pa
+
+    from kgrag.index.build import build_index
+    from kgrag.kg.duckdb_io import write_duckdb
+
+    parts = {"entities": tables.entities, "relations": tables.relations, "triples": tables.triples}
+    h = hashlib.sha256()
+    for name, t in parts.items():
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t)
+        h.update(name.encode() + sink.getvalue().to_pybytes())
+    where = Path(folder) / f"split-{h.hexdigest()[:16]}"
+    db, index = where / "kg.duckdb", where / "index"
+    if not db.exists():
+        write_duckdb(db, parts)
+    if not with_index:
+        return Experiment(exp.params, Files(db=str(db), index=None))
+    split = Experiment(exp.params, Files(db=str(db), index=str(index)))
+    if not (index / "meta.json").exists():  # before split.index is first read
+        p = exp.params.index
+        build_index(split.kg, index, model=p.model, batch_size=p.batch_size, embed_triples=p.embed_triples,
+                    log=log)
+    return split
 
 
 def stage_order(dvc_yaml: str | Path = "dvc.yaml") -> list[str]:

@@ -313,8 +313,10 @@ class RelPlanParams(Strict):
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "
-        "gretriever loaders); `questions` of them sampled; it must lie inside data.input and not be the evaluated "
-        "file. None = MetaQA's held-out split files (metaqa loader), else no plan (zero-shot, said in setup.plan)")
+        "gretriever, irn loaders) or, for rog / jsonl, a file of questions with their own graphs (a benchmark's "
+        "train split: each question labelled in its own graph, stored apart from the evaluated KG); `questions` of "
+        "them sampled; it must lie inside data.input and not be the evaluated file. None = the loader's held-out "
+        "part (MetaQA's split files, an IRN file's dev part), else no plan (zero-shot, said in setup.plan)")
 
 
 class RetrieveParams(ModuleSection):
@@ -596,12 +598,15 @@ class Params(Strict):
 
             d = self.data
             lp = d.loader_params()
-            if "questions" not in type(lp).model_fields:
+            field = getattr(type(lp), "QUESTIONS_FILE", "questions")  # rog / jsonl: questions with their graphs
+            if field not in type(lp).model_fields:
                 raise ValueError(f"relplan.file: the {d.dataset} loader reads no separate questions file; a plan "
-                                 "file needs a loader with a `questions` param (triples, ntriples, gretriever)")
-            if getattr(lp, "questions", None) and os.path.realpath(lp.questions) == os.path.realpath(self.relplan.file):
+                                 "file needs a loader with a questions file (triples, ntriples, gretriever, irn, rog, "
+                                 "jsonl)")
+            mine = getattr(lp, field, None)
+            if mine and os.path.realpath(mine) == os.path.realpath(self.relplan.file):
                 raise ValueError(f"relplan.file: {self.relplan.file!r} is the evaluated questions file "
-                                 f"(data.{d.dataset}.questions); the plan would learn from the questions it is "
+                                 f"(data.{d.dataset}.{field}); the plan would learn from the questions it is "
                                  "scored on (give a dev or training split)")
             if d.input is not None and not inside(self.relplan.file, d.input):
                 raise ValueError(f"relplan.file: {self.relplan.file!r} is not inside data.input ({d.input!r}), the "

@@ -11,21 +11,20 @@ import numpy as np
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
 from kgrag.index.embed import encode
-from kgrag.experiment import Experiment, Files
+from kgrag.experiment import Experiment, Files, own_graphs_experiment
 from kgrag.index.relplan import PlanModel, mirrored_relations, train_plan
-from kgrag.kg.heldout import held_out_questions
+from kgrag.kg.heldout import held_out_split
 from kgrag.kg.overlap import LeakError
 from kgrag.kg.store import KGStore
 
 
-def zero_shot_labeller(params, kg, folder):
+def zero_shot_labeller(kg, index, folder):
     """``label(question)``: the relation sequence the zero-shot relpath retriever (its default params, the KG's
-    mirrors in the plan written to ``folder``, no vote) chooses for a question, as (relation name, forward)
-    steps; None when it finds none."""
+    mirrors in the plan written to ``folder``, no vote) chooses for a question over ``kg`` (with its ``index``),
+    as (relation name, forward) steps; None when it finds none."""
     from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
 
     rpp = RelPathParams(plan=str(folder), paths=1, fallback=None, base="lexical")
-    index = Experiment(params, Files.of()).index
 
     def label(q):
         qv = index.encode([q.text])[0]
@@ -43,10 +42,12 @@ def main(argv: list[str] | None = None) -> None:
     out = io.RELPLAN
     with timed("relplan", timings.stage_dir("relplan"), outputs=[out / "plan.parquet"]) as info:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
+        log = lambda s: print(f"[relplan] {s}", file=sys.stderr)  # noqa: E731
+        exp = Experiment(params, Files.of())
         try:  # the leak guard inside: no evaluated question (by id or by text) trains the plan
-            qs, note = (held_out_questions(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="relplan")
-                        if p.source != "none" else ([], "relplan.source: none"))
-        except LeakError as e:
+            own, qs, note = (held_out_split(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="relplan")
+                             if p.source != "none" else (None, [], "relplan.source: none"))
+        except (LeakError, ValueError) as e:
             raise SystemExit(f"relplan: {e}") from None
         source = p.source
         if source == "auto":
@@ -54,8 +55,13 @@ def main(argv: list[str] | None = None) -> None:
         if source == "labelled" and not any(q.answer_ids for q in qs):
             raise SystemExit(f"relplan: source labelled, but there are no labelled questions ({note}); give "
                              "relplan.file, or set relplan.source: kg (the plan from the KG alone)")
+        # the KG the held-out questions are labelled on: the evaluated one, or (questions that bring their own
+        # graphs, e.g. a RoG-format relplan.file) a store of their graphs, with an index where the zero-shot
+        # labeller needs one; relation names are shared, ids are not
+        train = exp if own is None else own_graphs_experiment(exp, own, io.CACHE / "relplan", log=log,
+                                                               with_index=source == "kg")
+        train_kg = kg if own is None else train.kg
         encoder = lambda t: encode(t, model=params.index.model)  # noqa: E731
-        log = lambda s: print(f"[relplan] {s}", file=sys.stderr)  # noqa: E731
         shutil.rmtree(out, ignore_errors=True)
         mirrors = mirrored_relations(kg)
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
@@ -64,13 +70,13 @@ def main(argv: list[str] | None = None) -> None:
             out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors})
         stats: dict = {"mirrored_relations": mirrors, "labelled": 0}
         if source == "labelled":
-            model, stats = train_plan(kg=kg, questions=qs, encode=encoder, model=params.index.model, log=log)
+            model, stats = train_plan(kg=train_kg, questions=qs, encode=encoder, model=params.index.model, log=log)
             model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg" and qs:
             # texts and topics only: no answer, and no declared hop count (the zero-shot planner chooses the length)
             unlabelled = [replace(q, answer_ids=(), answers=(), hops=None) for q in qs]
-            model, stats = train_plan(kg=kg, questions=unlabelled, encode=encoder, model=params.index.model, log=log,
-                                      label=zero_shot_labeller(params, kg, out))
+            model, stats = train_plan(kg=train_kg, questions=unlabelled, encode=encoder, model=params.index.model,
+                                      log=log, label=zero_shot_labeller(train_kg, train.index, out))
             note = f"{note}: texts only, labelled by the zero-shot planner"
             model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg":

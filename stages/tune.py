@@ -19,8 +19,8 @@ import sys
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag.experiment import Experiment, Files
-from kgrag.kg.heldout import held_out_questions, held_out_split
+from kgrag.experiment import Experiment, Files, own_graphs_experiment
+from kgrag.kg.heldout import held_out_split
 from kgrag.kg.overlap import LeakError
 
 
@@ -53,20 +53,17 @@ def main(argv: list[str] | None = None) -> None:
         from kgrag.llm.backends.llamacpp import packaged_gguf
         from kgrag.tune.gguf import write_merged
         from kgrag.tune.lora import LoraSpec, add_lora, adapter_state, deltas
-        from kgrag.tune.rows import build_rows, split_experiment
+        from kgrag.tune.rows import build_rows
         from kgrag.tune.train import train
 
         exp = Experiment(params, Files.of())
         log = lambda s: print(f"[tune] {s}", file=sys.stderr)  # noqa: E731
         evaluated = io.VALIDATED / "questions.parquet"
         try:
-            own = None  # the tables of a split whose questions bring their own graphs (ExplaGraphs' train file)
-            if p.split is not None:
-                own, qs, note = held_out_split(params, exp.kg, evaluated=evaluated, what="tune", split=p.split)
-            else:
-                qs, note = held_out_questions(params, exp.kg, evaluated=evaluated, what="tune")
+            # own: the tables of held-out questions that bring their own graphs (ExplaGraphs' train file, a RoG file)
+            own, qs, note = held_out_split(params, exp.kg, evaluated=evaluated, what="tune", split=p.split)
             if own is not None:  # those graphs are not in the evaluated KG: rows come from a store of the split's own
-                exp = split_experiment(exp, own, io.CACHE / "tune", log=log)
+                exp = own_graphs_experiment(exp, own, io.CACHE / "tune", log=log)
                 log(f"{note}: the questions' own graphs ({exp.kg.num_triples} triples) stored for retrieval")
         except (LeakError, ValueError) as e:
             raise SystemExit(f"tune: {e}") from None

@@ -53,13 +53,14 @@ def test_rows_of_a_split_with_its_own_graphs_show_those_graphs(project):
 
     from kgrag.experiment import Experiment, Files
     from kgrag.kg.heldout import brings_graphs, held_out_split
+    from kgrag.experiment import own_graphs_experiment
     from kgrag.llm.backends.llamacpp import packaged_gguf
-    from kgrag.tune.rows import build_rows, split_experiment
+    from kgrag.tune.rows import build_rows
 
     params, evaluated, root = project
     tables, qs, note = held_out_split(params, None, evaluated=evaluated, what="tune", split="train")
     assert tables is not None and brings_graphs(tables) and len(qs) == len(TRAIN) and "train split" in note
-    exp = split_experiment(Experiment(params, Files(db=str(root / "none.duckdb"))), tables, root / "cache")
+    exp = own_graphs_experiment(Experiment(params, Files(db=str(root / "none.duckdb"))), tables, root / "cache")
     tok = Llama(model_path=str(packaged_gguf()), vocab_only=True, verbose=False)
     rows = build_rows(exp=exp, questions=qs, tokenizer=tok, paths=2, max_candidates=8)
     assert len(rows) == len(TRAIN)
@@ -72,7 +73,7 @@ def test_rows_of_a_split_with_its_own_graphs_show_those_graphs(project):
         assert all(h in prompt for h in heads), (heads, prompt[-400:])  # the question's own graph is in its prompt
         assert r["names"] == ["support", "counter"] and r["gold"] == [n == stance for n in r["names"]]
     # stored once under the tables' hash: a second call reads it
-    again = split_experiment(Experiment(params, Files(db=str(root / "none.duckdb"))), tables, root / "cache")
+    again = own_graphs_experiment(Experiment(params, Files(db=str(root / "none.duckdb"))), tables, root / "cache")
     assert again.files.db == exp.files.db and len(list((root / "cache").iterdir())) == 1
 
 

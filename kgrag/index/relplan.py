@@ -137,6 +137,18 @@ def adjacency(kg: KGView, skip: frozenset = frozenset()) -> Adjacency:
     return _ADJ[key]
 
 
+def graph_adjacency(kg: KGView, graph_id: str, skip: frozenset = frozenset()) -> Adjacency:
+    """The :class:`Adjacency` of one per-question graph's edges (``kg.graph_edges``) without the relations in
+    ``skip``; built per call (a graph is small)."""
+    e = kg.graph_edges(graph_id)
+    h, r, t = (np.asarray(kg.heads, np.int64)[e], np.asarray(kg.relations, np.int64)[e],
+               np.asarray(kg.tails, np.int64)[e])
+    if skip:
+        keep = ~np.isin(r, np.asarray(sorted(skip), dtype=r.dtype))
+        h, r, t = h[keep], r[keep], t[keep]
+    return Adjacency(h, r, t, int(kg.num_entities))
+
+
 def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
                       max_hops: int = 3, skip: frozenset = frozenset()) -> tuple[tuple[Step, ...], float, float] | None:
     """The weak label of a training question: (sequence, answer recall, answer precision) or None.
@@ -159,8 +171,8 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
 
 
 def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
-                    max_hops: int = 3, skip: frozenset = frozenset(),
-                    max_frontier: int = MAX_FRONTIER) -> dict[tuple[Step, ...], tuple[float, float]]:
+                    max_hops: int = 3, skip: frozenset = frozenset(), max_frontier: int = MAX_FRONTIER,
+                    graph_id: str | None = None) -> dict[tuple[Step, ...], tuple[float, float]]:
     """Every relation sequence from the topics that reaches an answer: {sequence: (answer recall, answer
     precision)}, in walking order (shorter first; at each step forward steps before reversed ones, each by relation
     id); sequences of exactly ``hops`` steps, or of every length 1..``max_hops`` when ``hops`` is None.
@@ -173,11 +185,13 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
     counts the end nodes without the topics, as ``relpath``'s ``ends``. Relation ids in ``skip`` (mirrors,
     :func:`mirrored_relations`) are not walked, nor a step that reaches more than ``max_frontier`` distinct nodes
     (``relpath``'s hub guard, whose default it shares: the retriever would not walk that step either).
+    ``graph_id``: the question's own graph (per-question graphs, RoG's format) is walked, not the whole KG.
     """
     if hops is None:
         out: dict = {}
         for k in range(1, max_hops + 1):
-            out.update(sequence_scores(kg, topics, answers, k, skip=skip, max_frontier=max_frontier))
+            out.update(sequence_scores(kg, topics, answers, k, skip=skip, max_frontier=max_frontier,
+                                       graph_id=graph_id))
         return out
     topics = arrays.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
     answers = arrays.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
@@ -185,7 +199,7 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
     answers, own = (other, False) if len(other) else (answers, True)
     if not len(topics) or not len(answers) or hops < 1:
         return {}
-    adj = adjacency(kg, skip)
+    adj = adjacency(kg, skip) if graph_id is None else graph_adjacency(kg, graph_id, skip)
     near = adj.within(answers, hops - 1)
     names = kg.relation_names
     found: dict = {}
@@ -404,17 +418,17 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
     if label is None:  # labels from the answers, chosen per wording (wording_labels)
         cands = []
         for i, q in enumerate(questions):
+            # a question that brings its own graph (RoG's format) is labelled in that graph: its relation names
+            # are the benchmark's, shared by every graph, so the sequence is learnt as any other
             cands.append(sequence_scores(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops,
-                                         skip=skip) if q.graph_id is None else {})
+                                         skip=skip, graph_id=q.graph_id))
             if (i + 1) % 500 == 0:
                 log(f"{i + 1} of {len(questions)} questions walked")
         masked = [mask_topics(q.text, kg.names(np.asarray([x for x in q.topic_ids if x is not None], dtype=np.int64)))
                   for q in questions]
         labels_by_wording, relabelled = wording_labels(masked, cands)
     for i, q in enumerate(questions):
-        if q.graph_id is not None:  # a question of its own graph has no KG-wide sequence to learn
-            lab = None
-        elif label is not None:
+        if label is not None:
             got = label(q)
             lab = (got, None, None) if got else None
         else:

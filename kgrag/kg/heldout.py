@@ -22,22 +22,27 @@ def held_out_questions(params, kg, *, evaluated: str | Path, what: str) -> tuple
     """(questions with their answers, a note of where they came from and what the guard left out); raises
     ``kgrag.kg.overlap.LeakError`` when they hold the evaluated questions (``evaluated``: the validated questions
     file). ``what`` names the stage in the error. Ids are ``kg``'s, mapped by name. A loader's own split (e.g.
-    ExplaGraphs' train file for the tune stage): :func:`held_out_split`."""
+    ExplaGraphs' train file for the tune stage) and files of questions with their own graphs: :func:`held_out_split`."""
     tables, note = _held_out_tables(params, what, None)
     qs = [q for tabs in tables for q in questions_on(kg, tabs)]  # the loader's own numbering -> kg's, by name
     return _guarded(qs, note, evaluated=evaluated, what=what)
 
 
-def held_out_split(params, kg, *, evaluated: str | Path, what: str, split: str) -> tuple[Any, list, str]:
-    """The loader's split ``split``, read once: (its tables when its questions bring their own graphs, else None;
-    its questions, guarded as :func:`held_out_questions`; the note). Questions with their own graphs (e.g.
-    ExplaGraphs' train file) keep the tables' own ids: those graphs are not in the evaluated KG, so a training
-    stage builds a store of the tables (``kgrag.tune.rows.split_experiment``). Others are mapped onto ``kg`` by
-    name, as :func:`held_out_questions` does."""
-    (tabs,), note = _held_out_tables(params, what, split)
-    own = tabs if brings_graphs(tabs) else None
-    qs = questions_from_table(tabs.questions, declared_hops=True) if own is not None else questions_on(kg, tabs)
-    return own, *_guarded(qs, note, evaluated=evaluated, what=what)
+def held_out_split(params, kg, *, evaluated: str | Path, what: str, split: str | None = None) -> tuple[Any, list, str]:
+    """The held-out questions, read once: the loader's split ``split``, or with ``split`` None those of
+    :func:`held_out_questions` (``relplan.file``, else the loader's held-out part). Returns (their tables when the
+    questions bring their own graphs, else None; the questions, guarded as :func:`held_out_questions`; the note).
+    Questions with their own graphs (ExplaGraphs' train file, a RoG-format ``relplan.file``) keep the tables' own
+    ids: those graphs are not in the evaluated KG, so a training stage builds a store of the tables
+    (``kgrag.experiment.own_graphs_experiment``). Others are mapped onto ``kg`` by name, as :func:`held_out_questions`
+    does."""
+    tables, note = _held_out_tables(params, what, split)
+    if len(tables) == 1 and brings_graphs(tables[0]):
+        own = tables[0]
+        return own, *_guarded(questions_from_table(own.questions, declared_hops=True), note, evaluated=evaluated,
+                              what=what)
+    return None, *_guarded([q for tabs in tables for q in questions_on(kg, tabs)], note, evaluated=evaluated,
+                           what=what)
 
 
 def brings_graphs(tables) -> bool:
@@ -58,7 +63,11 @@ def _held_out_tables(params, what: str, split: str | None) -> tuple[list, str]:
         return ([LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "split": split, "sample": p.questions,
                                                 "seed": p.seed})], f"{d.dataset} {split} split")
     if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
-        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "questions": p.file, "sample": p.questions,
+        field = getattr(type(lp), "QUESTIONS_FILE", "questions")  # rog / jsonl: one file of questions and graphs
+        if field not in type(lp).model_fields:
+            raise ValueError(f"{what}: relplan.file {p.file!r}: the {d.dataset} loader reads no question file of "
+                             f"its own; set relplan.file: null")
+        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), field: p.file, "sample": p.questions,
                                               "seed": p.seed})
         note = f"from {p.file}"
         if tabs.quarantine.num_rows:

@@ -10,9 +10,7 @@ tuned scores are those llama.cpp computes.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Sequence
 
 from kgrag.types import Question
@@ -54,33 +52,3 @@ def build_rows(*, exp: Any, questions: Sequence[Question], tokenizer: Any, paths
                          "gold": [normalize(n) in gold for n in names]})
         log(f"{min(start + batch, len(questions))} of {len(questions)} training questions retrieved")
     return rows
-
-
-def split_experiment(exp: Any, tables: Any, folder: str | Path, log=lambda s: None) -> Any:
-    """``exp`` over a training split's own graphs: a label task's train file brings a graph per question (e.g.
-    ExplaGraphs), and those graphs are not in the evaluated KG, so the rows are retrieved from a store of
-    ``tables`` (``kgrag.types.KGTables``: entities, relations, triples) with an index of its names, both written
-    under ``folder`` / the tables' content hash (kept: a rerun or a resumed training reads them). Same params,
-    no call cache (building rows makes no LLM call)."""
-    import pyarrow as pa
-
-    from kgrag.experiment import Experiment, Files
-    from kgrag.index.build import build_index
-    from kgrag.kg.duckdb_io import write_duckdb
-
-    parts = {"entities": tables.entities, "relations": tables.relations, "triples": tables.triples}
-    h = hashlib.sha256()
-    for name, t in parts.items():
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, t.schema) as w:
-            w.write_table(t)
-        h.update(name.encode() + sink.getvalue().to_pybytes())
-    where = Path(folder) / f"split-{h.hexdigest()[:16]}"
-    db, index = where / "kg.duckdb", where / "index"
-    if not db.exists():
-        write_duckdb(db, parts)
-    split = Experiment(exp.params, Files(db=str(db), index=str(index)))
-    if not (index / "meta.json").exists():  # before split.index is first read
-        p = exp.params.index
-        build_index(split.kg, index, model=p.model, batch_size=p.batch_size, embed_triples=p.embed_triples, log=log)
-    return split

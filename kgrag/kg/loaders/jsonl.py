@@ -16,6 +16,7 @@ in two graphs is two rows, one per graph); self-loops are kept and counted. An e
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +29,9 @@ class JsonlParams(BaseModel):
     """Params of the ``jsonl`` loader (``data.jsonl`` in params.yaml)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    #: the field naming the file of questions, each with its graph: a held-out file of the same format (relplan.file)
+    #: is read through it (kgrag.kg.heldout)
+    QUESTIONS_FILE: ClassVar[str] = "path"
     path: str = Field(..., description="questions JSONL file (.gz = gzip), each with its graph")
     split: str = Field("test", description="split label given to the questions")
 

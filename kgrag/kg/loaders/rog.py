@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -63,6 +63,9 @@ class RogParams(BaseModel):
     """Params of the ``rog`` loader (``data.rog`` in params.yaml)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    #: the field naming the file of questions, each with its graph: a held-out file of the same format (relplan.file)
+    #: is read through it (kgrag.kg.heldout)
+    QUESTIONS_FILE: ClassVar[str] = "path"
     path: str = Field(..., description="a .parquet, .jsonl or .jsonl.gz file, or a folder of .parquet shards "
                       "(e.g. a RoG-webqsp download's data/)")
     split: str = Field("test", description="split label given to the questions")
