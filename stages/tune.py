@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
         from kgrag.tune.gguf import write_merged
         from kgrag.tune.lora import LoraSpec, add_lora, adapter_state, deltas
         from kgrag.tune.rows import build_rows
-        from kgrag.tune.train import train
+        from kgrag.tune.train import train, usable_rows
 
         exp = Experiment(params, Files.of())
         log = lambda s: print(f"[tune] {s}", file=sys.stderr)  # noqa: E731
@@ -77,6 +77,10 @@ def main(argv: list[str] | None = None) -> None:
         tokenizer = Llama(model_path=str(base), vocab_only=True, verbose=False)
         rows = build_rows(exp=exp, questions=qs, tokenizer=tokenizer, paths=p.paths,
                           max_candidates=p.max_candidates, log=log)
+        if not usable_rows(rows):  # training would leave the base model as it is, under the tuned model's name
+            raise SystemExit(f"tune: none of the {len(rows)} training questions gave a row to learn from (the gold "
+                             f"answer among at least two candidates, with tune.paths: {p.paths}); give more "
+                             "labelled questions or set tune.enabled: false")
         data_hash = rows_hash(rows)
         hf = io.CACHE / "tune" / f"hf-{hashlib.sha256(str(base).encode()).hexdigest()[:12]}"
         if not (hf / "model.safetensors").exists():
@@ -88,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         model = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
         spec = LoraSpec(layers=p.layers, targets=tuple(p.targets), r=p.r, alpha=p.alpha)
         adapters = add_lora(model, spec, p.seed)
-        bar = tqdm(total=p.epochs * len([r for r in rows if any(r["gold"]) and not all(r["gold"])]),
+        bar = tqdm(total=p.epochs * len(usable_rows(rows)),
                    desc="[tune] training", unit="q", file=sys.stderr)
 
         def progress(i, n, loss):

@@ -46,6 +46,12 @@ def candidate_scores(model: Any, prompt: Sequence[int], candidates: Sequence[Seq
     return torch.stack(tot)
 
 
+def usable_rows(rows: Sequence[dict]) -> list[dict]:
+    """The rows training learns from: a gold answer among the candidates and a wrong one beside it (a row whose
+    candidates are all gold, or none, has nothing to tell apart)."""
+    return [r for r in rows if any(r["gold"]) and not all(r["gold"])]
+
+
 def train(*, model: Any, adapters: dict[str, Any], rows: Sequence[dict], epochs: int, lr: float, negatives: int,
           seed: int, max_prompt: int, checkpoint: Path, checkpoint_every: int,
           progress: Callable[[int, int, float], None] = lambda i, n, loss: None) -> dict:
@@ -56,7 +62,7 @@ def train(*, model: Any, adapters: dict[str, Any], rows: Sequence[dict], epochs:
 
     from kgrag.tune.lora import adapter_state, load_adapter_state
 
-    usable = [r for r in rows if any(r["gold"]) and not all(r["gold"])]
+    usable = usable_rows(rows)
     params = [p for m in adapters.values() for p in (m.A, m.B)]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     key = {"rows": len(usable), "epochs": epochs, "lr": lr, "negatives": negatives, "seed": seed}
