@@ -18,24 +18,17 @@ from kgrag.kg.store import questions_from_table, questions_on
 from kgrag.registry import LOADERS
 
 
-def held_out_questions(params, kg, *, evaluated: str | Path, what: str) -> tuple[list, str]:
-    """(questions with their answers, a note of where they came from and what the guard left out); raises
-    ``kgrag.kg.overlap.LeakError`` when they hold the evaluated questions (``evaluated``: the validated questions
-    file). ``what`` names the stage in the error. Ids are ``kg``'s, mapped by name. A loader's own split (e.g.
-    ExplaGraphs' train file for the tune stage) and files of questions with their own graphs: :func:`held_out_split`."""
-    tables, note = _held_out_tables(params, what, None)
-    qs = [q for tabs in tables for q in questions_on(kg, tabs)]  # the loader's own numbering -> kg's, by name
-    return _guarded(qs, note, evaluated=evaluated, what=what)
-
-
 def held_out_split(params, kg, *, evaluated: str | Path, what: str, split: str | None = None) -> tuple[Any, list, str]:
-    """The held-out questions, read once: the loader's split ``split``, or with ``split`` None those of
-    :func:`held_out_questions` (``relplan.file``, else the loader's held-out part). Returns (their tables when the
-    questions bring their own graphs, else None; the questions, guarded as :func:`held_out_questions`; the note).
+    """The held-out questions, read once: the loader's split ``split`` (e.g. ExplaGraphs' train file for the tune
+    stage), or with ``split`` None ``relplan.file``, else the loader's held-out part. Returns (their tables when the
+    questions bring their own graphs, else None; the questions with their answers, less those the leak guard
+    leaves out; a note of where they came from and what the guard left out). Raises
+    ``kgrag.kg.overlap.LeakError`` when they hold the evaluated questions (``evaluated``: the validated questions
+    file); ``what`` names the stage in the error.
+
     Questions with their own graphs (ExplaGraphs' train file, a RoG-format ``relplan.file``) keep the tables' own
     ids: those graphs are not in the evaluated KG, so a training stage builds a store of the tables
-    (``kgrag.experiment.own_graphs_experiment``). Others are mapped onto ``kg`` by name, as :func:`held_out_questions`
-    does."""
+    (``kgrag.experiment.own_graphs_experiment``). Others are mapped onto ``kg``'s ids by name."""
     tables, note = _held_out_tables(params, what, split)
     if len(tables) == 1 and brings_graphs(tables[0]):
         own = tables[0]
