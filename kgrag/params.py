@@ -233,6 +233,14 @@ class DataParams(BaseModel):
         assert self._loader_params is not None
         return self._loader_params
 
+    def questions_file_field(self) -> str | None:
+        """The selected loader's param naming its questions file (``questions``; rog / jsonl: ``path``, a file of
+        questions with their graphs, said by the params class's ``QUESTIONS_FILE``), or None when it reads none:
+        where ``relplan.file`` goes."""
+        cls = type(self.loader_params())
+        field = getattr(cls, "QUESTIONS_FILE", "questions")
+        return field if field in cls.model_fields else None
+
     def loader_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of the selected loader's call: its params plus ``sample`` and ``seed``."""
         return {**self.loader_params().model_dump(), "sample": self.sample, "seed": self.seed}
@@ -598,8 +606,8 @@ class Params(Strict):
 
             d = self.data
             lp = d.loader_params()
-            field = getattr(type(lp), "QUESTIONS_FILE", "questions")  # rog / jsonl: questions with their graphs
-            if field not in type(lp).model_fields:
+            field = d.questions_file_field()
+            if field is None:
                 raise ValueError(f"relplan.file: the {d.dataset} loader reads no separate questions file; a plan "
                                  "file needs a loader with a questions file (triples, ntriples, gretriever, irn, rog, "
                                  "jsonl)")

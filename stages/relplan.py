@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         try:  # the leak guard inside: no evaluated question (by id or by text) trains the plan
             own, qs, note = (held_out_split(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="relplan")
                              if p.source != "none" else (None, [], "relplan.source: none"))
-        except (LeakError, ValueError) as e:
+        except LeakError as e:
             raise SystemExit(f"relplan: {e}") from None
         source = p.source
         if source == "auto":

@@ -56,12 +56,9 @@ def _held_out_tables(params, what: str, split: str | None) -> tuple[list, str]:
         return ([LOADERS.get(d.dataset).impl(**{**lp.model_dump(), "split": split, "sample": p.questions,
                                                 "seed": p.seed})], f"{d.dataset} {split} split")
     if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
-        field = getattr(type(lp), "QUESTIONS_FILE", "questions")  # rog / jsonl: one file of questions and graphs
-        if field not in type(lp).model_fields:
-            raise ValueError(f"{what}: relplan.file {p.file!r}: the {d.dataset} loader reads no question file of "
-                             f"its own; set relplan.file: null")
-        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), field: p.file, "sample": p.questions,
-                                              "seed": p.seed})
+        # read through the loader's questions file param (validated params: it has one)
+        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), d.questions_file_field(): p.file,
+                                              "sample": p.questions, "seed": p.seed})
         note = f"from {p.file}"
         if tabs.quarantine.num_rows:
             note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
