@@ -17,7 +17,8 @@ RoG file holds no held-out questions, or with ``--labelled`` from a labelled tra
 ``relplan.file``, as WebQSP and CWQ ship one) in a work copy, and the bench reports: questions, the share whose graph holds
 an answer, retrieval recall over those (how much of what the graph offers the retrieval keeps), Hit@1 with its
 interval, the first- and random-candidate baselines and the paired lift over the first. Writes
-``reports/bench/question_graphs.json``.
+``reports/bench/question_graphs.json``, and copies its test rows without an LLM into
+``reports/bench/transfer.json`` as ``<set>-qgraphs/<kg|labelled>/retrieval``, beside the whole-KG rows.
 
     python bench/question_graphs.py --split dev --sets metaqa wc2014-p2      # the dev-shaped sets (choices)
     python bench/question_graphs.py --split test                             # the single test measurement
@@ -47,6 +48,7 @@ from kgrag.registry import LOADERS  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "reports" / "bench" / "question_graphs.json"
+TRANSFER = ROOT / "reports" / "bench" / "transfer.json"
 STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate")
 IRN = {"wc2014-p2": ("wc2014", "WC2014.txt", "WC-P2.txt"), "pql-2h": ("pathquestion_large", "PQL2-KB.txt", "PQL-2H.txt"),
        "pql-3h": ("pathquestion_large", "PQL3-KB.txt", "PQL-3H.txt")}
@@ -225,6 +227,31 @@ def main() -> None:
         print(f"[question_graphs] {key}: " + json.dumps({k: v for k, v in a.items() if k not in ("overrides", "stages")}),
               file=sys.stderr, flush=True)
         write_result(str(out), dict(result))
+        if out == OUT:
+            sync_transfer(result)
+
+
+def sync_transfer(result: dict, path: Path = TRANSFER) -> None:
+    """Copy the test rows without an LLM (``<set>/test[/labelled]/retrieval``) into ``transfer.json``, in its rows'
+    shape (``all.first_end_hit_at_1`` with its interval), so that one file holds every transfer row; the rest of
+    the row (the graphs' answer share, what the retrieval keeps of it) comes along, and ``source`` names the key."""
+    if not path.exists():
+        return
+    transfer = json.loads(path.read_text())
+    for key, a in sorted(result.get("sets", {}).items()):
+        name, *rest = key.split("/")
+        if rest not in (["test", "retrieval"], ["test", "labelled", "retrieval"]):
+            continue
+        plan = "labelled" if "labelled" in rest else "kg"
+        transfer["sets"][f"{name}-qgraphs/{plan}/retrieval"] = {
+            "all": {"first_end_hit_at_1": a["first_candidate_hit_at_1"],
+                    "first_end_hit_at_1_ci95": a["first_candidate_hit_at_1_ci95"], "questions": a["questions"]},
+            "answer_in_graph": a.get("answer_in_graph"),
+            "where_the_graph_holds_an_answer": a.get("where_the_graph_holds_an_answer"),
+            "overrides": a.get("overrides"), "plan_source": plan, "seconds": a.get("seconds"),
+            "source": f"reports/bench/question_graphs.json sets/{key}"}
+    path.write_text(json.dumps(transfer, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {path} (its -qgraphs rows)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,36 @@
+"""bench/question_graphs.py copies its test rows without an LLM into transfer.json (issue 44: one file holds every
+transfer row), in the shape of transfer.json's own rows; dev rows and rows with an LLM stay out."""
+
+from __future__ import annotations
+
+import json
+
+from bench.question_graphs import sync_transfer
+
+
+def _row(hit: float) -> dict:
+    return {"first_candidate_hit_at_1": hit, "first_candidate_hit_at_1_ci95": [round(hit - 0.05, 2), round(hit + 0.05, 2)],
+            "questions": 300, "answer_in_graph": 0.9, "overrides": ["data.dataset=rog"], "seconds": 1.0,
+            "where_the_graph_holds_an_answer": {"questions": 270, "retrieved_recall": 1.0}}
+
+
+def test_test_rows_without_an_llm_reach_transfer_json_in_its_shape(tmp_path):
+    path = tmp_path / "transfer.json"
+    kept = {"all": {"first_end_hit_at_1": 0.5, "questions": 10}}
+    path.write_text(json.dumps({"note": "n", "sets": {"pql-2h/kg/retrieval": kept}}))
+    result = {"sets": {"pql-2h/test/retrieval": _row(0.7), "pql-2h/test/labelled/retrieval": _row(0.8),
+                       "pql-2h/dev/labelled/retrieval": _row(0.1), "pql-2h/test/all": {"hit_at_1": 0.2}}}
+    sync_transfer(result, path)
+    sets = json.loads(path.read_text())["sets"]
+    assert set(sets) == {"pql-2h/kg/retrieval", "pql-2h-qgraphs/kg/retrieval", "pql-2h-qgraphs/labelled/retrieval"}
+    assert sets["pql-2h/kg/retrieval"] == kept
+    zero, lab = sets["pql-2h-qgraphs/kg/retrieval"], sets["pql-2h-qgraphs/labelled/retrieval"]
+    assert zero["all"] == {"first_end_hit_at_1": 0.7, "first_end_hit_at_1_ci95": [0.65, 0.75], "questions": 300}
+    assert lab["all"]["first_end_hit_at_1"] == 0.8 and lab["plan_source"] == "labelled" and zero["plan_source"] == "kg"
+    assert lab["source"] == "reports/bench/question_graphs.json sets/pql-2h/test/labelled/retrieval"
+    assert lab["where_the_graph_holds_an_answer"]["questions"] == 270
+
+
+def test_no_transfer_json_no_write(tmp_path):
+    sync_transfer({"sets": {"x/test/retrieval": _row(0.5)}}, tmp_path / "transfer.json")
+    assert not (tmp_path / "transfer.json").exists()
