@@ -238,6 +238,9 @@ def sync_transfer(result: dict, path: Path = TRANSFER) -> None:
     if not path.exists():
         return
     transfer = json.loads(path.read_text())
+    transfer["note_qgraphs"] = ("rows <set>-qgraphs/<kg|labelled>/retrieval: per-question graphs (RoG's format) built by "
+                                "bench/question_graphs.py from the set's questions and KG, first candidate, no LLM; "
+                                "copied from reports/bench/question_graphs.json (its `source` key)")
     for key, a in sorted(result.get("sets", {}).items()):
         name, *rest = key.split("/")
         if rest not in (["test", "retrieval"], ["test", "labelled", "retrieval"]):

@@ -21,7 +21,9 @@ def test_test_rows_without_an_llm_reach_transfer_json_in_its_shape(tmp_path):
     result = {"sets": {"pql-2h/test/retrieval": _row(0.7), "pql-2h/test/labelled/retrieval": _row(0.8),
                        "pql-2h/dev/labelled/retrieval": _row(0.1), "pql-2h/test/all": {"hit_at_1": 0.2}}}
     sync_transfer(result, path)
-    sets = json.loads(path.read_text())["sets"]
+    written = json.loads(path.read_text())
+    sets = written["sets"]
+    assert written["note"] == "n" and "question_graphs.json" in written["note_qgraphs"]
     assert set(sets) == {"pql-2h/kg/retrieval", "pql-2h-qgraphs/kg/retrieval", "pql-2h-qgraphs/labelled/retrieval"}
     assert sets["pql-2h/kg/retrieval"] == kept
     zero, lab = sets["pql-2h-qgraphs/kg/retrieval"], sets["pql-2h-qgraphs/labelled/retrieval"]
