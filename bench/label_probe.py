@@ -55,6 +55,18 @@ def relations(graph: str) -> str:
     return " ".join(m.strip().replace(" ", "_") for m in RELATION.findall(graph))
 
 
+def stances(rows: list[list[str]]) -> np.ndarray:
+    """1 for ``support``, 0 for ``counter``."""
+    return np.array([r[2] == "support" for r in rows], dtype=int)
+
+
+def tfidf():
+    """The words-and-pairs vectorizer of the TF-IDF probes (tokens split on white space)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(ngram_range=(1, 2), min_df=2, token_pattern=r"[^\s]+")
+
+
 def has_negated_relation(graph: str) -> bool:
     """Whether the graph holds a negated relation (``not ...``, ``is not a``, ``antonym of``)."""
     return any(x.startswith("not_") or x in ("is_not_a", "antonym_of") for x in relations(graph).split())
@@ -117,11 +129,8 @@ def main() -> None:
     ap.add_argument("--skip-llm", action="store_true", help="leave out the SmolLM2 probes (the slow part)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
     train, dev = read(DATA / "train.tsv"), read(DATA / "dev.tsv")
-    y_train = np.array([r[2] == "support" for r in train], dtype=int)
-    y_dev = np.array([r[2] == "support" for r in dev], dtype=int)
+    y_train, y_dev = stances(train), stances(dev)
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}
     result.update({"train_rows": len(train), "dev_rows": len(dev)})
@@ -130,7 +139,7 @@ def main() -> None:
     probes["majority"] = {**accuracy((y_dev == majority).astype(float)), "label": ["counter", "support"][majority]}
     for name, view in (("graph_relations", lambda r: relations(r[3])),
                        ("belief_argument_words", lambda r: r[0] + " " + r[1])):
-        vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, token_pattern=r"[^\s]+")
+        vec = tfidf()
         x_train = vec.fit_transform([view(r) for r in train])
         probes[name] = probe(x_train, y_train, vec.transform([view(r) for r in dev]), y_dev, dense=False)
         print(name, probes[name], file=sys.stderr, flush=True)
@@ -139,11 +148,10 @@ def main() -> None:
                                        "predicted_support": round(float((~negated).mean()), 4)}
     for n in (600, 1200):  # how the relation names' probe grows with the training rows
         part = [train[i] for i in np.random.default_rng(0).permutation(len(train))[:n]]
-        vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, token_pattern=r"[^\s]+")
+        vec = tfidf()
         x_part = vec.fit_transform([relations(r[3]) for r in part])
-        y_part = np.array([r[2] == "support" for r in part], dtype=int)
         probes[f"graph_relations_{n}_train_rows"] = probe(
-            x_part, y_part, vec.transform([relations(r[3]) for r in dev]), y_dev, dense=False)
+            x_part, stances(part), vec.transform([relations(r[3]) for r in dev]), y_dev, dense=False)
 
     import importlib
 

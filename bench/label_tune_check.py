@@ -76,17 +76,17 @@ def main() -> None:
     from kgrag.tune.train import scores_of, train
 
     train_rows, held = rows[:600], rows[600:]
+    p = params.tune
 
     def measured(model) -> list[float]:
         """[accuracy on the held-out rows, share answered support]"""
-        s = scores_of(model, held, 768)
+        s = scores_of(model, held, p.max_prompt)
         hit = np.array([r["gold"][int(np.argmax(x))] for r, x in zip(held, s)], float)
         support = np.mean([r["names"][int(np.argmax(x))] == "support" for r, x in zip(held, s)])
         return [round(float(hit.mean()), 4), round(float(support), 3)]
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(p.threads)
     hf = next(Path(".kgrag_cache/tune").glob("hf-*"))  # the tune stage's conversion of the packaged GGUF
-    p = params.tune
     result: dict = {}
     for lr in args.lr:
         torch.manual_seed(0)
@@ -98,7 +98,7 @@ def main() -> None:
             print("base", result["base"], flush=True)
         t0 = time.time()
         h = train(model=model, adapters=adapters, rows=train_rows, epochs=1, lr=lr, negatives=p.negatives, seed=0,
-                  max_prompt=768, checkpoint=Path(f"/tmp/label-tune-check-{lr}.pt"), checkpoint_every=100000)
+                  max_prompt=p.max_prompt, checkpoint=Path(f"/tmp/label-tune-check-{lr}.pt"), checkpoint_every=100000)
         result[str(lr)] = {"held_out": measured(model), "loss": h["loss_per_epoch"], "seconds": round(time.time() - t0)}
         print(lr, result[str(lr)], flush=True)
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
