@@ -24,6 +24,7 @@ interval, the first- and random-candidate baselines and the paired lift over the
     python bench/question_graphs.py --split test                             # the single test measurement
     python bench/question_graphs.py --split test --labelled                  # with a labelled training file
     python bench/question_graphs.py --split dev --tuned ../lift/data/tune --set generate.model=tuned  # a tuned scorer
+    python bench/question_graphs.py --split dev --labelled --tune     # the scorer tuned on the labelled file itself
 """
 
 from __future__ import annotations
@@ -166,15 +167,26 @@ def run(name: str, split: str, args) -> dict:
             data.write_text("".join(lines[1::2]))
             built["train"], built["evaluated"] = len(lines[0::2]), len(lines[1::2])
         labelled = ["relplan.source=labelled", f"relplan.file=qgraphs/{train.name}"]
+    # --tune: the tune stage trains the scorer on that same labelled file (its own graphs), and rank is served by it
+    tune = ["tune.enabled=true", "generate.model=tuned"] if args.tune else []
     sets = ["data.dataset=rog", "data.input=qgraphs", f"data.rog.path=qgraphs/{data.name}",
-            f"data.sample={args.sample}", *labelled, *args.extra]
+            f"data.sample={args.sample}", *labelled, *tune, *args.extra]
     t0, stages = time.time(), {}
+    if args.tune:
+        for stage in STAGES[:4] + ("tune",):
+            stages[stage] = run_stage(work, stage, sets)
+            print(f"[question_graphs] {name}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
+        record = json.loads((work / "data" / "tune" / "tune.json").read_text())
+        built["tune"] = {**{k: record.get(k) for k in ("note", "questions", "rows", "trained_rows", "loss_per_epoch",
+                                                       "training_data_hash")}, **stages["tune"]}
     if args.retrieval_only:
         for stage in STAGES[:5]:
             stages[stage] = run_stage(work, stage, sets)
         return {"built": built, "overrides": sets, "seconds": round(time.time() - t0, 1),
                 **retrieval_rows(work, args.max_context_triples)}
     for stage in STAGES:
+        if stage in stages:
+            continue
         stages[stage] = run_stage(work, stage, sets)
         print(f"[question_graphs] {name}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
     m = json.loads((work / "reports" / "metrics.json").read_text())
@@ -210,8 +222,14 @@ def main() -> None:
                     "graphs for --split test; half of the dev file for --split dev (the other half evaluated)")
     ap.add_argument("--tuned", default=None, help="a tune stage's output folder (data/tune of a project where `dvc "
                     "repro tune` trained): copied into the work copy, so that --set generate.model=tuned serves it")
+    ap.add_argument("--tune", action="store_true",
+                    help="with --labelled: the tune stage trains rank's scorer on the labelled file too (the user's "
+                    "own questions and graphs), and generate serves it (generate.model=tuned)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
+    if args.tune and (not args.labelled or args.retrieval_only or args.tuned):
+        ap.error("--tune needs --labelled (the file it trains on), runs the LLM (no --retrieval-only) and trains its "
+                 "own scorer (no --tuned)")
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}
     result.setdefault("sets", {})
@@ -219,7 +237,7 @@ def main() -> None:
                       f"{args.max_edges} edges, each edge dropped with p={args.drop}, {args.noise} x as many random "
                       "triples added; the default pipeline with data.dataset=rog")
     for name in args.sets:
-        key = (f"{name}/{args.split}" + ("/labelled" if args.labelled else "")
+        key = (f"{name}/{args.split}" + ("/labelled" if args.labelled else "") + ("/tuned" if args.tune else "")
                + ("" if not args.extra else "/" + ";".join(args.extra))
                + ("/retrieval" if args.retrieval_only else ""))
         result["sets"][key] = run(name, args.split, args)

@@ -36,3 +36,18 @@ def test_test_rows_without_an_llm_reach_transfer_json_in_its_shape(tmp_path):
 def test_no_transfer_json_no_write(tmp_path):
     sync_transfer({"sets": {"x/test/retrieval": _row(0.5)}}, tmp_path / "transfer.json")
     assert not (tmp_path / "transfer.json").exists()
+
+
+def test_tune_needs_the_labelled_file_it_trains_on(tmp_path):
+    """--tune trains the scorer on the labelled file: without --labelled there is none, and with --retrieval-only
+    or --tuned it would train for nothing; each is refused before any work copy is made."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "bench" / "question_graphs.py"
+    for extra in ([], ["--labelled", "--retrieval-only"], ["--labelled", "--tuned", str(tmp_path)]):
+        p = subprocess.run([sys.executable, str(script), "--tune", "--split", "dev", "--workdir", str(tmp_path / "w"),
+                            "--out", str(tmp_path / "o.json"), *extra], capture_output=True, text=True)
+        assert p.returncode == 2 and "--tune needs --labelled" in p.stderr, (extra, p.stderr[-500:])
+    assert not (tmp_path / "w").exists() and not (tmp_path / "o.json").exists()
