@@ -172,23 +172,18 @@ def run(name: str, split: str, args) -> dict:
     sets = ["data.dataset=rog", "data.input=qgraphs", f"data.rog.path=qgraphs/{data.name}",
             f"data.sample={args.sample}", *labelled, *tune, *args.extra]
     t0, stages = time.time(), {}
-    if args.tune:
-        for stage in STAGES[:4] + ("tune",):
-            stages[stage] = run_stage(work, stage, sets)
-            print(f"[question_graphs] {name}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
-        record = json.loads((work / "data" / "tune" / "tune.json").read_text())
-        built["tune"] = {**{k: record.get(k) for k in ("note", "questions", "rows", "trained_rows", "loss_per_epoch",
-                                                       "training_data_hash")}, **stages["tune"]}
     if args.retrieval_only:
         for stage in STAGES[:5]:
             stages[stage] = run_stage(work, stage, sets)
         return {"built": built, "overrides": sets, "seconds": round(time.time() - t0, 1),
                 **retrieval_rows(work, args.max_context_triples)}
-    for stage in STAGES:
-        if stage in stages:
-            continue
+    for stage in STAGES[:4] + ("tune",) + STAGES[4:] if args.tune else STAGES:
         stages[stage] = run_stage(work, stage, sets)
         print(f"[question_graphs] {name}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
+    if args.tune:
+        record = json.loads((work / "data" / "tune" / "tune.json").read_text())
+        built["tune"] = {**{k: record.get(k) for k in ("note", "questions", "rows", "trained_rows", "loss_per_epoch",
+                                                       "training_data_hash")}, **stages["tune"]}
     m = json.loads((work / "reports" / "metrics.json").read_text())
     import pyarrow.parquet as pq
 

@@ -77,13 +77,14 @@ def measure(out: str, limit: int = 0) -> None:
     for s in range(0, len(qs), base.retrieve.shard_size):
         retrieved += retrieve_with(exp0, qs[s: s + base.retrieve.shard_size])
     gen_q = questions_from_table(table)
+    # the same facts for both models (their generate sections differ only in the model)
+    contexts = contexts_for(retrieved, kg=exp0.kg, params=base.generate)
+    proposed = proposals_for(retrieved, kg=exp0.kg)
     runs = []
     for name in ORDER:
         params = load("params.yaml", OVERRIDES[name])
         exp = Experiment(params, files)
         g = params.generate
-        contexts = contexts_for(retrieved, kg=exp.kg, params=g)
-        proposed = proposals_for(retrieved, kg=exp.kg)
         client = exp.client
         t0 = time.perf_counter()
         engine = client.backend.engine  # loads the weights and the scoring context: timed apart
