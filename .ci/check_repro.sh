@@ -4,8 +4,8 @@
 #
 #   bash .ci/check_repro.sh    (or make check-repro)
 #
-# Clones HEAD into a temporary folder, links ../shared beside it, copies .wheels/ from here when present (no
-# 8-minute llama-cpp-python build), runs `make repro` there, and fails, printing what moved, when `git status`
+# Clones HEAD into a temporary folder, links ../shared beside it (the llama-cpp-python wheel comes from the
+# machine's wheel cache: no 8-minute build), runs `make repro` there, and fails, printing what moved, when `git status`
 # shows a change under dvc.lock or reports/ other than the run records (reports/timings.json, report.md,
 # report.html: wall times and call-cache use, which differ run to run; docs/pipeline.md "Run records").
 # The clone is removed afterwards; KEEP=1 keeps it. Only committed work is checked.
@@ -17,7 +17,7 @@ tmp="$(mktemp -d "${TMPDIR:-/tmp}/kgrag-check-repro.XXXXXX")"
 if [ -n "${KEEP:-}" ]; then echo "check_repro: the clone stays in $tmp"; else trap 'rm -rf "$tmp"' EXIT; fi
 git clone --quiet "$here" "$tmp/kgrag"
 ln -s "$shared" "$tmp/shared"
-if [ -d "$here/.wheels" ]; then cp -a "$here/.wheels" "$tmp/kgrag/.wheels"; fi
+# the llama-cpp-python wheel comes from the machine's wheel cache (Makefile KGRAG_WHEEL_CACHE): nothing to copy or build
 cd "$tmp/kgrag"
 
 start=$SECONDS
