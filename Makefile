@@ -114,9 +114,9 @@ install: $(STAMP)
 
 # The datasets, from their publishers into the layout params.yaml reads, each checked by its sha256
 # (kgrag/kg/fetch.py; standard library only, so no set-up first). Files already there are only hashed: no
-# network. FROM=path: a local download (MetaQA's Google Drive folder); MIRROR=url-or-dir: a copy of the releases.
+# network. FROM="path ...": local downloads (MetaQA's Google Drive folder); MIRROR=url-or-dir: a copy of the releases.
 data:
-	$(PYTHON) -m kgrag.kg.fetch $(if $(FROM),--from $(FROM)) $(if $(MIRROR),--mirror $(MIRROR))
+	$(PYTHON) -m kgrag.kg.fetch $(foreach f,$(FROM),--from $(f)) $(if $(MIRROR),--mirror $(MIRROR))
 
 repro: install data
 	dvc repro

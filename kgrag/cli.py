@@ -1,5 +1,5 @@
 """The ``kgrag`` command line: list modules, check params, ask the ingested KG a question (or serve a page to ask
-it), compare experiments."""
+it), compare experiments, fetch the datasets."""
 
 from __future__ import annotations
 
@@ -333,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--write", action="store_true", help="rewrite the code entries of the stages' deps lists")
     d.add_argument("--check", action="store_true", help="exit 1 when a stage's deps miss a file it can run")
     d.set_defaults(fn=_deps)
+    f = sub.add_parser("data", help="fetch the benchmark datasets from their publishers into ../shared/data with "
+                       "sha256 checks (what `make data` runs; files already there are only checked)")
+    from kgrag.kg import fetch
+
+    fetch.add_arguments(f)
+    f.set_defaults(fn=fetch.run)
     for p in (c, a, t, v):
         p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
         p.add_argument("-S", "--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
