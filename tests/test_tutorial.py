@@ -61,6 +61,9 @@ def test_the_tutorial_runs(tmp_path):
 NOT_IN_TUTORIAL = {
     "make repro": "CI's .ci/check_repro.sh runs it on a fresh clone (and checks dvc.lock is unchanged)",
     "make test": "this suite is what it runs",
+    "make data": "make repro runs it; tests/test_fetch.py fetches the manifest from a local HTTP server",
+    "make data FROM=~/Downloads/MetaQA": "tests/test_fetch.py reads a release from a local .zip",
+    "make data MIRROR=https://example.org/data": "tests/test_fetch.py fetches from a mirror on a local server",
 }
 
 
