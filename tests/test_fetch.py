@@ -171,6 +171,7 @@ def test_a_local_zip_of_the_release_is_read_under_its_top_folder(tmp_path):
     assert F.fetch(into, toy(None)[1:], sources=[z], log=lambda _: None) == []
     assert (into / "toyqa/kb.txt").read_text() == KB_OUT
     assert leftovers(into) == ["toyqa", "toyqa/kb.txt", "toyqa/qa_1hop_dev.txt"]
+    assert F.main(["--into", str(into), "--from", str(tmp_path / "no.zip")]) == 2  # a typo is said, not ignored
 
 
 def test_a_kb_line_that_is_no_triple_is_a_clear_error(tmp_path):

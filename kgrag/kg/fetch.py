@@ -407,6 +407,10 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         print(describe(datasets))
         return 0
+    gone = [str(s) for s in args.sources if not Path(s).exists()]
+    if gone:
+        print(f"error: --from {', '.join(gone)}: no such file or folder", file=sys.stderr)
+        return 2
     if args.check:
         bad = check(args.into, datasets)
         for b in bad:
