@@ -69,3 +69,12 @@ def test_flows_code_version_is_the_closure_hash():
 
     assert closure_version("flows.retrieve") != closure_version("flows.generate")
     assert closure_version("flows.retrieve") == closure_version("flows.retrieve")
+
+
+def test_gretriever_training_is_no_dependency_of_the_default_stages():
+    """The ``gretriever`` backend loads a checkpoint without the training code (``model.load_best``): editing
+    G-Retriever's training re-runs none of the default DAG's stages."""
+    deps = depgraph.stage_deps(ROOT / "dvc.yaml")
+    for stage, entry in depgraph.stage_entries(ROOT / "dvc.yaml").items():
+        assert "kgrag/gretriever/train.py" not in depgraph.closure(ROOT, entry), stage
+        assert "kgrag/gretriever/train.py" not in deps[stage], stage

@@ -38,8 +38,7 @@ def _load(folder: str, threads: int):
     import torch
 
     from kgrag.gretriever.data import TextEmbedder
-    from kgrag.gretriever.model import ModelConfig, build_model
-    from kgrag.gretriever.train import load_best
+    from kgrag.gretriever.model import ModelConfig, build_model, load_best
 
     torch.set_num_threads(threads)
     meta = json.loads((Path(folder) / "config.json").read_text())

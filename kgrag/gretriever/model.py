@@ -18,8 +18,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
 from kgrag.gretriever.data import SYSTEM, Example, GraphArrays, graph_text, question_text
 
 
@@ -411,11 +409,12 @@ def trainable_parameters(model: Any) -> list[Any]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def llm_fingerprint(model: Any) -> str:
-    """Hash of a few LLM weight tensors (checks that a checkpoint meets the LLM it was trained with)."""
-    h = hashlib.sha256()
-    for name, p in list(model.llm.named_parameters())[:3]:
-        h.update(name.encode())
-        h.update(np.ascontiguousarray(p.detach().float().numpy()[:8]).tobytes())
-    return h.hexdigest()[:16]
+def load_best(model: Any, out_dir: str | Path) -> dict[str, Any]:
+    """Load ``best.pt``'s weights into ``model``; returns its record (epoch, validation values). Here, not in
+    ``train``: the ``gretriever`` backend loads a checkpoint without the training code (nor its DVC deps)."""
+    import torch
+
+    ck = torch.load(Path(out_dir) / "best.pt", map_location="cpu", weights_only=True)
+    model.load_state_dict(ck["trainable"])
+    return {k: v for k, v in ck.items() if k != "trainable"}
 

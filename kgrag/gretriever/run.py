@@ -18,8 +18,8 @@ from typing import Any, Callable
 from kgrag.gretriever.data import TextEmbedder, graph_arrays
 from kgrag.gretriever.datasets import explagraphs_examples, index_vectors, metaqa_examples, scores
 from kgrag.gretriever.presets import get_preset, model_config
-from kgrag.gretriever.train import TrainConfig, load_best, predict, train
-from kgrag.gretriever.model import resolve_dtype
+from kgrag.gretriever.train import TrainConfig, predict, train
+from kgrag.gretriever.model import load_best, resolve_dtype
 
 def _explagraphs_splits(*, params: Any, retrieval: str, db_path: str | Path, index_dir: str | Path):
     e = params.gretriever.explagraphs

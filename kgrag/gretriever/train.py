@@ -284,12 +284,3 @@ def train(
     state["done"] = True
     checkpoint()
     return result()
-
-
-def load_best(model: Any, out_dir: str | Path) -> dict[str, Any]:
-    """Load ``best.pt``'s weights into ``model``; returns its record (epoch, validation values)."""
-    import torch
-
-    ck = torch.load(Path(out_dir) / "best.pt", map_location="cpu", weights_only=True)
-    model.load_state_dict(ck["trainable"])
-    return {k: v for k, v in ck.items() if k != "trainable"}
