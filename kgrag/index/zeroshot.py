@@ -102,7 +102,7 @@ FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
 @dataclass(frozen=True)
 class Weights:
     """Weights of :data:`FEATURES` (chosen on the dev parts of MetaQA, WC2014 and PathQuestion-Large by
-    ``bench/planner_dev.py``; docs/retrieval.md "Zero-shot planner")."""
+    ``bench/planner_dev.py``; docs/retrieval.md "The relation-path planner")."""
 
     ll: float = 8.068
     support: float = 89.909
