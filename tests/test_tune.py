@@ -128,3 +128,92 @@ def test_the_served_gguf_scores_as_the_torch_model(base, tmp_path):
         cs = [s for s, _ in engine.score(r["prompt"], r["candidates"])]
         assert np.argsort(cs).tolist() == np.argsort(ts).tolist()
         assert np.max(np.abs(np.asarray(cs) - np.asarray(ts))) < 0.5, (cs, ts)
+
+
+# ---- the checkpoint loads tensors and plain data only (a tiny model: no SmolLM2) ---------------------------------
+
+_RAN: list[str] = []
+
+
+def _ran_on_load(what):  # what an unsafe load of the pickle below would run
+    _RAN.append(what)
+    return what
+
+
+class _Payload:
+    def __reduce__(self):
+        return _ran_on_load, ("code from the checkpoint",)
+
+
+def _tiny():
+    """A causal LM of 8 tokens whose logits are a LoRA-like update alone (B starts at zero) and its adapter."""
+    from types import SimpleNamespace
+
+    from torch import nn
+
+    class Adapter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.A = nn.Parameter(torch.randn(2, 4, generator=torch.Generator().manual_seed(0)))
+            self.B = nn.Parameter(torch.zeros(8, 2))
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(8, 4).requires_grad_(False)
+            self.ad = Adapter()
+
+        def forward(self, input_ids, **kw):
+            return SimpleNamespace(logits=self.emb(input_ids) @ self.ad.A.t() @ self.ad.B.t(), past_key_values=None)
+
+    torch.manual_seed(0)
+    m = Tiny()
+    return m, {"0.v_proj": m.ad}
+
+
+def _tiny_rows():
+    return [{"question_id": f"q{i}", "prompt": [1, 2, i % 3], "candidates": [[4], [5], [6]],
+             "gold": [True, False, False]} for i in range(6)]
+
+
+def _tiny_train(model, adapters, ckpt, progress=lambda *a: None):
+    from kgrag.tune.train import train
+
+    return train(model=model, adapters=adapters, rows=_tiny_rows(), epochs=2, lr=0.05, negatives=2, seed=0,
+                 max_prompt=8, checkpoint=ckpt, checkpoint_every=2, progress=progress)
+
+
+def test_a_checkpoint_holding_other_objects_is_refused_not_run(tmp_path):
+    """A pickle of an arbitrary object where the checkpoint belongs: training refuses it (weights_only=True) and
+    the object's code never runs."""
+    ckpt = tmp_path / "last.pt"
+    torch.save({"key": {}, "adapters": {}, "state": _Payload()}, ckpt)
+    model, adapters = _tiny()
+    with pytest.raises(ValueError, match="not a tune checkpoint"):
+        _tiny_train(model, adapters, ckpt)
+    assert _RAN == []
+
+
+def test_a_real_checkpoint_still_resumes(tmp_path):
+    """A checkpoint written by train (adapters, AdamW state, position) loads with weights_only=True and resumes
+    where the run stopped, to the weights of an uninterrupted run."""
+    from kgrag.tune.lora import adapter_state
+
+    full_model, full = _tiny()
+    _tiny_train(full_model, full, tmp_path / "full.pt")
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_9(i, n, loss):
+        if i == 9:
+            raise Stop
+    model, adapters = _tiny()
+    with pytest.raises(Stop):
+        _tiny_train(model, adapters, tmp_path / "cut.pt", progress=stop_at_9)  # checkpoint after row 8 of 12
+    model, adapters = _tiny()
+    seen = []
+    _tiny_train(model, adapters, tmp_path / "cut.pt", progress=lambda i, n, loss: seen.append(i))
+    assert seen[0] == 9
+    a, b = adapter_state(full), adapter_state(adapters)
+    assert any(a[k].abs().sum() > 0 for k in a) and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)

@@ -52,11 +52,26 @@ def usable_rows(rows: Sequence[dict]) -> list[dict]:
     return [r for r in rows if any(r["gold"]) and not all(r["gold"])]
 
 
+def load_checkpoint(path: Path) -> dict:
+    """A training checkpoint (adapters, optimizer, position: tensors and plain data), read with
+    ``weights_only=True``: a file holding any other object is refused (unpickling it could run code), not run."""
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"{path}: not a tune checkpoint (it holds objects other than tensors and plain data: "
+                         f"{str(e).splitlines()[0][:160]}); delete it to train from the start") from None
+
+
 def train(*, model: Any, adapters: dict[str, Any], rows: Sequence[dict], epochs: int, lr: float, negatives: int,
           seed: int, max_prompt: int, checkpoint: Path, checkpoint_every: int,
           progress: Callable[[int, int, float], None] = lambda i, n, loss: None) -> dict:
     """Train the adapters on ``rows`` (:func:`kgrag.tune.rows.build_rows`); resume from ``checkpoint`` when it
-    holds a run of the same rows and settings. Returns the history: rows trained, mean loss per epoch, seconds."""
+    holds a run of the same rows and settings (:func:`load_checkpoint`: tensors and plain data only). Returns the
+    history: rows trained, mean loss per epoch, seconds."""
     import numpy as np
     import torch
 
@@ -68,7 +83,7 @@ def train(*, model: Any, adapters: dict[str, Any], rows: Sequence[dict], epochs:
     key = {"rows": len(usable), "epochs": epochs, "lr": lr, "negatives": negatives, "seed": seed}
     state = {"epoch": 0, "position": 0, "losses": [], "seconds": 0.0}
     if checkpoint.exists():
-        saved = torch.load(checkpoint, weights_only=False)
+        saved = load_checkpoint(checkpoint)
         if saved.get("key") == key:
             load_adapter_state(adapters, saved["adapters"])
             opt.load_state_dict(saved["optimizer"])
