@@ -13,6 +13,36 @@ def test_parse_answers():
     assert parse_answers("") == []
 
 
+@pytest.mark.parametrize("reply, parsed", [
+    ("33.82", ["33.82"]),  # a decimal is no "33." bullet
+    ("-4.5", ["-4.5"]),  # a sign is no "-" bullet
+    ("+3", ["+3"]),
+    ("1.5 million", ["1.5 million"]),
+    ("2014-06-12", ["2014-06-12"]),
+    ("Answer: 33.82.", ["33.82"]),  # the sentence's full stop goes, the decimal stays
+    ("3. Paris", ["Paris"]),  # a real bullet
+    ("1) Rome", ["Rome"]),
+    ("1) Rome\n2) -4.5\n- 12.5", ["Rome", "-4.5", "12.5"]),
+    ("0.5 | 1.25", ["0.5", "1.25"]),
+])
+def test_parse_answers_keeps_numbers_signs_and_dates_whole(reply, parsed):
+    assert parse_answers(reply) == parsed
+
+
+def test_the_answer_separator_reaches_the_prompt():
+    """evaluate.answer_separator is what the prompt asks for (instruction and worked example) and what parsing
+    splits on; the default prompt is unchanged."""
+    kw = dict(question="who directed [Heat]", context="(Heat, directed_by, Michael Mann)", temperature=0.0,
+              top_p=1.0, max_tokens=8, seed=1)
+    default, semi = build_request(**kw), build_request(**kw, separator=";")
+    assert default.messages == build_request(**kw, separator="|").messages
+    assert "separated by ' | '" in default.messages[0][1] and default.messages[2][1] == "Entity Four | Entity Five"
+    assert "separated by ' ; '" in semi.messages[0][1] and " | " not in semi.messages[0][1]
+    assert semi.messages[2][1] == "Entity Four ; Entity Five"
+    assert semi.messages[-1] == default.messages[-1]  # the question and its facts are not rewritten
+    assert parse_answers(semi.messages[2][1], ";") == ["Entity Four", "Entity Five"]
+
+
 def test_request_and_context():
     r = build_request(question="who directed [Heat]", context="(Heat, directed_by, Michael Mann)",
                       temperature=0.0, top_p=1.0, max_tokens=8, seed=1)

@@ -155,6 +155,29 @@ def test_every_reasoners_requests_hold_no_domain_words(nkg, name, params):
         assert any("Entity Four" in text for r in rec.requests for _, text in r.messages), name
 
 
+@pytest.mark.parametrize("name,params", VARIANTS, ids=[f"{n}{'-' + '-'.join(map(str, p.values())) if p else ''}"
+                                                      for n, p in VARIANTS])
+def test_every_reasoners_prompts_ask_for_the_answer_separator(nkg, name, params):
+    """evaluate.answer_separator (``Sampling.separator``) reaches every prompt: with ";" no request of any
+    reasoner asks for (or shows) answers joined by " | " (this KG's names and facts hold none), and the ones that
+    show an answer list show it joined by " ; "."""
+    entry = REASONERS.get(name)
+    try:
+        p = entry.params(**params)
+    except Exception as e:  # a variant this reasoner's params do not have
+        pytest.skip(f"{name} {params}: {e}")
+    rec = Recorder()
+    context = "\n".join(f"({h}, {r}, {t})" for h, r, t in EDGES)
+    q = Question("n1", QUESTION, tuple(nkg.ids_of(["Node 1"])))
+    job = entry.impl(inp=ReasonInput(question=q, context=context, kg=nkg,
+                                     sampling=Sampling(few_shot=True, separator=";")), params=p)
+    run_batched(jobs=[job], client=LLMClient(rec, cache=None))
+    texts = [text for r in rec.requests for _, text in r.messages]
+    assert not [t for t in texts if " | " in t], name
+    if name in SHOW_DEMO and not params:
+        assert any("Entity Four ; Entity Five" in t or "name ; name" in t or "' ; '" in t for t in texts), name
+
+
 def test_explore_extraction_asks_for_entities_not_a_domains_kinds(nkg):
     """The entity extraction asks for the named things (entities) of the thought, whatever the KG holds."""
     from kgrag.reasoning.reasoners.explore import ExploreDomain, ExploreParams

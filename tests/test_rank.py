@@ -54,6 +54,28 @@ def _run(question, params=RankParams(), table=None, cache=None, proposed=()):
     return res, recs, backend
 
 
+def test_rank_reports_the_entities_it_chose_not_a_reparse_of_them():
+    """The candidates rank chose are the question's parsed answers as they are: names that read as list bullets,
+    or end in a full stop are not cut by parse_answers (one candidate, no call, too)."""
+    from kgrag import schema as S
+    from kgrag.reasoning.reasoners import rows_of
+
+    ctx = "(Item, value, 33.82)\n(Item, winner, 3. Paris)\n(Item, actor, Robert Downey Jr.)"
+    q = Question("q1", "what is the value of [Item]", topic_ids=())
+    table = {"3. Paris": -0.1, "Robert Downey Jr.": -0.2, "33.82": -0.4, "Item": -9.0}
+    job = REASONERS.get("rank").impl(inp=ReasonInput(question=q, context=ctx, sampling=Sampling()),
+                                     params=RankParams(top_k=3))
+    (res, recs), = run_batched(jobs=[job], client=LLMClient(ScoringScript(table), cache=None))
+    (row,) = rows_of(question_ids=["q1"], results=[(res, recs)], reasoner="rank", separator="|", seed=0,
+                     per_q_ms=0.0)
+    assert row[S.PREDICTED_ANSWERS] == ["3. Paris", "Robert Downey Jr.", "33.82"]
+    assert row[S.PREDICTION] == "3. Paris | Robert Downey Jr. | 33.82"  # the text, as before
+    one = REASONERS.get("rank").impl(inp=ReasonInput(question=q, context="(Item, winner, 3. Paris)",
+                                                     sampling=Sampling()), params=RankParams())
+    (res1, recs1), = run_batched(jobs=[one], client=LLMClient(ScoringScript({}), cache=None))
+    assert recs1 == [] and res1.answers == ("3. Paris",)
+
+
 def test_rank_reasoner_candidates_topic_excluded_and_top_k():
     q = Question("q1", "who directed the movies starred by [Al Pacino]", topic_ids=())
     res, recs, b = _run(q, RankParams(top_k=2), {"Michael Mann": -0.5, "Martin Scorsese": -0.7, "Al Pacino": 0.0})

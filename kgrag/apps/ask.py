@@ -63,8 +63,7 @@ class Asker:
         """Answer ``text``: topic entities named in it (else the nearest entity name by embedding), the
         subgraph of ``retrieve.method``, the reasoner ``reason.method`` on its textualized context."""
         from kgrag.reasoning.generate import contexts_for, proposals_for, reason_job
-        from kgrag.llm.prompts import parse_answers
-        from kgrag.reasoning.reasoners import run_one
+        from kgrag.reasoning.reasoners import answers_of, run_one
         from kgrag.retrieval.run import retrieve_question
         from kgrag.types import Question
 
@@ -84,7 +83,7 @@ class Asker:
         (ctx,), (proposed,) = contexts_for([row], kg=kg, params=p.generate), proposals_for([row], kg=kg)
         res, recs = run_one(reason_job(exp, q, ctx, proposed), self.client)
         return Answer(question=q, how=how, subgraph=sub, named=named, retrieve_ms=ms, result=res, records=recs,
-                      parsed=parse_answers(res.answer, p.evaluate.answer_separator), reasoner=p.reason.method)
+                      parsed=answers_of(res, p.evaluate.answer_separator), reasoner=p.reason.method)
 
     def view_data(self, ans: Answer):
         """The :class:`kgrag.reporting.report_html.QuestionData` of an answer (a generations row's fields, no gold)."""

@@ -40,6 +40,19 @@ DEMO = (
 )
 
 
+#: the separator the prompt constants are written with (``evaluate.answer_separator``'s default): every answer
+#: list in them, instruction or worked example, is written `` | ``; :func:`separated` rewrites them for another
+DEFAULT_SEPARATOR = "|"
+
+
+def separated(text: str, separator: str = DEFAULT_SEPARATOR) -> str:
+    """A prompt constant (its answer lists written `` | ``) asking for answers separated by ``separator``
+    (``evaluate.answer_separator``, the one parsing splits on). Only kgrag's own prompt text goes through here,
+    never a question, its choices or its facts."""
+    sep = separator.strip() or separator
+    return text if sep == DEFAULT_SEPARATOR else text.replace(f" {DEFAULT_SEPARATOR} ", f" {sep} ")
+
+
 # A label task (a question with ``choices``, e.g. ExplaGraphs' support / counter) is answered with one label.
 LABEL_SYSTEM = (
     "You answer questions using the knowledge graph facts you are given. "
@@ -59,9 +72,10 @@ def clean_question(text: str) -> str:
 
 def build_request(
     *, question: str, context: str, temperature: float, top_p: float, max_tokens: int, seed: int,
-    few_shot: bool = True, choices: Sequence[str] = (),
+    few_shot: bool = True, choices: Sequence[str] = (), separator: str = DEFAULT_SEPARATOR,
 ) -> LLMRequest:
-    """Chat request for one question and its context text (after one worked example if ``few_shot``).
+    """Chat request for one question and its context text (after one worked example if ``few_shot``), asking
+    for answer names separated by ``separator`` (``evaluate.answer_separator``).
 
     A label question (``choices``) lists its choices and asks for one of them; the worked example, which
     teaches lists of entity names, is then left out.
@@ -69,18 +83,23 @@ def build_request(
     user = f"Question: {clean_question(question)}{choices_line(choices)}\nAnswer:"
     if context:
         user = f"Knowledge graph facts (head, relation, tail):\n{context}\n\n{user}"
-    demo = (("user", DEMO[0]), ("assistant", DEMO[1])) if few_shot and not choices else ()
+    demo = (("user", DEMO[0]), ("assistant", separated(DEMO[1], separator))) if few_shot and not choices else ()
     return LLMRequest(
-        messages=(("system", LABEL_SYSTEM if choices else SYSTEM), *demo, ("user", user)),
+        messages=(("system", LABEL_SYSTEM if choices else separated(SYSTEM, separator)), *demo, ("user", user)),
         temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed,
     )
 
 
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+# a list bullet before an answer: a dash followed by a space (``-4.5`` is a number), ``*`` or ``•``, or a number
+# with ``.`` then a space (``3. Paris``; ``33.82`` and ``1.5 million`` are numbers) or with ``)`` (``1) Rome``)
+_BULLET = re.compile(r"^\s*(?:[-–—]\s+|[*•]\s*|\d+\.\s+|\d+\)\s*)")
 
 
-def parse_answers(text: str, separator: str = "|") -> list[str]:
-    """Answer names from an LLM reply: split on the separator and newlines, bullets and quotes removed."""
+def parse_answers(text: str, separator: str = DEFAULT_SEPARATOR) -> list[str]:
+    """Answer names from an LLM reply: split on the separator and newlines, list bullets and quotes removed, a
+    final full stop dropped. Numbers, signs and dates stay whole (``33.82``, ``-4.5``, ``1.5 million``,
+    ``2014-06-12``); ``3. Paris`` and ``1) Rome`` are read as bullets. A reasoner that chose entities reports them
+    itself (``Reasoning.answers``): its answer is not parsed back from text."""
     text = text.strip()
     if text.lower().startswith("answer:"):
         text = text[7:]

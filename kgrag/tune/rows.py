@@ -45,7 +45,7 @@ def build_rows(*, exp: Any, questions: Sequence[Question], tokenizer: Any, paths
                 names = names[:max_candidates]
             gold = {normalize(a) for a in q.answers}
             req = build_request(question=q.text, context=c, temperature=0.0, top_p=1.0, max_tokens=8, seed=0,
-                                few_shot=False, choices=q.choices)
+                                few_shot=False, choices=q.choices, separator=exp.params.evaluate.answer_separator)
             rows.append({"question_id": q.question_id, "names": list(names),
                          "prompt": chat_tokens(tokenizer, [{"role": r, "content": m} for r, m in req.messages]),
                          "candidates": [continuation_tokens(tokenizer, n) for n in names],

@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
-from kgrag.llm.prompts import DEMO_QUESTION, clean_question
+from kgrag.llm.prompts import DEMO_QUESTION, clean_question, separated
 from kgrag.llm.calls import LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request
@@ -237,9 +237,9 @@ class AgentDomain:
     # ---- prompts ------------------------------------------------------------------------------------
     def request(self, state: AgentState, temperature: float, seed: int) -> LLMRequest:
         s: Sampling = self.inp.sampling
-        msgs: list[tuple[str, str]] = [("system", SYSTEM)]
+        msgs: list[tuple[str, str]] = [("system", separated(SYSTEM, s.separator))]
         if s.few_shot:
-            msgs.extend(DEMO)
+            msgs.extend((role, separated(text, s.separator)) for role, text in DEMO)
         msgs.append(("user", f"Question: {self.inp.question.text}"))
         for st in state.steps:
             if st["action"]:

@@ -22,13 +22,13 @@ def answer(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
     # a constrained output needs no format example (and so cannot copy one)
     req = build_request(question=inp.question.text, context=inp.context, temperature=s.temperature, top_p=s.top_p,
                         max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot and not inp.constrain_answer,
-                        choices=choices)
+                        choices=choices, separator=s.separator)
     trace: dict = {"reasoner": "answer"}
     if inp.constrain_answer and choices:
         req = constrain_choices(req, choices)
         trace["constrained_to"] = len(choices)
     elif inp.constrain_answer:
-        # constrained decoding: one or more entity names of the context joined by " | " (the prompt's format)
+        # constrained decoding: one or more entity names of the context joined by the separator (the prompt's)
         names = context_entities(inp.context, inp.kg)
         req = constrain_entities(req, names, multiple=True, separator=f" {s.separator} ")
         trace["constrained_to"] = len(names)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgrag.llm.prompts import DEMO, DEMO_QUESTION, LABEL_SYSTEM, SYSTEM, choices_line, clean_question
+from kgrag.llm.prompts import DEMO, DEMO_QUESTION, LABEL_SYSTEM, SYSTEM, choices_line, clean_question, separated
 from kgrag.llm.calls import LLMRequest
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoning.reasoners.parsing import final_answer, majority
@@ -31,9 +31,11 @@ def io_request(question: str, s: Sampling, seed: int | None = None, temperature:
                choices: tuple[str, ...] = ()) -> LLMRequest:
     """ToG's IO prompt: the question alone, answer names only (one-shot format example if few_shot); a label
     question (``choices``) lists its choices and asks for one (no name-list example)."""
-    demo = (("user", DEMO[0].split("\n\n")[-1]), ("assistant", DEMO[1])) if s.few_shot and not choices else ()
+    demo = ((("user", DEMO[0].split("\n\n")[-1]), ("assistant", separated(DEMO[1], s.separator)))
+            if s.few_shot and not choices else ())
     user = f"Question: {clean_question(question)}{choices_line(choices)}\nAnswer:"
-    return LLMRequest(messages=(("system", LABEL_SYSTEM if choices else SYSTEM), *demo, ("user", user)),
+    return LLMRequest(messages=(("system", LABEL_SYSTEM if choices else separated(SYSTEM, s.separator)), *demo,
+                                ("user", user)),
                       temperature=s.temperature if temperature is None else temperature, top_p=s.top_p,
                       max_tokens=s.max_tokens, seed=s.seed if seed is None else seed)
 
@@ -43,11 +45,12 @@ def cot_request(question: str, s: Sampling, *, facts: str = "", seed: int | None
                 choices: tuple[str, ...] = ()) -> LLMRequest:
     """Chain-of-thought prompt: reasoning, then ``Answer: ...`` (optionally over given facts); a label
     question (``choices``) lists its choices and asks for one (no name-list example)."""
-    demo = (("user", COT_DEMO[0]), ("assistant", COT_DEMO[1])) if s.few_shot and not choices else ()
+    demo = (("user", COT_DEMO[0]), ("assistant", separated(COT_DEMO[1], s.separator))) if s.few_shot and not choices else ()
     user = f"Question: {clean_question(question)}{choices_line(choices)}"
     if facts:
         user = f"Facts:\n{facts}\n\n{user}"
-    return LLMRequest(messages=(("system", COT_LABEL_SYSTEM if choices else COT_SYSTEM), *demo, ("user", user)),
+    system = COT_LABEL_SYSTEM if choices else separated(COT_SYSTEM, s.separator)
+    return LLMRequest(messages=(("system", system), *demo, ("user", user)),
                       temperature=s.temperature if temperature is None else temperature, top_p=s.top_p,
                       max_tokens=max(s.max_tokens, 160) if max_tokens is None else max_tokens,
                       seed=s.seed if seed is None else seed)

@@ -53,13 +53,27 @@ class ReasonInput:
 
 @dataclass
 class Reasoning:
-    """A reasoner's result: the answer text, how deep it went, whether it fell back, and its trace."""
+    """A reasoner's result: the answer text, how deep it went, whether it fell back, and its trace.
+
+    ``answers``: the names a reasoner chose itself (``rank``: candidates it scored), best first; they are the
+    question's parsed answers as they are, where None has the answer text parsed (:func:`answers_of`)."""
 
     answer: str
     depth: int = 0
     fallback: str | None = None  # e.g. "cot" when FastToG found no answer within D_max
     trace: dict[str, Any] = field(default_factory=dict)
     unparseable: int = 0  # LLM outputs no parser could read (each handled by a documented fallback)
+    answers: tuple[str, ...] | None = None
+
+
+def answers_of(res: Reasoning, separator: str) -> list[str]:
+    """A result's answer names: those its reasoner chose (``Reasoning.answers``), else its text parsed
+    (``kgrag.llm.prompts.parse_answers``, split on ``separator``)."""
+    if res.answers is not None:
+        return list(dict.fromkeys(res.answers))
+    from kgrag.llm.prompts import parse_answers
+
+    return parse_answers(res.answer, separator)
 
 
 Step = list[LLMRequest]
@@ -140,7 +154,6 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
     this run's time for cached answers); one that made no call (``rank`` with one candidate) its own time only.
     """
     from kgrag import schema as S
-    from kgrag.llm.prompts import parse_answers
 
     out = []
     own_ms = list(own_ms) if own_ms is not None else [0.0] * len(question_ids)
@@ -156,7 +169,7 @@ def rows_of(*, question_ids: Sequence[str], results: Sequence[tuple[Reasoning, l
             S.QUESTION_ID: qid,
             S.PROMPT_HASH: recs[0].key[:16] if recs else "",
             S.PREDICTION: res.answer,
-            S.PREDICTED_ANSWERS: parse_answers(res.answer, separator),
+            S.PREDICTED_ANSWERS: answers_of(res, separator),
             S.LLM_CALLS: sum(r.attempts for r in recs),  # backend calls, retries included
             S.REQUESTS: len(recs),  # the reasoner's LLM calls (FastToG's bound counts these)
             S.CACHED: int(bool(recs) and all(r.cached for r in recs)),

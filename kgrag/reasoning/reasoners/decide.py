@@ -362,39 +362,45 @@ def rank_request(*, question, facts: Sequence[str], names: Sequence[str], s: Sam
 
     req = build_request(question=question.text, context="\n".join(facts), temperature=s.temperature,
                         top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot,
-                        choices=question.choices)
+                        choices=question.choices, separator=s.separator)
     return replace(req, continuations=tuple(question.choices or names))
 
 
 def rank_answer(rec: CallRecord, names: Sequence[str], s: Sampling, *, normalize: str = "sum",
-                margin: float = 0.0, ids: dict[str, int] | None = None) -> tuple[str, list[list]]:
+                margin: float = 0.0, ids: dict[str, int] | None = None,
+                chosen: list[str] | None = None) -> tuple[str, list[list]]:
     """(answer, top scored names) of ``rank_request``: the best name, and every name within ``margin`` of it,
-    joined by the separator (``rank``'s rule, ``kgrag.reasoning.reasoners.rank.rank_candidates``); "" on a failed call."""
+    joined by the separator (``rank``'s rule, ``kgrag.reasoning.reasoners.rank.rank_candidates``); "" on a failed
+    call. ``chosen``, when given, receives the chosen names themselves."""
     from kgrag.reasoning.reasoners.rank import rank_candidates
 
     got = scores_of(rec)
     if len(got) != len(names) or not names:
         return "", []
     ranked = rank_candidates(list(names), got, normalize=normalize, ids=ids)
-    chosen = [n for n, sc in ranked if sc >= ranked[0][1] - margin]
-    return f" {s.separator} ".join(chosen), [[n, sc] for n, sc in ranked[:10]]
+    best = [n for n, sc in ranked if sc >= ranked[0][1] - margin]
+    if chosen is not None:
+        chosen[:] = best
+    return f" {s.separator} ".join(best), [[n, sc] for n, sc in ranked[:10]]
 
 
 def rank_call(*, question, facts: Sequence[str], ids: dict[str, int], s: Sampling, margin: float, trace: dict,
-              need_score: bool = False):
+              need_score: bool = False, chosen: list[str] | None = None):
     """``rank_request`` over the names of ``ids`` (name -> entity id; a label task's choices where it has them),
     then ``rank_answer``: yields the one request and returns (answer, top scored names, calls made). ``rank``'s
     one-candidate rule (``kgrag.reasoning.reasoners.rank``): one name and no choices makes no call, the name is
     the answer (top ``[[name, None]]``, ``no_call`` in ``trace``), unless ``need_score`` (``stop: rank`` compares
-    the best scores of depths)."""
+    the best scores of depths). ``chosen``, when given, receives the chosen names themselves."""
     from kgrag.reasoning.reasoners.rank import ONE_CANDIDATE
 
     names = list(ids)
     if len(names) == 1 and not question.choices and not need_score:
         trace["no_call"] = ONE_CANDIDATE
+        if chosen is not None:
+            chosen[:] = names
         return names[0], [[names[0], None]], 0
     (rec,) = yield [rank_request(question=question, facts=facts, names=names, s=s)]
-    ans, top = rank_answer(rec, question.choices or names, s, margin=margin, ids=ids)
+    ans, top = rank_answer(rec, question.choices or names, s, margin=margin, ids=ids, chosen=chosen)
     return ans, top, 1
 
 
@@ -404,6 +410,9 @@ def rank_reached(*, question, facts: Sequence[str], ids: dict[str, int], s: Samp
     entities it reached (``ids``: name -> entity id; a label task's choices instead where it has them), with the
     facts it collected as context. Yields the one request (none for one name: ``rank_call``); returns the
     :class:`Reasoning` (``rank_top`` and ``answer_from`` in ``trace``)."""
-    ans, top, _ = yield from rank_call(question=question, facts=facts, ids=ids, s=s, margin=margin, trace=trace)
+    chosen: list[str] = []
+    ans, top, _ = yield from rank_call(question=question, facts=facts, ids=ids, s=s, margin=margin, trace=trace,
+                                       chosen=chosen)
     trace.update(answer_from="rank", rank_top=top)
-    return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)
+    # the names rank chose are the answers as they are, not parsed back from their joined text
+    return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable, answers=tuple(chosen))

@@ -73,7 +73,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from kgrag.llm.prompts import clean_question, parse_answers
+from kgrag.llm.prompts import clean_question, parse_answers, separated
 from kgrag.llm.calls import LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request
@@ -162,13 +162,15 @@ class ExploreDomain:
             user += "\n\nThoughts so far:\n" + "\n".join(f"{i + 1}. {t}" for i, t in enumerate(state.thoughts))
         user += "\n\nWrite the next thought: one sentence naming what to look up next."
         if not self.checked:
-            user += " If the facts already answer the question, write 'Answer: name | name' instead."
+            user += separated(" If the facts already answer the question, write 'Answer: name | name' instead.",
+                              s.separator)
         return LLMRequest(messages=(("system", SYSTEM), ("user", user)), temperature=temperature, top_p=s.top_p,
                           max_tokens=self.p.thought_max_tokens, seed=seed)
 
     def extract_request(self, thought: str) -> LLMRequest:
-        user = (f"Text: {thought}\n\nList the named things (entities) in the text, "
-                "separated by ' | '. Names only.")
+        user = (f"Text: {thought}\n\n"
+                + separated("List the named things (entities) in the text, separated by ' | '. Names only.",
+                            self.inp.sampling.separator))
         return LLMRequest(messages=(("system", EXTRACT_SYSTEM), ("user", user)), temperature=self.p.extract_temperature,
                           max_tokens=self.p.prune_max_tokens, seed=self.inp.sampling.seed)
 
@@ -335,7 +337,7 @@ class ExploreDomain:
                 log.update(extraction=None, entities=[], explored=[])
                 continue
             (rec,) = recs_
-            names = parse_answers(text_of(rec), "|")
+            names = parse_answers(text_of(rec), self.inp.sampling.separator)
             matched = []
             for n in names[: p.names_per_thought]:
                 nid, how = resolve_entity(self.kg, self.index, n, min_score=p.entity_min_score, graph_id=self.gid)

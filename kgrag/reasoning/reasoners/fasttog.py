@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kgrag import arrays
 from kgrag.reasoning.community import coarse_prune, detect
-from kgrag.llm.prompts import DEMO_QUESTION, clean_question
+from kgrag.llm.prompts import DEMO_QUESTION, clean_question, separated
 from kgrag.llm.calls import CallRecord, LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.kgtools import rel_name
@@ -903,9 +903,10 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             yes, sc = dc.enough(rec)
             rd["reasoning"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
             return yes, None, False
-        demo = (("user", REASON_DEMO[0]), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
-        user = REASON_PROMPT.format(start=start_text, chains=context, question=question)
-        (rec,) = yield [LLMRequest(messages=(("system", REASON_SYSTEM), *demo, ("user", user)),
+        demo = (("user", separated(REASON_DEMO[0], s.separator)), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
+        user = separated(REASON_PROMPT, s.separator).format(start=start_text, chains=context, question=question)
+        (rec,) = yield [LLMRequest(messages=(("system", separated(REASON_SYSTEM, s.separator)), *demo,
+                                             ("user", user)),
                                    temperature=params.reason_temperature, top_p=s.top_p, max_tokens=s.max_tokens,
                                    seed=s.seed)]
         calls.append("reason")

@@ -105,7 +105,8 @@ def parse_rating(text: str, lo: float = 0.0, hi: float = 10.0) -> float | None:
     return float(min(1.0, max(0.0, v)))
 
 
-_PLACEHOLDER = re.compile(r"^\W*(?:name(?:\s*\|\s*name)*|<[^>]*>|\.\.\.|…)\W*(?:instead\b.*|or\b.*)?$", re.IGNORECASE)
+# ``name | name`` with any separator (``evaluate.answer_separator``: the prompts ask for ``name ; name`` with ";")
+_PLACEHOLDER = re.compile(r"^\W*(?:name(?:\s*[^\w\s]+\s*name)*|<[^>]*>|\.\.\.|…)\W*(?:instead\b.*|or\b.*)?$", re.IGNORECASE)
 
 
 _CLOSE = {"'": "'", '"': '"', "‘": "’", "“": "”", "`": "`"}

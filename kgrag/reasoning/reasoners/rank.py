@@ -97,12 +97,14 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
     after the ``answer`` reasoner's prompt (with ``calibrate``: minus its score after the content-free prompt); the answer is the ``top_k`` best joined by the separator, or with
     ``top_k: auto`` every candidate within ``margin`` of the best (one choice for a label task). No candidate: no call, empty answer. One candidate: no call, it
     is the answer (whatever the score, every setting outputs it; its trace score is None). A failed scoring call:
-    empty answer.
+    empty answer. The chosen candidates are reported as they are (``Reasoning.answers``), not parsed back from
+    the answer text.
     """
     s = inp.sampling
     choices = inp.question.choices
     req = build_request(question=inp.question.text, context=inp.context, temperature=s.temperature, top_p=s.top_p,
-                        max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices)
+                        max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices,
+                        separator=s.separator)
     names = answer_candidates(question=inp.question, context=inp.context, proposed=inp.proposed, kg=inp.kg,
                               candidates=params.candidates, distance=params.distance)
     if params.max_candidates:
@@ -114,13 +116,14 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
         return Reasoning(answer="", trace=trace)
     if len(names) == 1:  # no choice to make: no call (every setting outputs the one candidate); no score traced
         trace["top"], trace["no_call"] = [[names[0], None]], ONE_CANDIDATE
-        return Reasoning(answer=names[0], trace=trace)
+        return Reasoning(answer=names[0], trace=trace, answers=(names[0],))
     content_free = None
     if params.calibrate == "all" or (params.calibrate == "labels" and choices):
         # the content-free prompt first, in its own step: a failed calibration call fails the question (the
         # driver reads the last call), it never silently leaves the raw scores
         cf = build_request(question="N/A", context="", temperature=s.temperature, top_p=s.top_p,
-                           max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices)
+                           max_tokens=s.max_tokens, seed=s.seed, few_shot=s.few_shot, choices=choices,
+                           separator=s.separator)
         (crec,) = yield [replace(cf, continuations=tuple(names))]
         content_free = scores_of(crec)
         trace["calibrate"] = params.calibrate
@@ -147,4 +150,6 @@ def rank(*, inp: ReasonInput, params: RankParams) -> ReasonGen:
         chosen = [(n, sc) for n, sc in ranked if sc >= ranked[0][1] - params.margin]
     else:
         chosen = ranked[: params.top_k]
-    return Reasoning(answer=f" {s.separator} ".join(n for n, _ in chosen), trace=trace)
+    # the chosen candidates are the answers as they are (a name such as "33.82" or "3. Paris" is not re-parsed)
+    return Reasoning(answer=f" {s.separator} ".join(n for n, _ in chosen), trace=trace,
+                     answers=tuple(n for n, _ in chosen))

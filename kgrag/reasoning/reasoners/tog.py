@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import ConfigDict, Field
 
 from kgrag import ranking
-from kgrag.llm.prompts import DEMO_QUESTION, clean_question
+from kgrag.llm.prompts import DEMO_QUESTION, clean_question, separated
 from kgrag.llm.calls import CallRecord, LLMRequest
 from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request, io_request
 from kgrag.reasoning.reasoners import decide as dc
@@ -104,9 +104,9 @@ def example_letters(k: int, n: int) -> str:
 
 def reason_request(user: str, s: Sampling) -> LLMRequest:
     """The reasoning call: facts + question, reply ``Answer: ...`` or ``Answer: Unknown``."""
-    demo = (("user", REASON_DEMO[0]), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
-    return LLMRequest(messages=(("system", REASON_SYSTEM), *demo, ("user", user)), temperature=s.temperature,
-                      top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed)
+    demo = (("user", separated(REASON_DEMO[0], s.separator)), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
+    return LLMRequest(messages=(("system", separated(REASON_SYSTEM, s.separator)), *demo, ("user", user)),
+                      temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed)
 
 
 def parse_reasoning(text: str) -> tuple[str | None, bool]:
@@ -576,7 +576,8 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
             if yes:
                 return (yield from conclude("answered", d))
             continue
-        (rec,) = yield [reason_request(TOG_REASON_PROMPT.format(paths="\n".join(lines), question=question), s)]
+        prompt = separated(TOG_REASON_PROMPT, s.separator).format(paths="\n".join(lines), question=question)
+        (rec,) = yield [reason_request(prompt, s)]
         calls += 1
         ans, ok = parse_reasoning(text_of(rec))
         unparseable += int(not ok)
