@@ -23,9 +23,9 @@ from flows.runners import default_task_runner  # noqa: E402
 from flows.cache import closure_version, progress_bar, ranges, shard_file, shard_key_parts  # noqa: E402
 from kgrag import io, schema as S  # noqa: E402
 from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.params import Params, section_hash  # noqa: E402
+from kgrag.params import Params  # noqa: E402
 from kgrag.registry import RETRIEVERS  # noqa: E402
-from kgrag.retrieval.run import retrieve_with  # noqa: E402
+from kgrag.retrieval.run import key_hash, retrieve_with  # noqa: E402
 from kgrag.kg.store import questions_from_table  # noqa: E402
 
 
@@ -53,7 +53,7 @@ def retrieve_flow(*, questions: str, db_path: str, db_hash: str, index_dir: str,
     shards: list[tuple[Path, int, object]] = []  # (shard file, questions, future or None when finished)
     for start, stop in ranges(len(ids), rp.shard_size):
         key = shard_key_parts(task="retrieve", module_version=f"{entry.name}-{entry.version}", core=core,
-                              params_hash=section_hash(rp) + params.index.model, inputs=f"{db_hash}-{index_hash}",
+                              params_hash=key_hash(rp) + params.index.model, inputs=f"{db_hash}-{index_hash}",
                               ids=ids[start:stop])
         out = shard_file(shard_dir, key)
         future = None if out.is_file() else retrieve_shard.submit(  # a finished shard is not submitted again

@@ -19,7 +19,7 @@ import json
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Sequence
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
@@ -334,10 +334,13 @@ class RetrieveParams(ModuleSection):
     _selector = "method"
     _section = "retrieve"
     method: str = "relpath"  # as params.yaml (tests/test_params.py checks the two agree)
-    hops: int = Field(2, ge=0, le=4, description="k of the topic entities' k-hop neighbourhood (edges undirected)")
+    hops: int = Field(2, ge=0, le=4, description="k of the topic entities' k-hop neighbourhood (edges undirected) of "
+                      "pcst, lego and khop; relpath (its own max_hops) hands it to its fallback retriever only, and "
+                      "with fallback: null it leaves relpath's cache key (kgrag.retrieval.run.key_hash)")
     max_neighbourhood_edges: int = Field(
         5_000, ge=1,
-        description="cap on neighbourhood edges: closer hops first, the farthest hop cut by relation relevance",
+        description="cap on neighbourhood edges: closer hops first, the farthest hop cut by relation relevance; "
+        "read by relpath as hops is (its fallback only)",
     )
     shard_size: int = Field(50, ge=1, description="questions per cached Prefect task")
     oracle_hops: bool = Field(
@@ -446,7 +449,7 @@ class ClusterParams(ModuleSection):
 class SynthParams(Strict):
     """Stage ``synth``: a SYNTHETIC KG (typed entities and relations, power-law degrees) and questions whose
     answers are known by construction (``kgrag.kg.synth``). Not an input of the default DAG: point ``data`` at its
-    files (README "Synthetic KG at scale")."""
+    files (docs/scale.md "Synthetic KG at scale")."""
 
     n_triples: int = Field(100_000, ge=1, description="distinct triples generated")
     entities_per_triple: float = Field(0.25, gt=0.0, le=2.0, description="entities generated per triple")
@@ -626,9 +629,10 @@ class ParamsError(ValueError):
     """Invalid params: the message names file, line and key."""
 
 
-def section_hash(model: BaseModel) -> str:
-    """Stable hash of a params model (part of cache keys)."""
-    blob = json.dumps(model.model_dump(mode="json", by_alias=True), sort_keys=True, default=str)
+def section_hash(model: BaseModel, drop: Sequence[str] = ()) -> str:
+    """Stable hash of a params model (part of cache keys), the top-level keys ``drop`` left out."""
+    data = {k: v for k, v in model.model_dump(mode="json", by_alias=True).items() if k not in drop}
+    blob = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -108,3 +108,29 @@ def test_none_retrieves_nothing(movies, index_factory):
     sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=movies, index=index,
                           params=RetrieveParams(method="none"))
     assert len(sub) == 0
+
+
+def test_relpath_reads_hops_and_the_edge_cap_only_through_its_fallback(movies, index_factory):
+    """retrieve.hops / max_neighbourhood_edges: relpath hands them to its fallback retriever only. With
+    ``fallback: null`` its output does not depend on them and they leave its cache key (shards re-used); with
+    the default fallback (khop, which reads them) they stay in it, as in pcst's; the default key is unchanged."""
+    from kgrag.params import section_hash
+    from kgrag.retrieval.run import key_hash
+
+    index = index_factory(movies)
+    q = _q(movies, "who directed the movies starred by [Al Pacino]", "Al Pacino")
+    vec = index.encode([q.text])[0]
+
+    def params(method="relpath", fallback=None, **kw):
+        return RetrieveParams(method=method, **({"relpath": {"fallback": fallback}} if method == "relpath" else {}),
+                              **kw)
+
+    few, many = params(hops=1, max_neighbourhood_edges=1), params(hops=4, max_neighbourhood_edges=9000)
+    subs = [retrieve_one(question=q, query_vec=vec, kg=movies, index=index, params=p)[0] for p in (few, many)]
+    triples = [(s.heads.tolist(), s.relations.tolist(), s.tails.tolist()) for s in subs]
+    assert len(subs[0]) > 0 and triples[0] == triples[1]
+    assert key_hash(few) == key_hash(many) != key_hash(params(hops=1, max_neighbourhood_edges=1, shard_size=7))
+    for kw in ({"fallback": "khop"}, {"method": "pcst"}, {"method": "khop"}):
+        assert key_hash(params(hops=1, **kw)) != key_hash(params(hops=3, **kw)), kw
+    assert key_hash(params(fallback="none", hops=1)) == key_hash(params(fallback="none", hops=3))
+    assert key_hash(RetrieveParams()) == section_hash(RetrieveParams())  # the default experiment's shards stay

@@ -11,10 +11,24 @@ import numpy as np
 
 from kgrag import schema as S
 from kgrag.index.embed import EmbeddingIndex
-from kgrag.params import RetrieveParams
+from kgrag.params import RetrieveParams, section_hash
 from kgrag.registry import RETRIEVERS, TEXTUALIZERS
 from kgrag.types import Question, Subgraph, retrieval_recall
 from kgrag.kg.kgview import KGView
+
+
+#: the ``retrieve`` keys every retriever is handed (as ``hops=`` and ``max_edges=``)
+NEIGHBOURHOOD_KEYS = ("hops", "max_neighbourhood_edges")
+
+
+def key_hash(params: RetrieveParams) -> str:
+    """The hash of the ``retrieve`` section in a retrieve shard's cache key: without ``NEIGHBOURHOOD_KEYS`` for a
+    retriever that does not read them (``kgrag.retrieval.retrievers.reads_neighbourhood``: ``none``, ``relpath``
+    with ``fallback: null``), so that changing them re-uses its shards."""
+    from kgrag.retrieval.retrievers import reads_neighbourhood
+
+    reads = reads_neighbourhood(RETRIEVERS.get(params.method).impl, params.module_params())
+    return section_hash(params, drop=() if reads else NEIGHBOURHOOD_KEYS)
 
 
 def retrieve_one(

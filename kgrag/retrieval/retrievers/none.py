@@ -10,3 +10,6 @@ from kgrag.types import Subgraph
 def retrieve_none(*, question, query_vec, kg, index, params, hops, max_edges) -> Subgraph:
     """No retrieval: an empty subgraph."""
     return Subgraph.empty(method="none")
+
+
+retrieve_none.reads_neighbourhood = False  # hops / max_edges: not read, not in its cache key

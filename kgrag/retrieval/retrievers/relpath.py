@@ -234,8 +234,9 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     relations the plan found to mirror another (``r_inverse``) are not walked.
     A question with a declared hop count (``question.hops``: set only with ``retrieve.oracle_hops``) gets
     sequences of exactly that length and votes of that hop count's training questions alone. ``hops`` and
-    ``max_edges`` are not used: the beam bounds the work (they are passed on to the ``fallback`` retriever,
-    called with its default params when there is no sequence to walk).
+    ``max_edges`` bound nothing here (the beam bounds the work): they are passed on to the ``fallback``
+    retriever, called with its default params when there is no sequence to walk, and leave the cache key when
+    it does not read them (``fallback: null``, :func:`_reads_neighbourhood`).
 
     The trace names the chosen sequences and lists ``ends``: the entity ids the best sequences end at (best
     sequence first, each sequence's by id, a topic entity after the others and only when a sequence ends at
@@ -411,3 +412,16 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
                "truncated": len(edges) > cap,
                "ends": [x for x in ends if x in returned]},
     )
+
+
+def _reads_neighbourhood(params: RelPathParams) -> bool:
+    """relpath reads ``hops`` / ``max_edges`` only through its fallback retriever (with that one's defaults)."""
+    from kgrag.retrieval.retrievers import reads_neighbourhood
+
+    if params.fallback is None:
+        return False
+    other = RETRIEVERS.get(params.fallback)
+    return reads_neighbourhood(other.impl, other.params())
+
+
+retrieve_relpath.reads_neighbourhood = _reads_neighbourhood
