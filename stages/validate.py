@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     ans = res.summary.get("answerable")
     if ans and ans["not_answerable"]:
         print(f"[validate] questions: {ans['not_answerable']} of {ans['questions']} have no gold answer in the KG "
-              f"(or their graph) or no topic entity ({ans.get('no_topic', 0)}): kept, flagged answerable=false and "
-              "scored as misses", file=sys.stderr)
+              f"(or their graph), no topic entity ({ans.get('no_topic', 0)}) or a topic entity not in the KG: kept, "
+              "flagged answerable=false and scored as misses", file=sys.stderr)
     if over:
         detail = ", ".join(f"{n}: {v['bad']}/{v['rows']} bad ({v['bad_fraction']:.1%})" for n, v in over.items())
         print(f"error: validation failed, bad rows above validate.max_bad_fraction={p.max_bad_fraction}: {detail}; "

@@ -2,8 +2,10 @@
 
 Questions that are well-formed but cannot be answered from the KG are not bad rows: they are kept and flagged
 ``answerable = false`` (``kgrag.schema.ANSWERABLE``), which every metric scores as a miss. That is a question
-whose gold answers are not in the KG (or in its own graph), and one with no topic entity (no entity linked from
-its text, ``data.link_entities``): the benchmark protocol counts every question.
+whose gold answers are not in the KG (or in its own graph), one with no topic entity (no entity linked from its
+text, ``data.link_entities``), and one whose given topic entity is not in the KG: the benchmark protocol counts
+every question. The last is also written to the quarantine with its reason (a ``kept`` check: the row stays in
+its table), its unknown topic ids dropped from the clean table, as a question that links to nothing has none.
 
 great-expectations is imported inside ``validate_tables`` only: it takes seconds to import.
 """
@@ -27,8 +29,11 @@ class Check:
     kwargs: dict[str, Any]
     reason: str
     keep_first: bool = False  # for uniqueness: the first copy is valid, later ones are quarantined
+    kept: bool = False  # the failing row is recorded in the quarantine but stays (flagged not answerable)
 
 
+#: the quarantine reason of a question whose given topic entity is not in the KG (kept, scored as a miss)
+KEPT_UNKNOWN_TOPIC = "topic entity not in the KG (kept, scored as a miss)"
 GRAPH_KEY = "_graph"  # graph_id with null (the global KG) as "": a triple is unique within its graph
 
 
@@ -51,7 +56,7 @@ def _checks(entity_ids: list[int], relation_ids: list[int], graphs: bool = False
         Check("questions", "ExpectColumnValuesToNotBeNull", {"column": S.QUESTION_ID}, "null question_id"),
         Check("questions", "ExpectColumnValuesToBeUnique", {"column": S.QUESTION_ID}, "duplicate question_id", True),
         Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_unknown_topics", "max_value": 0},
-              "topic entity not in the KG"),
+              KEPT_UNKNOWN_TOPIC, kept=True),
         Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers", "min_value": 1},
               "no answers"),
         Check("questions", "ExpectColumnValuesToBeBetween", {"column": "_n_answers_not_choices", "max_value": 0},
@@ -93,8 +98,10 @@ def _question_frame(q: pa.Table, entity_set: set[int], graphs: dict[str, set[int
         for ids, g in zip(df[S.ANSWER_IDS], graph)]
     # a question with no topic entity (its linking found none: ``data.link_entities``) is kept, not answerable: the
     # benchmark protocol counts it, a miss, instead of dropping it from the denominator
+    # so is one whose given topic entity is not in the KG (a miss as well, not a smaller denominator)
     df["_has_topic"] = (df["_n_topics"] > 0) | labelled
-    df["_answerable"] = (pd.Series(in_graph, index=df.index) | labelled) & df["_has_topic"]
+    df["_answerable"] = ((pd.Series(in_graph, index=df.index) | labelled) & df["_has_topic"]
+                         & (df["_n_unknown_topics"] == 0))
     df["_n_answers_not_choices"] = [
         sum(1 for a in (ans if ans is not None else []) if a not in set(c)) if lab else 0
         for ans, c, lab in zip(df[S.ANSWERS], choices, labelled)]
@@ -128,6 +135,7 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     source = ctx.data_sources.add_pandas("kgrag")
     bad: dict[str, dict[int, list[str]]] = {n: {} for n in frames}
+    kept: dict[str, dict[int, list[str]]] = {n: {} for n in frames}  # recorded, not removed
     checks_out = []
     for check in _checks(entity_ids, relation_ids, graphs):
         df = frames[check.table]
@@ -145,10 +153,10 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
             dup = df.duplicated(subset=cols, keep="first")
             rows = [r for r in rows if dup.iloc[r]]
         for r in rows:
-            bad[check.table].setdefault(r, []).append(check.reason)
+            (kept if check.kept else bad)[check.table].setdefault(r, []).append(check.reason)
         checks_out.append(
             {"table": check.table, "expectation": check.expectation, "success": bool(res.success),
-             "reason": check.reason, "bad_rows": len(rows)}
+             "reason": check.reason, "bad_rows": len(rows), **({"kept": True} if check.kept else {})}
         )
 
     qrows: list[dict[str, Any]] = []
@@ -156,12 +164,19 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
     summary: dict[str, Any] = {"tables": {}, "checks": checks_out}
     for name, df in frames.items():
         bad_idx = sorted(bad[name])
-        for r in bad_idx:
+        for r in sorted(set(bad[name]) | set(kept[name])):
             rec = {k: v for k, v in tables[name].slice(r, 1).to_pylist()[0].items()}
-            qrows.append({S.TABLE: name, S.ROW: r, S.REASON: "; ".join(bad[name][r]),
+            qrows.append({S.TABLE: name, S.ROW: r, S.REASON: "; ".join(bad[name].get(r, []) + kept[name].get(r, [])),
                           S.RECORD: json.dumps(rec, default=str)[:2000]})
         mask = pa.array([i not in bad[name] for i in range(len(df))])
         clean[name] = tables[name].filter(mask)
+        if name == "questions" and kept[name]:  # unknown topic ids leave the kept rows (as if none was linked)
+            ents = set(entity_ids)
+            topics = [[i for i in (t or []) if i is not None and i in ents] if r in kept[name] else t
+                      for r, t in enumerate(tables[name].column(S.TOPIC_IDS).to_pylist())]
+            col = clean[name].schema.get_field_index(S.TOPIC_IDS)
+            clean[name] = clean[name].set_column(col, clean[name].schema.field(col),
+                                                 pa.array(topics, type=clean[name].schema.field(col).type).filter(mask))
         if name == "questions":
             flag = pa.array(df["_answerable"].astype(bool).tolist(), type=pa.bool_()).filter(mask)
             if S.ANSWERABLE in clean[name].column_names:  # validated before: checked again
