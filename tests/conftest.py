@@ -37,6 +37,44 @@ os.environ.setdefault("KGRAG_EMBED_CACHE", str(_PREFECT / "embeddings"))
 os.environ.setdefault("KGRAG_MODEL_CACHE", str(_PREFECT / "models"))
 setup(ROOT)
 
+#: fixtures that build or change a real project (a `dvc repro` or more): a test that uses one is an e2e test,
+#: whatever its file says, so `make test-fast` (``-m "not e2e"``) runs no pipeline
+E2E_FIXTURES = frozenset({"e2e_project", "e2e_first_run", "shared_project", "project_copy"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
+_API = []
+
+
+def pytest_configure(config):
+    """One Prefect API for the whole session (Prefect's own temporary server, on the session's Prefect home):
+    every stage and `dvc repro` subprocess a test starts reports to it through ``PREFECT_API_URL`` instead of
+    starting a temporary server of its own (12-23 s each on 2 loaded cores; docs/testing.md). A configured
+    ``PREFECT_API_URL`` is kept. Tests that need a server of their own (test_scheduled) set theirs."""
+    if os.environ.get("PREFECT_API_URL") or config.getoption("collectonly", False):
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    server = SubprocessASGIServer()
+    server.start(timeout=int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+    os.environ["PREFECT_API_URL"] = server.api_url  # subprocesses
+    settings = temporary_settings(updates={PREFECT_API_URL: server.api_url})  # this process (settings read at import)
+    settings.__enter__()
+    _API.append((server, settings))
+
+
+def pytest_unconfigure(config):
+    for server, settings in _API:
+        settings.__exit__(None, None, None)
+        server.stop()
+
 
 def tiny_tables(edges: list[tuple[str, str, str]], questions: list[dict] | None = None) -> dict[str, pa.Table]:
     """Tables of a small named KG."""
