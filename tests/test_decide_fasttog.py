@@ -27,7 +27,7 @@ from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batc
 from kgrag.reasoning.reasoners.decide import ENOUGH_OPTIONS
 from kgrag.reasoning.reasoners.fasttog import NONE_OPTION, call_bound, implementation_bound
 from kgrag.types import Question
-from tests.test_decide_tog import ScriptedScores, prefer
+from tests.test_decide_tog import ScriptedScores, cut_kg, predicted, prefer  # noqa: F401  (fixture)
 from tests.test_golden_reasoners import QUESTION, fast_reply, gkg, user  # noqa: F401  (fixture)
 from tests.test_tog_fasttog import random_kg
 
@@ -166,6 +166,30 @@ def test_fasttog_generated_pruning_with_the_rank_answer(gkg):
     assert res.answer == "Dir Y" and res.depth == 1 and res.trace["answer_from"] == "rank"
     assert kinds(b) == ["text"] * 5 + ["score"] and b.requests[-1].continuations == ("Dir X", "Dir Y")
     assert res.trace["llm_requests"] == ["prune_multi", "reason", "prune", "prune", "reason", "rank"]
+
+
+def test_fasttog_rank_answer_reports_the_entities_it_chose_not_a_reparse(cut_kg):
+    """answer: rank: the entities rank chose are the answers as they are (``Reasoning.answers``), whether rank
+    answers at D_max (both directors within the margin, best first) or the best depth answers (stop: rank);
+    the answer text is their joined names as before. A generated answer is still parsed from its text."""
+    from kgrag.llm.prompts import parse_answers
+
+    score = prefer("directed", "Film A", enough_at=("nothing",), answer={"Dir X Jr.": -2.0, "3. Dir Y": -1.0})
+    res, calls = run(cut_kg, ScriptedScores(score), width=2, d_max=1, decide="score", answer="rank", margin=2.0)
+    assert res.trace["llm_requests"][-1] == "rank" and res.answer == "3. Dir Y | Dir X Jr."
+    assert res.answers == ("3. Dir Y", "Dir X Jr.") and predicted(res, calls) == ["3. Dir Y", "Dir X Jr."]
+    assert parse_answers(res.answer) == ["Dir Y", "Dir X Jr"]  # what a re-parse of the text would have scored
+    score = prefer("directed", "Film A", answer={"Film A": -3.0, "Film B": -3.0, "Dir X Jr.": -2.0, "3. Dir Y": -1.0})
+    best, calls = run(cut_kg, ScriptedScores(score), width=2, d_max=1, decide="score", answer="rank", stop="rank")
+    assert best.depth == best.trace["answer_depth"] == 1 and best.answers == ("3. Dir Y",)
+    assert predicted(best, calls) == ["3. Dir Y"]
+
+    def text(req):
+        return "Answer: 3. Dir Y" if user(req).startswith("Context:") and "directed by" in user(req) else \
+            fast_reply(req)
+    gen, calls = run(cut_kg, ScriptedScores(prefer("directed", "Film A"), text=text), width=2, d_max=1,
+                     decide="score", answer="generate")
+    assert gen.answers is None and predicted(gen, calls) == ["Dir Y"]
 
 
 def test_fasttog_failed_scoring_calls_keep_the_prerank_and_are_not_unparseable(gkg):

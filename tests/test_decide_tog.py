@@ -143,6 +143,57 @@ def test_tog_stop_rank_answers_with_the_best_scored_depth(gkg):
     assert res.answer == "Dir X" and res.depth == 2
 
 
+# the five-edge KG with directors whose names parse_answers would cut: "3. Dir Y" reads as a bullet, the full
+# stop of "Dir X Jr." as the end of a sentence
+CUT = {"Dir X": "Dir X Jr.", "Dir Y": "3. Dir Y"}
+
+
+@pytest.fixture(scope="module")
+def cut_kg(tmp_path_factory):
+    from kgrag.kg.duckdb_io import write_duckdb
+    from kgrag.kg.store import KGStore
+    from tests.conftest import tiny_tables
+    from tests.test_golden_reasoners import EDGES
+
+    path = tmp_path_factory.mktemp("cut") / "kg.duckdb"
+    write_duckdb(path, tiny_tables([(CUT.get(h, h), r, CUT.get(t, t)) for h, r, t in EDGES]))
+    return KGStore(path)
+
+
+def predicted(res, calls) -> list[str]:
+    """The question's parsed answers as the generations row stores them (``rows_of``)."""
+    from kgrag import schema as S
+    from kgrag.reasoning.reasoners import rows_of
+
+    (row,) = rows_of(question_ids=["g1"], results=[(res, calls)], reasoner="x", separator="|", seed=0, per_q_ms=0.0)
+    return row[S.PREDICTED_ANSWERS]
+
+
+def test_tog_rank_answer_reports_the_entities_it_chose_not_a_reparse(cut_kg):
+    """answer: rank: the ends rank chose are the answers as they are (``Reasoning.answers``), at the check's
+    stop (both within the margin, best first), with one end and no call, and with stop: rank (the best depth's);
+    the answer text is their joined names as before. A generated answer is still parsed from its text."""
+    from kgrag.llm.prompts import parse_answers
+
+    b = ScriptedScores(prefer("directed_by", "Film B", "Film A", answer={"Dir X Jr.": -2.0, "3. Dir Y": -1.0}))
+    res, calls = run(cut_kg, b, width=2, depth=2, decide="score", answer="rank", margin=1.5)
+    assert res.answer == "3. Dir Y | Dir X Jr." and res.answers == ("3. Dir Y", "Dir X Jr.")
+    assert parse_answers(res.answer) == ["Dir Y", "Dir X Jr"]  # what a re-parse of the text would have scored
+    assert predicted(res, calls) == ["3. Dir Y", "Dir X Jr."]
+    one, calls = run(cut_kg, ScriptedScores(prefer("directed_by", "Film A")), width=1, depth=2, decide="score",
+                     answer="rank")
+    assert one.trace["no_call"] and one.answers == ("Dir X Jr.",) and predicted(one, calls) == ["Dir X Jr."]
+    b = ScriptedScores(prefer("directed_by", "Film A", answer={"Film A": -3.0, "Dir X Jr.": -1.0}))
+    best, calls = run(cut_kg, b, width=1, depth=2, decide="score", answer="rank", stop="rank")
+    assert best.depth == 2 and best.answers == ("Dir X Jr.",) and predicted(best, calls) == ["Dir X Jr."]
+
+    def text(req):
+        return "Answer: 3. Dir Y" if "directed_by" in user(req) else "Answer: Unknown"
+    gen, calls = run(cut_kg, ScriptedScores(prefer("directed_by", "Film B"), text=text), width=1, depth=2,
+                     decide="score", answer="generate")
+    assert gen.answers is None and predicted(gen, calls) == ["Dir Y"]
+
+
 def test_tog_failed_scoring_call_keeps_the_prerank_and_is_not_unparseable(gkg):
     """A scoring call that failed (no score list) keeps the pre-rank's first W; scores are recorded as None."""
     class Broken(ScriptedScores):

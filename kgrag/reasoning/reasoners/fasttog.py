@@ -713,48 +713,53 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 facts.extend(t for t in (_fmt(_triple(kg, x)) for x in e) if t not in facts)
         return facts
 
-    best_depth: list = []  # stop: rank: (best score, answer, depth, top names) of the best depth so far
+    best_depth: list = []  # stop: rank: (best score, answer, depth, top names, chosen names) of the best depth
 
-    def ranked_last(need_score: bool = False) -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
+    def ranked_last(need_score: bool = False
+                    ) -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list], tuple[str, ...]]]:
         """rank's call over the entities of the chains' last communities (the entities reached), the chains'
-        triples as the facts: (answer, top names); one entity and no score needed (not ``stop: rank``): no call
-        (``dc.rank_call``)."""
+        triples as the facts: (answer, top names, the names chosen); one entity and no score needed (not
+        ``stop: rank``): no call (``dc.rank_call``)."""
         ids: dict[str, int] = {}
         for ch in chains:
             last = sorted(ch.communities[-1])
             for n, e in zip(kg.names(np.asarray(last)), last):
                 ids.setdefault(str(n), int(e))
+        picked: list[str] = []
         got, top, made = yield from dc.rank_call(question=q, facts=chain_facts(), ids=ids, s=s, margin=params.margin,
-                                                 trace=trace, need_score=need_score)
+                                                 trace=trace, need_score=need_score, chosen=picked)
         calls.extend(["rank"] * made)
-        return got, top
+        return got, top, tuple(picked)
 
     def conclude(stop: str, depth: int, ans: str | None = None
                  ) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
         """The search's answer: with answer: rank, rank's selection over the entities of the chains' last
         communities (stop: rank: the best-scored depth's, no further call); otherwise the generated ``ans``, or
-        the fallback when there is none."""
+        the fallback when there is none. The entities rank chose are the answers as they are
+        (``Reasoning.answers``), not parsed back from their joined text."""
         if book is not None and params.stop == "path" and reach:
             path, _ = book.best(reach)
             if path is not None:  # the ends of the most likely whole relation path
                 ids = {str(n): int(e) for n, e in zip(kg.names(np.asarray(reach[path])), reach[path])}
                 trace["answer_path"] = dc.path_text(path)
+                on_path: list[str] = []
                 got, top, made = yield from dc.rank_call(question=q, facts=chain_facts(), ids=ids, s=s,
-                                                         margin=params.margin, trace=trace)
+                                                         margin=params.margin, trace=trace, chosen=on_path)
                 calls.extend(["rank"] * made)
                 trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
                 check()
-                return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable)
+                return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable,
+                                 answers=tuple(on_path))
         if best_depth:
-            _, got, d_best, top = best_depth
+            _, got, d_best, top, picked = best_depth
             trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top, answer_depth=d_best)
             check()
-            return Reasoning(answer=got, depth=d_best, trace=trace, unparseable=unparseable)
+            return Reasoning(answer=got, depth=d_best, trace=trace, unparseable=unparseable, answers=picked)
         if params.answer == "rank" and chains:
-            got, top = yield from ranked_last()
+            got, top, picked = yield from ranked_last()
             trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
             check()
-            return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable)
+            return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable, answers=picked)
         if ans is not None:
             trace.update(stop=stop, depth_reached=depth)
             check()
@@ -892,10 +897,10 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             return False, None, True
         last_context = context
         if rank_stop:
-            got, top = yield from ranked_last(need_score=True)
+            got, top, picked = yield from ranked_last(need_score=True)
             rd["reasoning"] = {"rank_top": top}
             if top and (not best_depth or top[0][1] > best_depth[0]):
-                best_depth[:] = [top[0][1], got, depth, top]
+                best_depth[:] = [top[0][1], got, depth, top, picked]
             return False, None, False
         if scored_check:
             (rec,) = yield [dc.enough_request("\n".join(chain_facts()), question, s)]

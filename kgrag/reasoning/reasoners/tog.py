@@ -419,11 +419,12 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         trace.update(stop=stop, depth_reached=depth, llm_requests=calls, fallback_reply=text_of(rec))
         return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
 
-    best: list = []  # stop: rank: (best score, answer, depth, top names) of the best depth so far
+    best: list = []  # stop: rank: (best score, answer, depth, top names, chosen names) of the best depth so far
 
-    def ranked_ends(need_score: bool = False) -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list]]]:
-        """rank's call over the walked chains' ends, their triples as the facts: (answer, top names); one end
-        and no score needed (not ``stop: rank``): no call (``dc.rank_call``)."""
+    def ranked_ends(need_score: bool = False
+                    ) -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list], tuple[str, ...]]]:
+        """rank's call over the walked chains' ends, their triples as the facts: (answer, top names, the names
+        chosen); one end and no score needed (not ``stop: rank``): no call (``dc.rank_call``)."""
         nonlocal calls
         walked = [(p, e) for p, e in chains if p]
         if path_score:  # demos: the ends of the best-scored relation path (summed next-step scores) only
@@ -435,24 +436,26 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         facts: list[str] = []
         for p, _ in walked:
             facts.extend(t for t in (_fmt(_triple(kg, x)) for x in p) if t not in facts)
+        picked: list[str] = []
         ans, top, made = yield from dc.rank_call(question=q, facts=facts, ids=ids, s=s, margin=params.margin,
-                                                 trace=trace, need_score=need_score)
+                                                 trace=trace, need_score=need_score, chosen=picked)
         calls += made
-        return ans, top
+        return ans, top, tuple(picked)
 
     def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
         """With answer: rank, rank's selection over the kept chains' ends (stop: rank: the best depth's); no
-        chain walked yet: the fallback."""
+        chain walked yet: the fallback. The entities rank chose are the answers as they are
+        (``Reasoning.answers``), not parsed back from their joined text."""
         if best:
-            _, ans, d_best, top = best
+            _, ans, d_best, top, picked = best
             trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top,
                          answer_depth=d_best)
-            return Reasoning(answer=ans, depth=d_best, trace=trace, unparseable=unparseable)
+            return Reasoning(answer=ans, depth=d_best, trace=trace, unparseable=unparseable, answers=picked)
         if params.answer != "rank" or not any(p for p, _ in chains):
             return (yield from finish(stop, depth))
-        ans, top = yield from ranked_ends()
+        ans, top, picked = yield from ranked_ends()
         trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top)
-        return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)
+        return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable, answers=picked)
 
     if not topics:
         trace["topic"] = []
@@ -562,10 +565,10 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
                 return (yield from conclude("answered", d))
             continue
         if params.decide == "score" and params.answer == "rank" and params.stop == "rank":
-            ans, top = yield from ranked_ends(need_score=True)
+            ans, top, picked = yield from ranked_ends(need_score=True)
             rec_d["reasoning"] = {"rank_top": top}
             if top and (not best or top[0][1] > best[0]):
-                best[:] = [top[0][1], ans, d, top]
+                best[:] = [top[0][1], ans, d, top, picked]
             continue
         if params.decide == "score" and params.answer == "rank":
             # the sufficiency check scored (Yes / No); the answer then comes from rank
