@@ -11,7 +11,7 @@ import pytest
 
 from kgrag import schema as S
 from kgrag.kg.duckdb_io import write_duckdb
-from kgrag.kg.loaders.common import LoaderInputError
+from kgrag.kg.loaders.common import LoaderInputError, kept_rows, unknown_topic
 from kgrag.kg.loaders.explagraphs import load_explagraphs
 from kgrag.kg.loaders.gretriever import load_gretriever
 from kgrag.kg.loaders.jsonl import load_jsonl
@@ -218,13 +218,14 @@ def test_bad_questions_quarantined_with_file_line_reason(tmp_path):
         ("questions_bad.jsonl", 2): "not JSON: Expecting property name enclosed in double quotes at column 2",
         ("questions_bad.jsonl", 3): "missing field(s): answers",
         ("questions_bad.jsonl", 4): "no answers",
-        ("questions_bad.jsonl", 5): "topic entity 'Nowhere' not in the KG",
+        ("questions_bad.jsonl", 5): unknown_topic("Nowhere"),  # recorded, and kept (below)
         ("questions_bad.jsonl", 6): "duplicate question id 'q1'",
         ("questions_bad.jsonl", 7): "graph[0]: expected [head, relation, tail] of non-empty strings",
         ("questions_bad.jsonl", 8): "expected a JSON object, got list",
         ("questions_bad.jsonl", 9): "duplicate triple",  # the repeated [A, links, B] of q9's graph
     }
-    assert kg.questions.column(S.QUESTION_ID).to_pylist() == ["q1", "q9", "q10"]
+    assert kg.questions.column(S.QUESTION_ID).to_pylist() == ["q1", "q5", "q9", "q10"]
+    assert kg.questions.column(S.TOPIC_IDS).to_pylist()[1] == []  # q5: its topic is not in the KG
     assert [t for t in named(kg) if t[3] == "q9"] == [("A", "links", "B", "q9"), ("B", "links", "B", "q9")]
     assert kg.stats["self_loops"] == 1 and kg.stats["graphs"] == 1
 
@@ -243,9 +244,43 @@ def test_jsonl_per_question_graphs(tmp_path):
     assert kg.questions.column(S.GRAPH_ID).to_pylist() == ["a", "b"]
     bad = load_jsonl(path=str(BAD / "questions_bad.jsonl"))
     q = quarantine(bad)
-    assert q[("questions_bad.jsonl", 1)] == "topic entity 'Heat' not in the KG"  # no global KG here
-    assert q[("questions_bad.jsonl", 6)] == "topic entity 'Heat' not in the KG"  # q1 was not taken: no duplicate
-    assert bad.questions.column(S.QUESTION_ID).to_pylist() == ["q9"]
+    assert q[("questions_bad.jsonl", 1)] == unknown_topic("Heat")  # no global KG here: kept, with no topic
+    assert q[("questions_bad.jsonl", 6)] == "duplicate question id 'q1'"  # q1 was kept
+    assert bad.questions.column(S.QUESTION_ID).to_pylist() == ["q1", "q5", "q9", "q10"]
+
+
+def test_jsonl_question_whose_topic_is_not_in_the_kg_is_kept_as_a_miss_and_recorded(tmp_path):
+    """A topic entity neither in the KG nor in the question's graph keeps the question, with no topic id (one of
+    two unknown: none either), as a question that links to nothing: validate flags it not answerable and it is
+    scored as a miss, in the denominator. Its quarantine row still says why; every line is accounted for (4
+    lines = 3 questions + 1 dropped; 3 quarantine rows, 2 of them kept)."""
+    from kgrag.evaluation.evaluate import evaluate_rows
+    from kgrag.kg.validate import validate_tables
+
+    graph = [["X", "r", "Y"]]
+    rows = [{"id": "a", "question": "what does [X] r", "topic_entities": ["X"], "answers": ["Y"], "graph": graph},
+            {"id": "b", "question": "what does [Nowhere] r", "topic_entities": ["Nowhere"], "answers": ["Y"],
+             "graph": graph},
+            {"id": "c", "question": "what do [X] and [Gone] r", "topic_entities": ["X", "Gone"], "answers": ["Y"],
+             "graph": graph},
+            {"id": "d", "question": "what does [X] r", "topic_entities": ["X"], "answers": [], "graph": graph}]
+    kg = load_jsonl(path=str(write_jsonl(tmp_path / "q.jsonl", rows)))
+    topics = dict(zip(kg.questions[S.QUESTION_ID].to_pylist(), kg.questions[S.TOPIC_IDS].to_pylist()))
+    x = kg.entities[S.NAME].to_pylist().index("X")
+    assert topics == {"a": [x], "b": [], "c": []}
+    assert quarantine(kg) == {("q.jsonl", 2): unknown_topic("Nowhere"), ("q.jsonl", 3): unknown_topic("Gone"),
+                              ("q.jsonl", 4): "no answers"}
+    assert kept_rows(kg.quarantine) == 2 and kg.questions.num_rows + kg.quarantine.num_rows - 2 == len(rows)
+    assert named(kg) == [("X", "r", "Y", "a"), ("X", "r", "Y", "b"), ("X", "r", "Y", "c")]  # its graph kept too
+    res = validate_tables({"entities": kg.entities, "relations": kg.relations, "triples": kg.triples,
+                           "questions": kg.questions})
+    q = res.tables["questions"].to_pylist()
+    assert {r[S.QUESTION_ID]: r[S.ANSWERABLE] for r in q} == {"a": True, "b": False, "c": False}
+    gen = [{S.QUESTION_ID: r[S.QUESTION_ID], S.PREDICTION: "Y", S.PREDICTED_ANSWERS: ["Y"], S.FAILED: False}
+           for r in q]
+    per_q, m = evaluate_rows(questions=q, retrieved=[], generations=gen)
+    assert {r[S.QUESTION_ID]: r["hit_at_1"] for r in per_q} == {"a": 1.0, "b": 0.0, "c": 0.0}
+    assert m["questions"] == 3 and m["hit_at_1"] == pytest.approx(1 / 3)
 
 
 # ---- ntriples ----------------------------------------------------------------------------------------------

@@ -202,10 +202,46 @@ def test_irn_loader_quarantines_a_bad_line_and_keeps_the_rest(tmp_path):
                                     "a line with two fields\tC\n"
                                     "what is the r of Z ?\tB(B/)\tZ#r#B\n")
     t = load_irn(kb=str(tmp_path / "kb.txt"), questions=str(tmp_path / "q.txt"), split="all")
-    assert t.questions.num_rows == 1 and t.questions[S.HOPS].to_pylist() == [2]
+    assert t.questions.num_rows == 2 and t.questions[S.HOPS].to_pylist() == [2, 1]  # Z's question kept (below)
     reasons = t.quarantine[S.REASON].to_pylist()
-    assert any("3, 5 or 6 tab-separated fields" in r for r in reasons) and any("'Z' is not in the KB" in r
+    assert any("3, 5 or 6 tab-separated fields" in r for r in reasons) and any("'Z' not in the KB" in r
                                                                                 for r in reasons)
+
+
+def test_irn_question_whose_topic_is_not_in_the_kb_is_kept_as_a_miss_and_recorded(tmp_path):
+    """A topic entity missing from the KB (PathQuestion's path subject; WC-C: one of its two topics) keeps the
+    question with no topic id, as one that links to nothing: validate flags it not answerable and it is scored as
+    a miss, in the denominator, even when its prediction names the answer. Its quarantine row still says why
+    (file, line, reason, record); every line is accounted for (4 lines = 3 questions + 1 dropped)."""
+    from kgrag.evaluation.evaluate import evaluate_rows
+    from kgrag.kg.loaders.common import kept_rows, unknown_topic
+    from kgrag.kg.loaders.irn import load_irn
+    from kgrag.kg.validate import validate_tables
+
+    (tmp_path / "kb.txt").write_text("A\tr\tB\nB\ts\tC\n")
+    lines = ["what is the s of the r of A ?\tC(C/)\tA#r#B#s#C",
+             "what is the r of Z ?\tB(B/)\tZ#r#B",
+             "what do A and Y r ?\tB\tA#r#B#<end>#B*Y#r#B#<end>#B\tB/\tA r B\tA/Y",
+             "what is the r of A ?\tnot an answer field\tA#r#B"]
+    (tmp_path / "q.txt").write_text("\n".join(lines) + "\n")
+    t = load_irn(kb=str(tmp_path / "kb.txt"), questions=str(tmp_path / "q.txt"), split="all")
+    topics = dict(zip(t.questions[S.QUESTION_ID].to_pylist(), t.questions[S.TOPIC_IDS].to_pylist()))
+    assert topics == {"q-1": [0], "q-2": [], "q-3": []}  # A is entity 0
+    rows = {r[S.ROW]: r for r in t.quarantine.to_pylist()}
+    assert {n: r[S.REASON] for n, r in rows.items()} == {
+        2: unknown_topic("Z", "the KB"), 3: unknown_topic("Y", "the KB"),
+        4: "answer field is not 'answer(a1/a2/...)'"}
+    assert rows[2][S.RECORD] == lines[1] and rows[2][S.TABLE] == str(tmp_path / "q.txt")
+    assert kept_rows(t.quarantine) == 2 and t.questions.num_rows + t.quarantine.num_rows - 2 == len(lines)
+    res = validate_tables({"entities": t.entities, "relations": t.relations, "triples": t.triples,
+                           "questions": t.questions})
+    q = res.tables["questions"].to_pylist()
+    assert {r[S.QUESTION_ID]: r[S.ANSWERABLE] for r in q} == {"q-1": True, "q-2": False, "q-3": False}
+    gold = {"q-1": "C", "q-2": "B", "q-3": "B"}
+    gen = [{S.QUESTION_ID: k, S.PREDICTION: a, S.PREDICTED_ANSWERS: [a], S.FAILED: False} for k, a in gold.items()]
+    per_q, m = evaluate_rows(questions=q, retrieved=[], generations=gen)
+    assert {r[S.QUESTION_ID]: r["hit_at_1"] for r in per_q} == {"q-1": 1.0, "q-2": 0.0, "q-3": 0.0}
+    assert m["questions"] == 3
 
 
 def test_leak_guard_refuses_a_copy_of_the_evaluated_questions_by_content():

@@ -35,6 +35,22 @@ MAX_LINE_BYTES = 1 << 20
 MAX_JSONL_LINE_BYTES = 64 << 20
 
 
+#: how the quarantine reason of a question kept at ingest ends: its given topic entity is not in the KG, so it is
+#: kept with no topic id (as a question that links to nothing: validate flags it not answerable, a miss, and the
+#: benchmark protocol still counts it); its quarantine row records why. Every other quarantined line is dropped.
+KEPT_AS_MISS = "(kept with no topic entity, scored as a miss)"
+
+
+def unknown_topic(name: Any, where: str = "the KG") -> str:
+    """The quarantine reason of a question kept although its given topic entity ``name`` is not in ``where``."""
+    return f"topic entity {str(name)!r} not in {where} {KEPT_AS_MISS}"
+
+
+def kept_rows(quarantine: pa.Table) -> int:
+    """How many quarantine rows are of rows that were kept (their reason ends with ``KEPT_AS_MISS``)."""
+    return sum(1 for r in quarantine.column(S.REASON).to_pylist() if r and r.endswith(KEPT_AS_MISS))
+
+
 class LoaderInputError(ValueError):
     """An input file that cannot be used at all (missing, empty, no valid row); the message names it."""
 
@@ -379,11 +395,12 @@ def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sam
     entity ids or names), optional ``graph`` (list of ``[head, relation, tail]``), optional ``hops`` and
     ``qtype``, optional ``choices`` (the labels of a label task, e.g. ``["support", "counter"]``: the answers
     are then labels, not entities). Lines that are not such an object are quarantined; so is a question with
-    no answers, whose topic entity is neither in the KG nor in its own graph, or with ``choices`` whose
-    answers are not among them. An empty ``topic_entities`` list is kept (a question whose topics
-    ``data.link_entities`` links from its text; left without one, validate flags it not answerable: a
-    miss). Returns parsed questions (before entity ids are assigned: call
-    ``questions_table``).
+    no answers, or with ``choices`` whose answers are not among them. An empty ``topic_entities`` list is kept
+    (a question whose topics ``data.link_entities`` links from its text; left without one, validate flags it
+    not answerable: a miss). So is a question whose topic entity is neither in the KG nor in its own graph: it
+    is kept with no topic id (scored as a miss, like one that links to nothing), and its quarantine row records
+    why (``unknown_topic``, ending ``KEPT_AS_MISS``). Returns parsed questions (before entity ids are assigned:
+    call ``questions_table``).
     """
     lines = read_nonempty(path, bad, "questions JSONL file", max_bytes=MAX_JSONL_LINE_BYTES)
     lines = sample_rows(lines, sample, seed)
@@ -449,9 +466,8 @@ def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sam
         gid = qid if graph is not None else None
         nodes = {x for h, _, t in triples for x in (h, t)}
         absent = [t for t in topics if kg.resolve(t) is None and str(t) not in nodes]
-        if absent:
-            bad.append((f, no, f"topic entity {str(absent[0])!r} not in the KG", rec))
-            continue
+        if absent:  # kept, unlinked (a miss), and recorded: not dropped from the denominator
+            bad.append((f, no, unknown_topic(absent[0]), rec))
         seen_ids.add(qid)
         for h, r, t in triples:
             hk = kg.resolve(h) or kg.entity(h)
@@ -459,7 +475,8 @@ def read_questions_jsonl(path: Path, kg: KGBuilder, bad: Bad, *, split: str, sam
             kg.add(hk, r, tk, gid, (f, no), bad, json.dumps([h, r, t]))
         out.append({
             S.QUESTION_ID: qid, S.SPLIT: split, S.HOPS: hops if isinstance(hops, int) and not isinstance(hops, bool) else None,
-            S.TEXT: text, S.QTYPE: str(obj.get("qtype") or ""), "_topics": [kg.resolve(t) for t in topics],
+            S.TEXT: text, S.QTYPE: str(obj.get("qtype") or ""),
+            "_topics": [] if absent else [kg.resolve(t) for t in topics],
             # a label task's answers are labels: no entity id even if a label happens to name an entity
             "_answers": [None if choices else kg.resolve(a) for a in answers], "_answer_refs": [str(a) for a in answers],
             S.GRAPH_ID: gid, S.CHOICES: list(choices) if choices else None,

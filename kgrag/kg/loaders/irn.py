@@ -15,8 +15,10 @@ of the (first) gold path, kept as the file's declared count (no module reads it 
 The release has no train / dev / test split: ``split`` picks a seeded part of the questions (``test_share`` of
 them for ``test``, the rest for ``dev``, drawn with ``split_seed``; ``all`` = every question), so that a plan
 learns on ``dev`` (``relplan.split``) and a run reports on ``test``. A line with another number of fields, an
-answer field it cannot read, a topic or answer missing from the KB, is quarantined with file, line and reason
-(an answer missing from the KB keeps the question: it is scored as a miss).
+answer field it cannot read or no answer is quarantined with file, line and reason. A topic entity missing from
+the KB keeps the question with no topic id (scored as a miss, like a question that links to nothing) and is
+recorded in the quarantine with its reason (``kgrag.kg.loaders.common.unknown_topic``); an answer missing from
+the KB keeps the question too (a null answer id: it is scored as a miss).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from kgrag.kg.loaders.common import (
     read_nonempty,
     read_separated_triples,
     sample_rows,
+    unknown_topic,
 )
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
@@ -107,16 +110,15 @@ def load_irn(*, kb: str, questions: str, split: str = "test", test_share: float 
         first = path.split("*")[0].split("#")
         topics = [t for t in fields[5].split("/") if t] if len(fields) == 6 else [first[0]]
         missing = [t for t in topics if t not in ent_id]
-        if missing:
-            bad.append((str(q_path), no, f"topic entity {missing[0]!r} is not in the KB", line[:200]))
-            continue
+        if missing:  # kept, unlinked (a miss), and recorded: not dropped from the denominator
+            bad.append((str(q_path), no, unknown_topic(missing[0], "the KB"), line[:200]))
         rels = [x for x in first[1::2] if x != "<end>"]
         rows[S.QUESTION_ID].append(f"{stem}-{no}")
         rows[S.SPLIT].append(split)
         rows[S.HOPS].append(len(rels) or None)
         rows[S.TEXT].append(fields[0].strip())
         rows[S.QTYPE].append("")
-        rows[S.TOPIC_IDS].append([ent_id[t] for t in topics])
+        rows[S.TOPIC_IDS].append([] if missing else [ent_id[t] for t in topics])
         rows[S.ANSWER_IDS].append([ent_id.get(a) for a in answers])
         rows[S.ANSWERS].append(answers)
         rows[S.GRAPH_ID].append(None)

@@ -7,10 +7,12 @@ scored by accuracy). The ``triples``, ``ntriples`` and ``gretriever`` loaders re
 their ``questions``; this ``jsonl`` loader reads it alone: the KG is then the union of the per-question
 graphs, each triple tagged with its question's ``graph_id`` (= the question id).
 
-A line that is not such an object, a question with no answers (field missing or empty) or whose topic
-entity is neither in the KG nor in its graph, and a duplicate question id are quarantined with file, line
-and reason; a triple repeated within one graph is quarantined as ``"duplicate triple"`` (the same triple
-in two graphs is two rows, one per graph); self-loops are kept and counted. An empty file is an error.
+A line that is not such an object, a question with no answers (field missing or empty) and a duplicate
+question id are quarantined with file, line and reason; a question whose topic entity is neither in the KG nor
+in its graph is kept with no topic id (scored as a miss, like one that links to nothing) and recorded in the
+quarantine with its reason; a triple repeated within one graph is quarantined as ``"duplicate triple"`` (the
+same triple in two graphs is two rows, one per graph); self-loops are kept and counted. An empty file is an
+error.
 """
 
 from __future__ import annotations
