@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
-from kgrag.kg.loaders.common import screen_tables
+from kgrag.kg.loaders.common import kept_rows, screen_tables
 from kgrag.registry import LOADERS
 from kgrag.kg.duckdb_io import TABLES, write_tables
 
@@ -26,14 +26,18 @@ def main(argv: list[str] | None = None) -> None:
         tables = {"entities": kg.entities, "relations": kg.relations, "triples": kg.triples, "questions": kg.questions}
         write_tables(io.INGEST, tables)
         io.write_parquet(io.QUARANTINE / "ingest.parquet", kg.quarantine)
-        info.update({n: t.num_rows for n, t in tables.items()}, quarantined=kg.quarantine.num_rows, seed=p.seed,
-                    dataset=p.dataset, **kg.stats)
+        # quarantined = lines or rows dropped + those kept and recorded (a question whose topic is not in the KG)
+        kept = kept_rows(kg.quarantine)
+        info.update({n: t.num_rows for n, t in tables.items()}, quarantined=kg.quarantine.num_rows,
+                    quarantined_kept=kept, seed=p.seed, dataset=p.dataset, **kg.stats)
     print(f"[ingest] {info}")
     if kg.quarantine.num_rows:
         from collections import Counter
 
         top = Counter(kg.quarantine.column(S.REASON).to_pylist()).most_common(3)
-        print(f"[ingest] {kg.quarantine.num_rows} lines or rows quarantined (e.g. "
+        also = (f", {kept} of them questions kept with no topic entity (the given one is not in the KG)"
+                if kept else "")
+        print(f"[ingest] {kg.quarantine.num_rows} lines or rows quarantined{also} (e.g. "
               + "; ".join(f"{n} × {r}" for r, n in top) + f"): see {io.QUARANTINE / 'ingest.parquet'}")
 
 

@@ -50,6 +50,13 @@ def test_broken_files_through_ingest_validate_and_report(tmp_path):
     jl = dict(by_file["questions_bad.jsonl"])
     assert {2, 3, 4, 5, 6} <= set(jl)  # bad JSON, no answers, empty answers, absent topic, duplicate id
     assert "JSON" in jl[2] or "json" in jl[2]
+    # the absent topics' questions (Nowhere; Top Gun, not in this KG) are recorded, and kept (no topic id: a
+    # miss), and ingest says so
+    assert jl[5].endswith("(kept with no topic entity, scored as a miss)") and "'Top Gun'" in jl[10]
+    assert "2 of them questions kept with no topic entity" in r.stdout
+    kept = pq.read_table(tmp_path / "data" / "ingest" / "questions.parquet").to_pylist()
+    assert {x["question_id"]: x["topic_ids"] for x in kept if x["question_id"] in ("q5", "q10")} == {"q5": [],
+                                                                                                   "q10": []}
     good = pq.read_table(tmp_path / "data" / "ingest" / "triples.parquet").num_rows
     assert good >= 3  # the valid lines went on
 
