@@ -260,6 +260,19 @@ def dvc_status(project: Path) -> dict:
     return json.loads(p.stdout or "{}")
 
 
+def _snapshot(project: Path) -> dict:
+    """(size, mtime, inode) of every file a test could change that `dvc status` or a later test reads: params.yaml,
+    dvc.lock and everything under data/ and reports/ (DVC's outputs and the run records)."""
+    files = [project / "params.yaml", project / "dvc.lock"]
+    for top in ("data", "reports"):
+        files += [p for p in (project / top).rglob("*") if not p.is_dir()]
+    out = {}
+    for p in files:
+        st = p.lstat()
+        out[str(p.relative_to(project))] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
 @pytest.fixture
 def shared_project(e2e_project: Path, e2e_first_run: str) -> Path:
     """The session's e2e project after its first `dvc repro`, put back after the test whatever the test changed:
@@ -268,7 +281,10 @@ def shared_project(e2e_project: Path, e2e_first_run: str) -> Path:
     (``FIRST_RUN_RECORDS``). So a later test that reads the project reads the first run's outputs and records
     (the embedded SmolLM2's), never an earlier test's experiment, whatever order the tests run in."""
     keep = {f: (e2e_project / f).read_bytes() for f in ("params.yaml", "dvc.lock")}
+    before = _snapshot(e2e_project)
     yield e2e_project
+    if _snapshot(e2e_project) == before:
+        return  # the test changed no file of the project's params, lock, outputs or records: nothing to put back
     for f, data in keep.items():
         (e2e_project / f).write_bytes(data)
     run(["dvc", "checkout", "--force", "--quiet", "dvc.yaml"], e2e_project)  # the main pipeline only
