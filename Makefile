@@ -150,7 +150,7 @@ check-repro:
 	bash .ci/check_repro.sh
 
 test: install $(CHROMIUM)
-	pytest -q --durations=20
+	pytest -q --durations=25
 
 test-fast: install
 	pytest -q -m "not e2e"

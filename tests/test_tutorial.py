@@ -55,6 +55,52 @@ def test_the_tutorial_runs(tmp_path):
     assert metrics["questions"] == SAMPLE and metrics["setup"]["dataset"] == "irn"
     assert metrics["setup"]["plan"].startswith("labelled") and metrics["setup"]["link_entities"] is True
     assert "answer" in p.stdout.lower()  # kgrag ask printed its answer
+    # compare's cells are each experiment's own metrics file, with its bootstrap interval
+    shown = subprocess.run(["dvc", "exp", "show", "--json"], cwd=proj, env=env, capture_output=True, text=True,
+                           check=True)
+    files = dict(_named_metrics(json.loads(shown.stdout), {"wc-kg", "wc-labelled"}))
+    assert set(files) == {"wc-kg", "wc-labelled"}
+    _cells_are_the_metrics(_table(compare), files)
+
+
+def _named_metrics(node, names: set[str]):
+    """(experiment name, its reports/metrics.json) of each experiment named in ``names`` in `dvc exp show --json`."""
+    if isinstance(node, dict):
+        if node.get("name") in names and isinstance(node.get("data"), dict):
+            yield node["name"], node["data"]["metrics"]["reports/metrics.json"]["data"]
+            return
+        for v in node.values():
+            yield from _named_metrics(v, names)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _named_metrics(v, names)
+
+
+def _table(md: str) -> dict[str, dict[str, str]]:
+    """The first markdown table of ``md`` as {experiment: {column: cell}} (bold marks stripped)."""
+    lines = [x for x in md.splitlines() if x.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip().strip("*") for c in x.strip("|").split("|")] for x in lines[2:]]
+    return {r[0]: dict(zip(head, r)) for r in rows}
+
+
+def _cells_are_the_metrics(table: dict, files: dict) -> None:
+    """Each key metric's cell of each experiment: its value (rounded) and its 95% interval."""
+    from kgrag.reporting.compare import KEY_METRICS, direction, fmt, label
+
+    arrows = {1: " ↑", -1: " ↓", 0: ""}
+    for name, m in files.items():
+        assert "accuracy" not in m  # a label-task metric: not a column of this entity-question comparison
+        checked = 0
+        for key in (k for k in KEY_METRICS if k in m):
+            cell = table[name][f"{label(key)}{arrows[direction(key)]}"]
+            value, _, band = cell.partition(" [")  # the value (bold when best), then its bootstrap 95% interval
+            value, band = value.strip("*"), band.rstrip("*")
+            assert float(value) == pytest.approx(m[key], abs=0.05 if abs(m[key]) >= 100 else 5e-4), (name, key)
+            ci = m.get("ci95", {}).get(key)
+            assert band == (f"{fmt(ci['low'])}, {fmt(ci['high'])}]" if ci else ""), (name, key, cell)
+            checked += 1
+        assert checked >= 3 and set(m["ci95"]) >= {"hit_at_1", "hit_any", "f1"}
 
 
 #: README commands the tutorial does not run, and why
