@@ -39,7 +39,7 @@ setup(ROOT)
 
 #: fixtures that build or change a real project (a `dvc repro` or more): a test that uses one is an e2e test,
 #: whatever its file says, so `make test-fast` (``-m "not e2e"``) runs no pipeline
-E2E_FIXTURES = frozenset({"e2e_project", "e2e_first_run", "shared_project", "project_copy"})
+E2E_FIXTURES = frozenset({"e2e_project", "e2e_first_run", "shared_project"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the marks
