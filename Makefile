@@ -59,6 +59,7 @@ help:
 	@echo "make repro   set up if needed, then run the default experiment (dvc repro)"
 	@echo "make data    fetch the datasets from their publishers into ../shared/data, sha256-checked (FROM=, MIRROR=: README)"
 	@echo "make test    set up if needed, then run the whole test suite"
+	@echo "make test-fast  the tests not marked e2e or slow (no dvc repro, no model training; docs/testing.md)"
 	@echo "make bench   run the benchmarks (writes reports/bench/*.json)"
 	@echo "make train   train a G-Retriever preset: make train DATASET=explagraphs PRESET=g_retriever"
 	@echo "make lock    re-make requirements.lock from pyproject.toml (UPGRADE=1: newest versions; UPGRADE_PACKAGE=name: one)"
@@ -153,7 +154,7 @@ test: install $(CHROMIUM)
 	pytest -q --durations=25
 
 test-fast: install
-	pytest -q -m "not e2e"
+	pytest -q -m "not e2e and not slow" --durations=10
 
 bench: install
 	dvc repro retrieve

@@ -72,6 +72,7 @@ def run(name, questions, reply, kg, index, sampling=NO_DEMO, **params):
 
 # ---- agent: actions -------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_each_action_observes_the_tiny_kg(kg, index):
     dom = A.AgentDomain(ReasonInput(question=q("x"), context="", kg=kg, index=index), A.AgentParams())
     assert dom.act("RetrieveNode", ["al pacino"]) == "The node is Al Pacino."
@@ -342,6 +343,7 @@ def smollm():
     ("explore", {"max_steps": 1, "depth": 1, "max_entities": 1, "max_neighbours": 8, "prune": "embedding",
                  "thought_max_tokens": 32, "prune_max_tokens": 16, "max_context_triples": 10, "answer_max_tokens": 48}),
 ])
+@pytest.mark.slow
 def test_end_to_end_with_smollm_on_metaqa(metaqa, smollm, name, params):
     kg, index, questions = metaqa
     assert len(questions) == 2

@@ -139,6 +139,7 @@ def test_openai_scoring_against_llamacpp_server_is_a_clear_error(server):
     assert b.generate([_req()])[0].error is None
 
 
+@pytest.mark.slow
 def test_converted_weights_are_made_once_and_agree_with_the_packaged_file(tmp_path):
     """`weights: q8_0` (the default) converts the packaged Q4_1 GGUF once with llama.cpp's own quantizer into the
     cache folder; a second backend reuses the file; the converted model scores candidates like the packaged one

@@ -35,6 +35,7 @@ def _params(tmp: Path, **data) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_broken_files_through_ingest_validate_and_report(tmp_path):
     _params(tmp_path)
     r = _stage("ingest", tmp_path)
@@ -73,6 +74,7 @@ def test_broken_files_through_ingest_validate_and_report(tmp_path):
     assert "Quarantined rows by reason" in md and reasons[0]["reason"] in md
 
 
+@pytest.mark.slow
 def test_every_dropped_line_is_counted_and_control_characters_and_long_questions_are_quarantined(tmp_path):
     """A blank line, a line of whitespace-only fields, a NUL inside a name (raw, and as a JSON escape in a
     question) and a question longer than data.max_question_chars: each dropped line or row has a quarantine row
@@ -120,6 +122,7 @@ def _output_hashes(project: Path) -> dict[str, str]:
             if p.is_file() and not p.name.startswith("kg.duckdb")}
 
 
+@pytest.mark.slow
 def test_ingest_and_validate_write_the_same_bytes_on_a_rerun(tmp_path):
     """The DVC outputs of ingest and validate (Parquet tables, quarantine, summary) are byte-identical across
     runs from scratch, so dvc.lock does not change; the DuckDB files are derived and ignored by DVC."""
@@ -155,6 +158,7 @@ def test_invalid_params_stop_the_stage_before_any_work(tmp_path, change, expect)
     assert not (tmp_path / "data").exists()  # nothing was written
 
 
+@pytest.mark.slow
 def test_a_failing_shard_prints_a_few_lines_not_tracebacks(tmp_path):
     """retrieve without its index: the shard task fails inside Prefect; the stage exits non-zero with the error's
     what and where in a few lines (no traceback, no parameter dump); KGRAG_TRACEBACK=1 brings the traceback."""

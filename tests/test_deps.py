@@ -20,6 +20,7 @@ def test_every_stage_deps_cover_its_import_closure(pipeline):
     assert not missing, f"{pipeline}: deps miss files the stage can run (run `kgrag deps --write`): {missing}"
 
 
+@pytest.mark.slow
 def test_the_check_fails_when_a_dep_is_removed(tmp_path):
     """Remove one code dep of the retrieve stage in a copy: the check names the files it no longer covers."""
     for d in ("kgrag", "stages", "flows"):

@@ -84,6 +84,7 @@ def metaqa_triplets():
                              per_question=1, seed=0)
 
 
+@pytest.mark.slow
 def test_real_finetuning_separates_the_training_pairs_and_the_scorer_loads_it(metaqa_triplets, tmp_path, kg):
     train = metaqa_triplets
     assert len(train) >= 60
@@ -110,6 +111,7 @@ def test_real_finetuning_separates_the_training_pairs_and_the_scorer_loads_it(me
     assert not np.allclose(tuned, base, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_training_is_deterministic_under_a_seed(metaqa_triplets):
     small = metaqa_triplets[:32]
     a = finetune_st(base_model=MODEL, train=small, val=small, margin=0.2, epochs=1, batch_size=16, lr=5e-5,
@@ -129,6 +131,7 @@ def test_missing_finetuned_model_names_the_stage(kg):
         entry.impl(query=QUESTION, docs=["x"], params=entry.params(model="no/such/st_model"), ctx=ctx)
 
 
+@pytest.mark.slow
 def test_stage_outputs_hold_no_wall_time_and_a_rerun_writes_the_same_reports(tmp_path, monkeypatch):
     """stages.finetune twice on a small real MetaQA split: ``reports/finetune.json`` and ``history.json`` (DVC
     outputs) are the same bytes and hold no seconds; the wall times are in the run record

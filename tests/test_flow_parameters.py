@@ -14,6 +14,7 @@ import uuid
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -91,6 +92,7 @@ def _flow_run_parameters(state) -> int:
     return len(json.dumps(run.parameters, default=str))
 
 
+@pytest.mark.slow
 def test_every_prefect_parameter_stays_small_at_20000_questions(tmp_path, monkeypatch, movies_db):
     import flows.generate
     import flows.retrieve

@@ -32,6 +32,7 @@ def tiny_project(tmp_path, movies_db):
     return {"db": str(movies_db), "index": str(tmp_path / "index"), "rows": rows, "tmp": tmp_path}
 
 
+@pytest.mark.slow
 def test_retrieve_flow_caches_shards(tiny_project, monkeypatch):
     from flows.retrieve import retrieve_flow
 

@@ -87,6 +87,7 @@ def flow_project(tmp_path, movies_db):
     return {"db": str(movies_db), "index": str(tmp_path / "index"), "rows": rows, "tmp": tmp_path, "model": model}
 
 
+@pytest.mark.slow
 def test_flows_hand_no_module_the_declared_hop_count_unless_oracle_hops(flow_project, monkeypatch):
     """The retrieve and generate flows' shard tasks (real Prefect, real files) on a question file that declares
     hop counts: the retriever and the reasoner see ``hops=None`` and the retrieved rows equal those of the same

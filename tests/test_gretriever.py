@@ -285,6 +285,7 @@ def test_table_minutes_come_from_current_run_records(tmp_path, monkeypatch):
 # ---- the model through the real LLM --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_graph_token_changes_output_gets_gradients_llm_frozen(pyg, llm_dir, splits, embed):
     rows, graphs = rows_and_graphs(splits["train"][:2], embed)
     model = build_model(small_cfg(llm_dir))
@@ -321,6 +322,7 @@ def test_graph_token_changes_output_gets_gradients_llm_frozen(pyg, llm_dir, spli
     assert all(torch.equal(before[n], after[n]) for n in before)
 
 
+@pytest.mark.slow
 def test_lora_starts_as_the_base_llm_and_only_lora_weights_change(pyg, llm_dir, splits, embed):
     rows = splits["train"][:2]
     plain = build_model(small_cfg(llm_dir, graph_token=False))
@@ -351,6 +353,7 @@ def test_lora_starts_as_the_base_llm_and_only_lora_weights_change(pyg, llm_dir, 
         assert float(plain.eval().loss(rows)) == pytest.approx(base_loss, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_one_training_step_lowers_the_loss_on_real_rows(pyg, llm_dir, splits, embed):
     rows, graphs = rows_and_graphs(splits["train"][:4], embed)
     g = __import__("kgrag.params", fromlist=["load"]).load(ROOT / "params.yaml").gretriever
@@ -370,6 +373,7 @@ def test_one_training_step_lowers_the_loss_on_real_rows(pyg, llm_dir, splits, em
     assert after < before
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_and_resume(pyg, llm_dir, splits, embed, tmp_path):
     train_rows, val_rows = splits["train"][:4], splits["val"][:2]
     graphs = {e.example_id: D.graph_arrays(e.triples, embed) for e in train_rows + val_rows}
@@ -524,6 +528,7 @@ def test_train_stage_inference_only_writes_its_dvc_output(explagraphs, llm_dir, 
     assert _run_record("explagraphs-inference_only")["run_seconds"]["train"] == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_metaqa_examples_from_pcst_and_whole_neighbourhood(tmp_path):
     """Real MetaQA KB: dev questions for train / val, test questions for test, each with its retrieved

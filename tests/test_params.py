@@ -242,6 +242,7 @@ def test_params_models_and_params_yaml_have_one_set_of_defaults():
     assert not problems, problems
 
 
+@pytest.mark.slow
 def test_the_ingest_stage_imports_only_the_modules_its_params_choose(tmp_path):
     """`python -m stages.ingest`, run for real on 5 MetaQA questions, imports one loader (the chosen one) and no
     retriever, reasoner, backend or task-runner module but those params.yaml chooses; of kgrag's modules it

@@ -238,6 +238,7 @@ def _direct_scores(path, prompt, conts):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exact", [True, False], ids=["kv-streams", "kv-shared"])
 def test_shared_kv_scores_equal_direct_per_candidate_computation(exact):
     from kgrag.llm.backends.llamacpp import LlamaCppBackend, LlamaCppParams
@@ -275,6 +276,7 @@ def test_shared_kv_scores_equal_direct_per_candidate_computation(exact):
     assert json.loads(rec.reply.text)[0][1] == len(conts[0])
 
 
+@pytest.mark.slow
 def test_a_score_does_not_depend_on_the_candidates_beside_it():
     """kv-streams scoring (the default): each candidate's score after a prompt is bit-identical whether it is
     scored with 13 others, alone, or alone in a fresh engine, over several prompts in one engine (prefix reuse,

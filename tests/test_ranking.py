@@ -42,6 +42,7 @@ def _encode(names, *, threads: int, batch: int):
         torch.set_num_threads(old)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method, extra", [("pcst", {}), ("lego", {"preset": "lego-16"})])
 def test_retrieved_subgraphs_do_not_depend_on_threads_or_batch_size(tmp_path, method, extra):
     """The index re-encoded with 1 thread / batch 3 and 2 threads / batch 64 (real MiniLM, real MetaQA 2-hop

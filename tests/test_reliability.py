@@ -65,6 +65,7 @@ def _rows(n: int) -> tuple[list[dict], list[dict]]:
     return qs, []
 
 
+@pytest.mark.slow
 def test_generate_flow_survives_every_fault_and_retries_failures_next_run(faulty, tmp_path, movies_db):
     """Every fault class meets the real HTTP client: transient ones are retried away, permanent ones are
     recorded per question, the run completes, and a re-run asks again only for the failed questions."""

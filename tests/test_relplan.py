@@ -115,6 +115,7 @@ def test_relplan_split_must_be_held_out():
         Params.model_validate({"data": {"split": "dev"}, "finetune": {"split": "test"}, "relplan": {"split": "dev"}})
 
 
+@pytest.mark.slow
 def test_real_metaqa_plan_from_dev_finds_3hop_answers(tmp_path):
     """Real MetaQA: a plan learnt from 150 dev 3-hop questions lifts relpath's answer recall on 30 test 3-hop
     questions over the zero-shot ranking."""

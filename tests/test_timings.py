@@ -160,6 +160,7 @@ def retrieve_project(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["pcst", "lego"])
 def test_retrieve_stage_twice_gives_byte_identical_output(method, retrieve_project, monkeypatch):
     """The retrieve stage run twice, each shard computed again (no task cache): the DVC output is the same bytes;

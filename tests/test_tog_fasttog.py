@@ -510,6 +510,7 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")[:40]
 
 
+@pytest.mark.slow
 def test_tog_end_to_end_on_real_metaqa(metaqa, llm):
     questions, results = _real("tog", metaqa, llm, width=2, depth=2, max_relations=6, max_entities=6, prune_tokens=8)
     for res, calls in results:
@@ -517,6 +518,7 @@ def test_tog_end_to_end_on_real_metaqa(metaqa, llm):
         assert res.trace["topic"]  # the topic entity was found in the real KB
 
 
+@pytest.mark.slow
 def test_fasttog_end_to_end_on_real_metaqa(metaqa, llm):
     questions, results = _real("fasttog", metaqa, llm, width=2, d_max=2, candidates=3, max_nodes=150,
                                max_community_triples=4, prune_tokens=8)

@@ -61,6 +61,7 @@ def _train(model, adapters, rows, ckpt, **kw):
                  progress=kw.get("progress", lambda *a: None))
 
 
+@pytest.mark.slow
 def test_same_inputs_same_weights_and_scores_move_in_the_trained_direction(base, tmp_path):
     from kgrag.tune.lora import adapter_state
     from kgrag.tune.train import scores_of
@@ -80,6 +81,7 @@ def test_same_inputs_same_weights_and_scores_move_in_the_trained_direction(base,
     assert all(torch.equal(s1[k], s2[k]) for k in s1)  # the same inputs (seed, threads) give the same weights
 
 
+@pytest.mark.slow
 def test_an_interrupted_training_resumes_from_its_checkpoint(base, tmp_path):
     from kgrag.tune.lora import adapter_state
 
@@ -105,6 +107,7 @@ def test_an_interrupted_training_resumes_from_its_checkpoint(base, tmp_path):
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
+@pytest.mark.slow
 def test_the_served_gguf_scores_as_the_torch_model(base, tmp_path):
     """llama.cpp on the merged GGUF (the tuned tensors float32, the others the packaged Q4_1, as-is) against the torch
     model with its adapters: the same candidate order, each score within 0.5 nats (llama.cpp multiplies Q4_1 weights
