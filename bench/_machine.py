@@ -10,14 +10,19 @@ or other processes used more than ``OTHERS_LIMIT`` cores during it. The load ave
 bench's own threads (a 2-thread llama.cpp bench leaves it near 2 on an otherwise idle machine), so it is
 recorded but not what the warning reads; ``others_cores`` is: busy CPU time of the whole machine
 (``/proc/stat``) minus this process's own (``os.times``, children included), over the wall time.
-The warning is also printed to stderr.
+The warning is also printed to stderr. ``run`` says what made the numbers: the commit (and whether tracked
+files differed from it), the command line, and the sha256 of params.yaml (the default experiment's params, which
+most benches start from).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from kgrag.code.versioning import machine
 
@@ -65,6 +70,33 @@ def start() -> dict:
     return _BEFORE
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def provenance(root: Path = ROOT) -> dict:
+    """What made a result: ``commit`` (None outside a git work tree), ``dirty`` (tracked files changed since it),
+    ``command`` (this process's command line, as typed from the repository root) and ``params_sha256``
+    (params.yaml's, None when absent)."""
+    def git(*args: str) -> str | None:
+        try:
+            p = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    dirty = None if commit is None else bool(git("status", "--porcelain", "--untracked-files=no"))
+    argv = list(sys.argv)
+    if argv and os.path.isabs(argv[0]):
+        try:
+            argv[0] = os.path.relpath(argv[0], root)
+        except ValueError:
+            pass
+    params = root / "params.yaml"
+    return {"commit": commit, "dirty": dirty, "command": " ".join(["python", *argv]),
+            "params_sha256": hashlib.sha256(params.read_bytes()).hexdigest() if params.is_file() else None}
+
+
 def finish(result: dict) -> dict:
     """``result`` with ``machine``, ``load`` (before/after) and ``load_warning`` set; prints the warning."""
     before = start()
@@ -84,6 +116,6 @@ def finish(result: dict) -> dict:
                    "comparing them")
         print(f"WARNING: {warning}", file=sys.stderr)
     m = result.get("machine") or machine()
-    return {**result, "machine": m, "load": {"before": before["load"], "after": after, "started": before["time"],
+    return {**result, "machine": m, "run": result.get("run") or provenance(), "load": {"before": before["load"], "after": after, "started": before["time"],
                                              "limit": LOAD_LIMIT, "others_cores": others,
                                              "others_limit": OTHERS_LIMIT}, "load_warning": warning}

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lr", type=float, nargs="+", default=[3e-4, 3e-5])
     ap.add_argument("--workdir", default="/tmp/kgrag-labels/main")
-    ap.add_argument("--rows", default="/tmp/kgrag-label-tune-rows.pkl", help="the built rows, kept for a rerun")
+    ap.add_argument("--rows", default="/tmp/kgrag-label-tune-rows.json", help="the built rows (JSON), kept for a rerun")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     import torch
@@ -66,10 +65,10 @@ def main() -> None:
         qs = [qs[i] for i in np.random.default_rng(0).permutation(len(qs))[:900]]
         tok = Llama(model_path=str(packaged_gguf()), vocab_only=True, verbose=False)
         rows = build_rows(exp=exp, questions=qs, tokenizer=tok, paths=2, max_candidates=8, log=print)
-        with open(args.rows, "wb") as f:
-            pickle.dump(rows, f)
-    with open(args.rows, "rb") as f:
-        rows = pickle.load(f)
+        with open(args.rows, "w") as f:  # JSON, not a pickle: reading it back runs no code
+            json.dump(rows, f, default=lambda o: o.tolist() if hasattr(o, "tolist") else int(o))
+    with open(args.rows) as f:
+        rows = json.load(f)
     from transformers import AutoModelForCausalLM
 
     from kgrag.tune.lora import LoraSpec, add_lora
@@ -87,12 +86,14 @@ def main() -> None:
 
     torch.set_num_threads(p.threads)
     hf = next(Path(".kgrag_cache/tune").glob("hf-*"))  # the tune stage's conversion of the packaged GGUF
-    result: dict = {}
+    from bench._machine import provenance
+
+    result: dict = {"run": provenance()}
     for lr in args.lr:
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
         adapters = add_lora(model, LoraSpec(layers=p.layers, targets=tuple(p.targets), r=p.r, alpha=p.alpha), 0)
-        if not result:
+        if "base" not in result:
             model.eval()
             result["base"] = measured(model)
             print("base", result["base"], flush=True)

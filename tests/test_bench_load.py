@@ -55,3 +55,27 @@ def test_real_counters_are_read():
     while _machine.own_seconds() <= o and time.process_time() - t0 < 2.0:
         sum(i * i for i in range(20_000))
     assert b is not None and _machine.busy_seconds() >= b and _machine.own_seconds() > o
+
+
+def test_every_result_says_which_commit_command_and_params_made_it(tmp_path, monkeypatch):
+    """write_result stamps ``run``: the work tree's commit (and whether tracked files differed from it), the
+    command line as typed from the repository root, and params.yaml's sha256."""
+    import hashlib
+    import json
+    import subprocess
+    import sys
+
+    from bench.common import write_result
+
+    monkeypatch.setattr(sys, "argv", [str(_machine.ROOT / "bench" / "retrieve.py"), "--questions", "5"])
+    out = tmp_path / "r.json"
+    write_result(str(out), {"x": 1})
+    run = json.loads(out.read_text())["run"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_machine.ROOT, capture_output=True, text=True)
+    assert run["commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    assert run["command"] == "python bench/retrieve.py --questions 5"
+    assert run["params_sha256"] == hashlib.sha256((_machine.ROOT / "params.yaml").read_bytes()).hexdigest()
+    assert isinstance(run["dirty"], bool) or run["commit"] is None
+    # outside a git work tree: no commit, and no claim about it
+    empty = _machine.provenance(tmp_path)
+    assert empty["commit"] is None and empty["dirty"] is None and empty["params_sha256"] is None
