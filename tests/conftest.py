@@ -26,12 +26,16 @@ METAQA = SHARED / "data" / "metaqa"
 E2E_SAMPLE = 12
 
 # Tests get their own Prefect home and result store, so a `dvc repro` running in the repo meanwhile
-# (which uses .kgrag_cache/) shares no Prefect database with them.
+# (which uses .kgrag_cache/) shares no Prefect database with them. Each parallel worker (pytest-xdist, `make test`)
+# gets its own too (it inherits the controller's environment, so it sets them, not setdefault): each starts its own
+# Prefect server, and two servers must not write one SQLite database.
 _PREFECT = Path(tempfile.mkdtemp(prefix="kgrag-test-prefect-"))
-os.environ.setdefault("PREFECT_HOME", str(_PREFECT / "home"))
-os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(_PREFECT / "results"))
+_set = os.environ.__setitem__ if os.environ.get("PYTEST_XDIST_WORKER") else os.environ.setdefault
+_set("PREFECT_HOME", str(_PREFECT / "home"))
+_set("PREFECT_LOCAL_STORAGE_PATH", str(_PREFECT / "results"))
 # One embedding cache for the session (kgrag.index.embed.encode): the 43k MetaQA names are encoded once, not once per
-# project copy (e2e index stage, agent / explore fixtures, cluster run); stage subprocesses inherit it.
+# project copy (e2e index stage, agent / explore fixtures, cluster run); stage subprocesses inherit it, and so do
+# parallel workers (the controller sets it first): both caches write a temp file and rename it whole.
 os.environ.setdefault("KGRAG_EMBED_CACHE", str(_PREFECT / "embeddings"))
 # and one folder of converted GGUF weights (kgrag.llm.backends.llamacpp.converted_gguf), not one per project copy
 os.environ.setdefault("KGRAG_MODEL_CACHE", str(_PREFECT / "models"))
@@ -42,11 +46,23 @@ setup(ROOT)
 E2E_FIXTURES = frozenset({"e2e_project", "e2e_first_run", "shared_project"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the marks
+#: the test files whose every test runs on the session's MetaQA project, whatever fixtures they name
+E2E_PROJECT_FILES = frozenset({"test_lego_e2e.py"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection and xdist's groups read the marks
 def pytest_collection_modifyitems(config, items):
+    """The e2e mark from the fixtures; and, for parallel workers (``--dist loadgroup``), one group a test file,
+    except that every test on the session's MetaQA project shares one group: each real project, module fixture
+    and model is then built on one worker only."""
     for item in items:
-        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        on_project = bool(E2E_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if on_project:
             item.add_marker(pytest.mark.e2e)
+        if on_project or item.path.name in E2E_PROJECT_FILES:
+            item.add_marker(pytest.mark.xdist_group("e2e-metaqa-project"))
+        else:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 _API = []
@@ -59,6 +75,8 @@ def pytest_configure(config):
     ``PREFECT_API_URL`` is kept. Tests that need a server of their own (test_scheduled) set theirs."""
     if os.environ.get("PREFECT_API_URL") or config.getoption("collectonly", False):
         return
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        return  # xdist's controller runs no test: each worker starts its own
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
