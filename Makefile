@@ -151,11 +151,11 @@ check-repro:
 	bash .ci/check_repro.sh
 
 # Two workers (pytest-xdist): on 2 cores the serial suite kept about 1.2 busy, waiting on subprocesses and
-# servers the rest. One group a test file, and one for every test on the session's MetaQA project
-# (tests/conftest.py), so each project and model is built once. TEST_WORKERS=0: one process.
+# servers the rest. One unit of work a test file, and one for the files on the session's MetaQA project
+# (tests/conftest.py pytest_xdist_make_scheduler), so each project and model is built once. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: install $(CHROMIUM)
-	pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	pytest -q -n $(TEST_WORKERS) --durations=25
 
 test-fast: install
 	pytest -q -m "not e2e and not slow" --durations=10

@@ -46,23 +46,37 @@ setup(ROOT)
 E2E_FIXTURES = frozenset({"e2e_project", "e2e_first_run", "shared_project"})
 
 
-#: the test files whose every test runs on the session's MetaQA project, whatever fixtures they name
-E2E_PROJECT_FILES = frozenset({"test_lego_e2e.py"})
+#: the test files that use the session's MetaQA project (E2E_FIXTURES, or test_lego_e2e through getfixturevalue):
+#: parallel workers run them as one unit, so the project is built once (tests/test_setup.py checks the list)
+E2E_PROJECT_FILES = frozenset({"test_e2e.py", "test_gretriever.py", "test_lego_e2e.py", "test_reliability.py",
+                               "test_report_browser.py", "test_scheduled.py", "test_streaming.py"})
+_WORKER = bool(os.environ.get("PYTEST_XDIST_WORKER"))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection and xdist's groups read the marks
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the marks
 def pytest_collection_modifyitems(config, items):
-    """The e2e mark from the fixtures; and, for parallel workers (``--dist loadgroup``), one group a test file,
-    except that every test on the session's MetaQA project shares one group: each real project, module fixture
-    and model is then built on one worker only."""
+    """The e2e mark from the fixtures. In a parallel worker, the MetaQA project's files first (a stable sort, the
+    same in every worker), so that the longest unit of work starts first."""
     for item in items:
-        on_project = bool(E2E_FIXTURES & set(getattr(item, "fixturenames", ())))
-        if on_project:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
-        if on_project or item.path.name in E2E_PROJECT_FILES:
-            item.add_marker(pytest.mark.xdist_group("e2e-metaqa-project"))
-        else:
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
+    if _WORKER:
+        items.sort(key=lambda i: i.path.name not in E2E_PROJECT_FILES)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Parallel workers (`make test`): one unit of work a test file, and one for all of E2E_PROJECT_FILES, handed
+    out in collection order. (xdist's own ``--dist loadgroup`` marks do nothing under pytest 9.2: it rewrites
+    ``item._nodeid``, which pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByProjectScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "e2e-metaqa-project" if Path(path).name in E2E_PROJECT_FILES else path
+
+    config.option.loadscopereorder = False  # collection order: the project's unit first
+    return ByProjectScheduling(config, log)
 
 
 _API = []

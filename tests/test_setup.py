@@ -116,3 +116,13 @@ def test_every_test_that_builds_a_project_is_marked_e2e(request):
     assert not unmarked, unmarked
     me = next(i for i in items if i.nodeid.endswith("test_every_test_that_builds_a_project_is_marked_e2e"))
     assert me.get_closest_marker("e2e") is None  # the mark is not put on everything
+
+
+def test_every_test_on_the_metaqa_project_is_in_its_unit_of_work(request):
+    """Parallel workers run E2E_PROJECT_FILES as one unit (conftest's scheduler), so the session's MetaQA project is
+    built once: a test using its fixtures in another file would build it on a second worker."""
+    from tests.conftest import E2E_PROJECT_FILES
+
+    outside = sorted({i.path.name for i in request.session.items
+                      if E2E_FIXTURES & set(getattr(i, "fixturenames", ())) and i.path.name not in E2E_PROJECT_FILES})
+    assert not outside, f"add to tests/conftest.py E2E_PROJECT_FILES: {outside}"
