@@ -130,9 +130,9 @@ VARIANTS = [(name, {}) for name in REASONERS.names()] + [
 ]
 
 
-@pytest.mark.parametrize("name,params", VARIANTS, ids=[f"{n}{'-' + '-'.join(map(str, p.values())) if p else ''}"
-                                                      for n, p in VARIANTS])
-def test_every_reasoners_requests_hold_no_domain_words(nkg, name, params):
+def _recorded(nkg, name: str, params: dict, sampling: Sampling) -> Recorder:
+    """The requests reasoner ``name`` (with ``params``) makes on the tiny KG's question; skips a variant its params
+    do not have."""
     entry = REASONERS.get(name)
     try:
         p = entry.params(**params)
@@ -141,9 +141,15 @@ def test_every_reasoners_requests_hold_no_domain_words(nkg, name, params):
     rec = Recorder()
     context = "\n".join(f"({h}, {r}, {t})" for h, r, t in EDGES)
     q = Question("n1", QUESTION, tuple(nkg.ids_of(["Node 1"])))
-    job = entry.impl(inp=ReasonInput(question=q, context=context, kg=nkg, sampling=Sampling(few_shot=True)),
-                     params=p)
+    job = entry.impl(inp=ReasonInput(question=q, context=context, kg=nkg, sampling=sampling), params=p)
     run_batched(jobs=[job], client=LLMClient(rec, cache=None))
+    return rec
+
+
+@pytest.mark.parametrize("name,params", VARIANTS, ids=[f"{n}{'-' + '-'.join(map(str, p.values())) if p else ''}"
+                                                      for n, p in VARIANTS])
+def test_every_reasoners_requests_hold_no_domain_words(nkg, name, params):
+    rec = _recorded(nkg, name, params, Sampling(few_shot=True))
     assert rec.requests, name
     for r in rec.requests:
         for role, text in r.messages:
@@ -161,17 +167,7 @@ def test_every_reasoners_prompts_ask_for_the_answer_separator(nkg, name, params)
     """evaluate.answer_separator (``Sampling.separator``) reaches every prompt: with ";" no request of any
     reasoner asks for (or shows) answers joined by " | " (this KG's names and facts hold none), and the ones that
     show an answer list show it joined by " ; "."""
-    entry = REASONERS.get(name)
-    try:
-        p = entry.params(**params)
-    except Exception as e:  # a variant this reasoner's params do not have
-        pytest.skip(f"{name} {params}: {e}")
-    rec = Recorder()
-    context = "\n".join(f"({h}, {r}, {t})" for h, r, t in EDGES)
-    q = Question("n1", QUESTION, tuple(nkg.ids_of(["Node 1"])))
-    job = entry.impl(inp=ReasonInput(question=q, context=context, kg=nkg,
-                                     sampling=Sampling(few_shot=True, separator=";")), params=p)
-    run_batched(jobs=[job], client=LLMClient(rec, cache=None))
+    rec = _recorded(nkg, name, params, Sampling(few_shot=True, separator=";"))
     texts = [text for r in rec.requests for _, text in r.messages]
     assert not [t for t in texts if " | " in t], name
     if name in SHOW_DEMO and not params:
