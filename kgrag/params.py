@@ -162,7 +162,7 @@ class DataParams(BaseModel):
 
     _METAQA: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
     # loader params that name input files
-    _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "kb", "questions", "names")
+    _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "kb", "questions", "names", "relation_labels")
     _loader_params: BaseModel | None = PrivateAttr(None)
 
     @model_validator(mode="after")

@@ -26,6 +26,10 @@ GRAPH_ID = "graph_id"
 # an entity's other names (a label table's, ``kgrag.kg.linking``): an optional list column of the entities table
 # (ENTITIES_ALIASES), written by a loader given a label table; entity linking matches the name and every alias
 ALIASES = "aliases"
+# a relation's id as its source names it (e.g. Wikidata's P26): a string column of the relations table
+# (RELATIONS_LABELLED), written by a loader given a relation label table, whose label is then the relation's
+# ``name`` (what the relation-path planner reads) and its other names its ``aliases``
+KEY = "key"
 # the name look-up table of a KG's DuckDB file (``kgrag.kg.duckdb_io.NAME_LOOKUP``): every name and alias under
 # its ``kgrag.kg.linking.name_key``, with an index, so that linking a question reads its candidate spans' rows only
 NAME_KEY = "name_key"
@@ -93,6 +97,7 @@ ENTITIES = pa.schema([(ENTITY_ID, pa.int64()), (NAME, pa.string())])
 ENTITIES_ALIASES = ENTITIES.append(pa.field(ALIASES, pa.list_(pa.string())))
 NAME_LOOKUP = pa.schema([(NAME_KEY, pa.string()), (ENTITY_ID, pa.int64()), (NAME, pa.string())])
 RELATIONS = pa.schema([(RELATION_ID, pa.int64()), (NAME, pa.string())])
+RELATIONS_LABELLED = RELATIONS.append(pa.field(KEY, pa.string())).append(pa.field(ALIASES, pa.list_(pa.string())))
 TRIPLES = pa.schema([(HEAD, pa.int64()), (RELATION, pa.int64()), (TAIL, pa.int64())])
 QUESTIONS = pa.schema(
     [

@@ -321,23 +321,24 @@ class KGBuilder:
         return {k: i for i, k in enumerate(sorted(self.names))}
 
 
-def read_names(path: Path, bad: Bad) -> dict[str, list[str]]:
+def read_names(path: Path, bad: Bad, *, what: str = "names file", item: str = "entity") -> dict[str, list[str]]:
     """A label table: ``entity<TAB>name`` lines → {entity key: [names, in file order, repeats dropped]}.
 
     An entity may have several lines; its first name is its display name, the others its aliases. A line
     without exactly two tab-separated fields, or with an empty entity or name, is quarantined with file, line
-    and reason (as a line holding a control character or not UTF-8, by ``read_lines``)."""
+    and reason (as a line holding a control character or not UTF-8, by ``read_lines``). ``what`` / ``item`` name
+    the file and its key in those reasons (a relation label table: ``"relation labels file"``, ``"relation"``)."""
     out: dict[str, list[str]] = {}
     f = str(path)
-    for no, line in read_nonempty(path, bad, "names file"):
+    for no, line in read_nonempty(path, bad, what):
         parts = line.split("\t")
         if len(parts) != 2:
-            bad.append((f, no, f"names file: expected 2 tab-separated fields (entity, name), got {len(parts)}",
+            bad.append((f, no, f"{what}: expected 2 tab-separated fields ({item}, name), got {len(parts)}",
                         line[:RECORD_CHARS]))
             continue
         key, name = parts[0].strip(), parts[1].strip()
         if not key or not name:
-            bad.append((f, no, f"names file: empty {'entity' if not key else 'name'} field", line[:RECORD_CHARS]))
+            bad.append((f, no, f"{what}: empty {item if not key else 'name'} field", line[:RECORD_CHARS]))
             continue
         names = out.setdefault(key, [])
         if name not in names:
@@ -371,6 +372,43 @@ def apply_names(kg: KGTables, path: str | Path) -> KGTables:
              "names_aliases": sum(len(a) for a in aliases if a), "names_unknown": sum(k not in known for k in table)}
     quarantine = pa.concat_tables([kg.quarantine, quarantine_table(bad)]) if bad else kg.quarantine
     return dataclasses.replace(kg, entities=entities, questions=questions, quarantine=quarantine, stats=stats)
+
+
+def apply_relation_labels(kg: KGTables, path: str | Path, *, keys: dict[str, str] | None = None) -> KGTables:
+    """``kg`` with the relation names of label table ``path`` (``relation<TAB>name`` lines, ``read_names``'s
+    format): a relation the table lists (by the name the loader gave it, e.g. an id such as Wikidata's ``P26``;
+    ``keys`` maps other keys a table may use, e.g. a predicate's full IRI, to that name) is named by its first
+    name (column ``name``: what the relation-path planner, the prompts and the retrievers read), its other names
+    become its aliases (column ``aliases``) and its id stays in column ``key`` (schema ``RELATIONS_LABELLED``).
+    A relation the table does not list keeps its name. Relation ids and triples do not change.
+
+    Relation names stay unique (relations are looked up by name, e.g. a relation plan's): when several relations
+    would share a name, each labelled one among them is named ``"label (id)"`` (``stats["relation_labels_shared"]``).
+    Table ids that are not relations of the KG are counted (``stats["relation_labels_unknown"]``), not
+    quarantined; malformed lines are (file, line, reason)."""
+    bad: Bad = []
+    table: dict[str, list[str]] = {}
+    for k, names in read_names(Path(path), bad, what="relation labels file", item="relation").items():
+        merged = table.setdefault((keys or {}).get(k, k), [])
+        merged.extend(n for n in names if n not in merged)
+    ids = kg.relations.column(S.NAME).to_pylist()
+    labelled = [table.get(k) for k in ids]
+    names = [n[0] if n else k for k, n in zip(ids, labelled)]
+    seen: dict[str, int] = {}
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+    shared = [bool(lab) and seen[n] > 1 for n, lab in zip(names, labelled)]
+    names = [f"{n} ({k})" if s else n for n, k, s in zip(names, ids, shared)]
+    aliases = [n[1:] if n and len(n) > 1 else None for n in labelled]
+    relations = pa.table({S.RELATION_ID: kg.relations.column(S.RELATION_ID), S.NAME: pa.array(names, pa.string()),
+                          S.KEY: pa.array(ids, pa.string()), S.ALIASES: pa.array(aliases, pa.list_(pa.string()))},
+                         schema=S.RELATIONS_LABELLED)
+    known = set(ids)
+    stats = {**kg.stats, "relation_labels_relations": sum(n is not None for n in labelled),
+             "relation_labels_aliases": sum(len(a) for a in aliases if a),
+             "relation_labels_unknown": sum(k not in known for k in table), "relation_labels_shared": sum(shared)}
+    quarantine = pa.concat_tables([kg.quarantine, quarantine_table(bad)]) if bad else kg.quarantine
+    return dataclasses.replace(kg, relations=relations, quarantine=quarantine, stats=stats)
 
 
 def empty_questions() -> dict[str, list]:

@@ -7,7 +7,9 @@ them) and the literal objects (keyed by their lexical form, language and datatyp
 its ``rdfs:label`` (``label`` param; a plain or English label preferred) when it has one, else by the
 IRI's local name (after the last ``#`` or ``/``), a literal by its lexical form; an entity's other labels (other
 languages, more English ones) are its aliases (column ``aliases``), which entity linking matches too.
-``rdfs:label`` statements name entities and are not KG edges. Relations are named by the predicate's local name.
+``rdfs:label`` statements name entities and are not KG edges. Relations are named by the predicate's local name,
+or through an optional relation label table (``relation_labels``: ``relation<TAB>name`` lines keyed by that local
+name, e.g. Wikidata's ``P26``, or by the predicate's full IRI; ``common.apply_relation_labels``).
 
 A line the parser rejects (or not UTF-8) is quarantined with file, line and reason; a duplicate triple
 is quarantined as ``"duplicate triple"``; a self-loop is kept and counted. Questions come from an optional
@@ -25,7 +27,13 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgrag import schema as S
-from kgrag.kg.loaders.common import KGBuilder, LoaderInputError, read_nonempty, tables_with_questions
+from kgrag.kg.loaders.common import (
+    KGBuilder,
+    LoaderInputError,
+    apply_relation_labels,
+    read_nonempty,
+    tables_with_questions,
+)
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
 
@@ -202,20 +210,26 @@ class NTriplesParams(BaseModel):
     questions: str | None = Field(None, description="questions JSONL file (none: no questions)")
     split: str = Field("test", description="split label given to the questions")
     label: str = Field(RDFS_LABEL, description="predicate IRI whose literal names its subject (not a KG edge)")
+    relation_labels: str | None = Field(
+        None, description="relation label table: relation<TAB>name lines (the predicate's local name, e.g. P26, or "
+        "its IRI), several per relation allowed; the first names the relation (what the relation-path planner "
+        "reads), the others are its aliases (none: relations named by the predicate's local name)")
 
 
 @LOADERS.register("ntriples", params=NTriplesParams)
 def load_ntriples(
     *, path: str, questions: str | None = None, split: str = "test", label: str = RDFS_LABEL,
-    sample: int = 0, seed: int = 0,
+    relation_labels: str | None = None, sample: int = 0, seed: int = 0,
 ) -> KGTables:
-    """An RDF N-Triples file (names from rdfs:label, else the IRI's local name) and optional JSONL questions."""
+    """An RDF N-Triples file (names from rdfs:label, else the IRI's local name), optional JSONL questions and an
+    optional relation label table (``relation_labels``)."""
     src = Path(path)
     f = str(src)
     bad: list[tuple[str, int, str, str]] = []
     kg = KGBuilder()
     labels: dict[str, list[tuple[int, str]]] = {}  # key -> [(rank, label)] in file order; rank 0 = plain or English
     statements = 0
+    predicates: dict[str, str] = {}  # predicate IRI -> its relation's name (the local name)
     for no, line in read_nonempty(src, bad, "N-Triples file"):
         try:
             st = parse_line(line)
@@ -235,7 +249,8 @@ def load_ntriples(
             continue
         sk = kg.entity(_key(s), local_name(s.value) if s.kind == "iri" else s.value)
         ok = kg.entity(_key(o), o.value if o.kind == "literal" else (local_name(o.value) if o.kind == "iri" else o.value))
-        kg.add(sk, local_name(p.value), ok, None, (f, no), bad, line)
+        predicates.setdefault(p.value, local_name(p.value))
+        kg.add(sk, predicates[p.value], ok, None, (f, no), bad, line)
     if not kg.rows:
         raise LoaderInputError(f"{src}: no KG statement (every line quarantined, a comment or a label)")
     aliases: dict[str, list[str]] = {}
@@ -250,4 +265,4 @@ def load_ntriples(
         col = pa.array([aliases.get(k) or None for k in keys], pa.list_(pa.string()))
         out = replace(out, entities=out.entities.append_column(S.ALIASES, col).cast(S.ENTITIES_ALIASES))
     out.stats["statements"] = statements
-    return out
+    return apply_relation_labels(out, relation_labels, keys=predicates) if relation_labels else out

@@ -11,7 +11,9 @@ triple, is an error naming the file.
 An optional label table (``names``: ``entity<TAB>name`` lines, the entity as the triples file writes it,
 several lines per entity allowed) names the entities of a KG keyed by ids: the first name of an entity is its
 display name, the others are aliases that entity linking matches too (``common.apply_names``; questions still
-refer to entities by their key).
+refer to entities by their key). An optional relation label table (``relation_labels``: ``relation<TAB>name`` lines,
+the same format) names relations keyed by ids (Wikidata's ``P26``) for the relation-path planner, the prompts and
+the retrievers: ``common.apply_relation_labels``.
 
 Two engines give the same tables and the same quarantine rows (``engine``): ``python`` reads line by line
 (the reference), ``vectorized`` (``kgrag.kg.loaders.triples_arrow``) classifies and splits all lines at once
@@ -33,6 +35,7 @@ from kgrag.kg.loaders.common import (
     KGBuilder,
     LoaderInputError,
     apply_names,
+    apply_relation_labels,
     csv_records,
     read_nonempty,
     tables_with_questions,
@@ -59,6 +62,10 @@ class TriplesParams(BaseModel):
     names: str | None = Field(
         None, description="label table: entity<TAB>name lines, several per entity allowed; the first names the "
         "entity, the others are aliases entity linking matches too (none: entities named by their field text)")
+    relation_labels: str | None = Field(
+        None, description="relation label table: relation<TAB>name lines (the relation as the triples file writes "
+        "it, e.g. P26), several per relation allowed; the first names the relation (what the relation-path planner "
+        "reads), the others are its aliases (none: relations named by their field text)")
     engine: Literal["auto", "python", "vectorized"] = Field(
         "auto", description="python (line by line), vectorized (numpy/pyarrow, same output), auto (vectorized "
         "when it applies: no quotechar, one-byte ASCII delimiter)")
@@ -80,14 +87,16 @@ def load_triples(
     *, path: str, questions: str | None = None, split: str = "test", delimiter: str = "\t",
     quotechar: str | None = None, header: bool = False, head: int | str = 0, relation: int | str = 1,
     tail: int | str = 2, columns: int | None = None, engine: str = "auto", names: str | None = None,
-    sample: int = 0, seed: int = 0,
+    relation_labels: str | None = None, sample: int = 0, seed: int = 0,
 ) -> KGTables:
-    """A triples TSV/CSV (columns by position or header name), optional JSONL questions and an optional label
-    table (``names``: ``common.apply_names``)."""
+    """A triples TSV/CSV (columns by position or header name), optional JSONL questions, an optional label
+    table (``names``: ``common.apply_names``) and an optional relation label table (``relation_labels``:
+    ``common.apply_relation_labels``)."""
     out = _load_triples(path=path, questions=questions, split=split, delimiter=delimiter, quotechar=quotechar,
                         header=header, head=head, relation=relation, tail=tail, columns=columns, engine=engine,
                         sample=sample, seed=seed)
-    return apply_names(out, names) if names else out
+    out = apply_names(out, names) if names else out
+    return apply_relation_labels(out, relation_labels) if relation_labels else out
 
 
 def _load_triples(
