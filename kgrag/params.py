@@ -458,7 +458,8 @@ class SynthParams(Strict):
     skew: float = Field(1.0, ge=0.0, description="Zipf exponent of entity popularity within a type (0 = uniform)")
     relation_skew: float = Field(1.0, ge=0.0, description="Zipf exponent of relation frequencies")
     questions: int = Field(200, ge=1, description="questions, split evenly over hops")
-    hops: list[Literal[1, 2]] = Field([1, 2], min_length=1, description="hop counts of the questions")
+    hops: list[Literal[1, 2, 3]] = Field([1, 2], min_length=1, description="hop counts of the questions (chains of "
+                                          "1-3 typed relations)")
     max_answers: int = Field(20, ge=1, description="questions with more answers than this are redrawn")
     graph_extra: int = Field(10, ge=0, description="questions_graphs.jsonl: edges leaving the topic added to "
                              "each question's own graph besides its answer chain")

@@ -1,4 +1,5 @@
-"""The synthetic KG generator: seeded, typed, skewed, and its answers match an independent computation."""
+"""The synthetic KG generator: seeded, typed, skewed, streamed in blocks, and its 1-3-hop answers match an
+independent computation (a plain Python walk over the written triples)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgrag.kg.synth import NOTICE, generate_kg, write_synth
+from kgrag.kg.synth import NOTICE, generate_kg, generate_questions, plan_kg, write_synth
 
 SMALL = dict(n_triples=30_000, entities_per_triple=0.25, n_relations=10, n_types=4, skew=1.0, relation_skew=1.0,
-             questions=60, hops=(1, 2), max_answers=20, graph_extra=5, bad_lines=0)
+             questions=60, hops=(1, 2, 3), max_answers=20, graph_extra=5, bad_lines=0)
 
 
 @pytest.fixture(scope="module")
@@ -101,17 +102,21 @@ def _answers(rows, topic: str, chain: list[str]) -> set[str]:
 def test_answers_match_an_independent_computation(synth_dir):
     rows = read_triples(synth_dir / "triples.tsv")
     qs = [json.loads(x) for x in (synth_dir / "questions.jsonl").read_text().splitlines()]
-    assert len(qs) == SMALL["questions"] and {q["hops"] for q in qs} == {1, 2}
+    assert len(qs) == SMALL["questions"] and {q["hops"] for q in qs} == {1, 2, 3}
     for q in qs:
         (topic,) = q["topic_entities"]
         assert f"[{topic}]" in q["question"]
         assert len(q["relations"]) == q["hops"]
         expected = _answers(rows, topic, q["relations"])
         assert set(q["answers"]) == expected and 1 <= len(expected) <= SMALL["max_answers"], q["id"]
-        # a 2-hop chain is typed end to end: r1's tail type is r2's head type
-        if q["hops"] == 2:
-            r1, r2 = q["relations"]
+        # the chain is typed end to end: each relation's tail type is the next one's head type
+        for r1, r2 in zip(q["relations"], q["relations"][1:]):
             assert r1.split("_", 3)[3] == r2.split("_", 3)[2]
+        # the text names the path in words: each relation's number and types, the last one's tail type asked for
+        for r in q["relations"]:
+            _, num, a, b = r.split("_", 3)
+            assert f"synth relation {num} ({a} {b})" in q["question"], q["question"]
+        assert q["question"].startswith(f"which {q['relations'][-1].split('_', 3)[3]} is linked by")
 
 
 def test_question_graphs_hold_their_answers(synth_dir):
@@ -127,3 +132,62 @@ def test_impossible_sizes_fail_clearly():
     with pytest.raises(ValueError, match="distinct triples"):
         generate_kg(n_triples=5_000, entities_per_triple=0.001, n_relations=1, n_types=1, skew=1.0,
                     relation_skew=1.0, seed=0)
+
+
+def test_the_file_is_the_in_memory_kg_streamed_block_by_block(synth_dir):
+    """write_synth streams the blocks of plan_kg; generate_kg gathers the same blocks: same triples, same order."""
+    kw = {k: SMALL[k] for k in ("n_triples", "entities_per_triple", "n_relations", "n_types", "skew", "relation_skew")}
+    kg = generate_kg(seed=7, **kw)
+    names = kg.entity_names().to_pylist()
+    rels = kg.relation_names()
+    want = [(names[h], rels[r], names[t]) for h, r, t in zip(kg.heads.tolist(), kg.relations.tolist(),
+                                                              kg.tails.tolist())]
+    assert read_triples(synth_dir / "triples.tsv") == want
+    spec = plan_kg(seed=7, **kw, block_triples=2_000)  # small blocks: each holds about that many triples
+    sizes = [len(h) for h, _, _ in spec.blocks()]
+    assert sum(sizes) == SMALL["n_triples"] and len(sizes) > 10
+    assert max(sizes) <= 2_000 + max(int(d.max()) for d in spec.out_degree)  # one head's triples stay in one block
+    # a block made again (a question's walk reads it so) is the same block
+    r, b = (int(x) for x in spec.block_order[3])
+    assert np.array_equal(spec.block_groups(r, b), spec.block_groups(r, b))
+
+
+def test_questions_from_the_plan_equal_questions_from_the_kg_in_memory():
+    """The question walk over blocks made again (bounded memory) gives the questions of the walk over the whole KG
+    in memory, 3-hop chains included."""
+    kw = dict(n_triples=20_000, entities_per_triple=0.25, n_relations=8, n_types=4, skew=1.0, relation_skew=1.0,
+              seed=3)
+    kg = generate_kg(**kw)
+    q = dict(n_questions=24, hops=(1, 2, 3), max_answers=20, seed=3, graph_extra=4)
+    mem = generate_questions(kg=kg, **q)
+    assert generate_questions(kg=kg.spec, **q) == mem
+    assert generate_questions(kg=plan_kg(**kw), **q) == mem
+    assert sum(x["hops"] == 3 for x in mem) == 8
+
+
+def test_hubs_grow_with_the_kg():
+    """Hubs scale with the KG (the top entity holds about 1 / ln(type size) of its type's edge ends, less where a
+    head can link it once per relation): 4x the triples gives a top degree over 2x as large (2.5x here), while the
+    median degree stays put."""
+    kw = dict(entities_per_triple=0.25, n_relations=8, n_types=4, skew=1.0, relation_skew=1.0, seed=1)
+    deg = {}
+    for n in (25_000, 100_000):
+        kg = generate_kg(n_triples=n, **kw)
+        d = np.bincount(np.concatenate([kg.heads, kg.tails]))
+        deg[n] = (int(d.max()), float(np.median(d[d > 0])))
+    assert deg[100_000][0] > 2 * deg[25_000][0]
+    assert deg[100_000][1] <= 2 * deg[25_000][1]
+
+
+def test_dense_types_are_sampled_exactly_without_repeats():
+    """Heads that take most of their tail type (few entities per triple) get their tails by exact sampling without
+    replacement: still exactly n_triples distinct triples, no self-loop, every relation typed."""
+    kg = generate_kg(n_triples=6_000, entities_per_triple=0.03, n_relations=5, n_types=2, skew=1.2,
+                     relation_skew=0.5, seed=4)
+    trip = set(zip(kg.heads.tolist(), kg.relations.tolist(), kg.tails.tolist()))
+    assert len(trip) == 6_000 and not (kg.heads == kg.tails).any()
+    assert (kg.entity_type[kg.heads] == kg.relation_types[kg.relations, 0]).all()
+    assert (kg.entity_type[kg.tails] == kg.relation_types[kg.relations, 1]).all()
+    per_head = np.bincount(kg.heads * 5 + kg.relations)
+    sizes = np.bincount(kg.entity_type)
+    assert per_head.max() > sizes.min() // 8  # some head did take a large share of its tail type
