@@ -315,16 +315,22 @@ class RelPlanParams(Strict):
         "else kg. metrics.json setup.plan says which answered")
     split: Literal["dev", "test"] = Field("dev", description="held-out part the plan learns from: MetaQA's split "
                                           "files, an IRN file's seeded part")
-    questions: int = Field(2000, ge=1, description="questions sampled from that split per hop count")
+    questions: int = Field(2000, ge=0, description="questions sampled from each hop count's file of that split "
+                           "(MetaQA: relplan.hops), and from a loader split read for tune.split; 0 = all (MetaQA's "
+                           "39k dev questions: ~150 s of labelling on 2 cores, 3-hop ~8 ms a question)")
+    file_questions: int = Field(0, ge=0, description="labelled questions read from relplan.file, or from the "
+                                "loader's one held-out part (an IRN file's relplan.split part): 0 = every one "
+                                "(labelling ~16 ms a 3-hop question, PathQuestion-Large 3H); n = a seeded sample of n")
     hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
     seed: int = Field(0, description="seed of the question sample")
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "
         "gretriever, irn loaders) or, for rog / jsonl, a file of questions with their own graphs (a benchmark's "
-        "train split: each question labelled in its own graph, stored apart from the evaluated KG); `questions` of "
-        "them sampled; it must lie inside data.input and not be the evaluated file. None = the loader's held-out "
-        "part (MetaQA's split files, an IRN file's dev part), else no plan (zero-shot, said in setup.plan)")
+        "train split: each question labelled in its own graph, stored apart from the evaluated KG); file_questions "
+        "of them read (every one by default); it must lie inside data.input and not be the evaluated file. None = "
+        "the loader's held-out part (MetaQA's split files, an IRN file's dev part), else no plan (zero-shot, said "
+        "in setup.plan)")
 
 
 class RetrieveParams(ModuleSection):

@@ -12,7 +12,7 @@ from stages._common import params_from_argv, timed
 from kgrag import io, timings
 from kgrag.index.embed import encode
 from kgrag.experiment import Experiment, Files, own_graphs_experiment
-from kgrag.index.relplan import PlanModel, mirrored_relations, train_plan
+from kgrag.index.relplan import PlanModel, mirror_pairs, train_plan
 from kgrag.kg.heldout import held_out_split
 from kgrag.kg.overlap import LeakError
 from kgrag.kg.store import KGStore
@@ -63,10 +63,12 @@ def main(argv: list[str] | None = None) -> None:
         train_kg = kg if own is None else train.kg
         encoder = lambda t: encode(t, model=params.index.model)  # noqa: E731
         shutil.rmtree(out, ignore_errors=True)
-        mirrors = mirrored_relations(kg)
+        pairs = mirror_pairs(kg)
+        mirrors = sorted(pairs)
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
         PlanModel(model=params.index.model, texts=[], hops=np.zeros(0, np.int64), labels=[],
-                  vectors=np.zeros((0, 1), np.float32), mirrors=tuple(mirrors)).save(
+                  vectors=np.zeros((0, 1), np.float32), mirrors=tuple(mirrors),
+                  mirror_of=tuple(sorted(pairs.items()))).save(
             out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors})
         stats: dict = {"mirrored_relations": mirrors, "labelled": 0}
         if source == "labelled":

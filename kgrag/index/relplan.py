@@ -149,8 +149,18 @@ def graph_adjacency(kg: KGView, graph_id: str, skip: frozenset = frozenset()) ->
     return Adjacency(h, r, t, int(kg.num_entities))
 
 
+def blocks_return(seq: Sequence[tuple[int, bool]], back: frozenset = frozenset()) -> bool:
+    """Whether the last step of ``seq`` ((relation id, forward) steps) is a co-step, which does not return to the
+    nodes it left unless it reaches nothing else (the walk rule of :func:`sequence_scores` and ``relpath``): its
+    relation walked back right after it was walked ("films that share a director with X" are not X), unless the
+    relation is in ``back``: one whose mirror the KG holds and is skipped (:func:`mirror_pairs`), so that walking it
+    back is walking another relation ("the parents of X's children" are X and the other parents)."""
+    return len(seq) >= 2 and zeroshot.units(seq)[-1][0] == "co" and int(seq[-1][0]) not in back
+
+
 def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
-                      max_hops: int = 3, skip: frozenset = frozenset()) -> tuple[tuple[Step, ...], float, float] | None:
+                      max_hops: int = 3, skip: frozenset = frozenset(), back: frozenset = frozenset()
+                      ) -> tuple[tuple[Step, ...], float, float] | None:
     """The weak label of a training question: (sequence, answer recall, answer precision) or None.
 
     Every sequence of exactly ``hops`` (relation, direction) steps is walked from the topic entities
@@ -162,7 +172,7 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
     ``hops`` None (a question set that declares no hop count): every length 1..``max_hops`` is walked and the
     best label by the same rule wins, the shorter on a tie (the same rule for any loader's questions).
     """
-    scores = sequence_scores(kg, topics, answers, hops, max_hops, skip)
+    scores = sequence_scores(kg, topics, answers, hops, max_hops, skip, back=back)
     best = None
     for seq, sc in scores.items():  # walking order, shorter first: strictly better wins
         if best is None or sc > best[1]:
@@ -172,14 +182,17 @@ def relation_sequence(kg: KGView, topics: Sequence[int], answers: Sequence[int],
 
 def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], hops: int | None,
                     max_hops: int = 3, skip: frozenset = frozenset(), max_frontier: int = MAX_FRONTIER,
-                    graph_id: str | None = None) -> dict[tuple[Step, ...], tuple[float, float]]:
+                    graph_id: str | None = None, back: frozenset = frozenset()
+                    ) -> dict[tuple[Step, ...], tuple[float, float]]:
     """Every relation sequence from the topics that reaches an answer: {sequence: (answer recall, answer
     precision)}, in walking order (shorter first; at each step forward steps before reversed ones, each by relation
     id); sequences of exactly ``hops`` steps, or of every length 1..``max_hops`` when ``hops`` is None.
 
     A walk may revisit any entity, the topics too (PathQuestion's "children, then parents, then children" paths; a
     self-loop is a step), but a co-step (a relation walked back right after it was walked) does not return to the
-    nodes it left unless it reaches nothing else, as in ``relpath``. Before the last step only nodes within the
+    nodes it left unless it reaches nothing else, as in ``relpath`` (:func:`blocks_return`), except on a relation in
+    ``back`` (ids of relations whose mirror is in ``skip``: walked back, it is its mirror walked forward, another
+    relation, as "children, then parents" back to the topic). Before the last step only nodes within the
     remaining hops of an answer are kept (they alone can lead to one), which bounds the search. Answers that are
     topic entities are left out, unless every answer is one (a question whose answer is its own topic); precision
     counts the end nodes without the topics, as ``relpath``'s ``ends``. Relation ids in ``skip`` (mirrors,
@@ -191,7 +204,7 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
         out: dict = {}
         for k in range(1, max_hops + 1):
             out.update(sequence_scores(kg, topics, answers, k, skip=skip, max_frontier=max_frontier,
-                                       graph_id=graph_id))
+                                       graph_id=graph_id, back=back))
         return out
     topics = arrays.unique(np.asarray([x for x in topics if x is not None and 0 <= x < kg.num_entities], np.int64))
     answers = arrays.unique(np.asarray([x for x in answers if x is not None and 0 <= x < kg.num_entities], np.int64))
@@ -208,9 +221,9 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
         for key, dst in adj.expand(frontier).items():
             if len(dst) > max_frontier:  # relpath's hub guard: a step that reaches more nodes is never walked
                 continue
-            if seq and left is not None and zeroshot.units(seq + (key,))[-1][0] == "co":
-                back = ~np.isin(dst, left)  # a co-step does not return to what it left (relpath's rule)
-                dst = dst[back] if back.any() else dst
+            if seq and left is not None and blocks_return(seq + (key,), back):
+                away = ~np.isin(dst, left)  # a co-step does not return to what it left (relpath's rule)
+                dst = dst[away] if away.any() else dst
             if i < hops - 1:
                 dst = dst[near[hops - 1 - i][dst]]
                 if len(dst):
@@ -269,9 +282,14 @@ def mirrored_relations(kg: KGView) -> list[str]:
     ``a``'s are the same pairs reversed (``plays_in_club_inverse`` of ``plays_in_club``); of each pair the one
     with the longer name (then the larger id) is the mirror. Walking ``b`` forward is walking ``a`` back, so
     ``relpath`` walks ``a`` only: one sequence per path, not two that tie."""
+    return sorted(mirror_pairs(kg))
+
+
+def mirror_pairs(kg: KGView) -> dict[str, str]:
+    """{mirror: the relation it mirrors} of :func:`mirrored_relations`, by name."""
     h, r, t = np.asarray(kg.heads, np.int64), np.asarray(kg.relations, np.int64), np.asarray(kg.tails, np.int64)
     if not len(r):
-        return []
+        return {}
     n = max(int(kg.num_entities), 1)
     fwd_key = h * n + t
     rev_key = t * n + h
@@ -280,7 +298,7 @@ def mirrored_relations(kg: KGView) -> list[str]:
     pairs = {int(x): arrays.unique(fwd_key[r == x]) for x in rels.tolist()}
     revs = {int(x): arrays.unique(rev_key[r == x]) for x in rels.tolist()}
     names = kg.relation_names
-    out = set()
+    out: dict[str, str] = {}
     ids = sorted(pairs)
     for i, a in enumerate(ids):
         for b in ids[i + 1:]:
@@ -291,8 +309,8 @@ def mirrored_relations(kg: KGView) -> list[str]:
             if common >= MIRROR_SHARE * max(len(pairs[a]), len(pairs[b])):
                 keep, drop = sorted((a, b), key=lambda x: (len(str(names[x])), x))
                 if str(names[keep]) not in out:
-                    out.add(str(names[drop]))
-    return sorted(out)
+                    out.setdefault(str(names[drop]), str(names[keep]))
+    return out
 
 
 @dataclass(frozen=True)
@@ -308,6 +326,15 @@ class PlanModel:
     vectors: np.ndarray
     mirrors: tuple[str, ...] = ()
     lexicon: zeroshot.Lexicon | None = None
+    #: (mirror, the relation it mirrors) pairs (:func:`mirror_pairs`): the relations walked back by a mirror of their
+    #: own, whose return no co-step rule blocks (:func:`blocks_return`)
+    mirror_of: tuple[tuple[str, str], ...] = ()
+
+    def walked_back(self, relation_names: Sequence) -> frozenset:
+        """Ids (in ``relation_names``) of the relations a mirror of :attr:`mirror_of` mirrors: ``back`` of
+        :func:`blocks_return`."""
+        ids = {str(n): i for i, n in enumerate(relation_names)}
+        return frozenset(ids[b] for _, b in self.mirror_of if b in ids)
 
     def save(self, folder: str | Path, extra: dict | None = None) -> None:
         """Write ``plan.parquet`` (``schema.RELPLAN``), ``vectors.parquet`` (row i = training question i) and
@@ -322,8 +349,9 @@ class PlanModel:
         write_vectors(folder / VECTORS_FILE, np.arange(len(self.texts)), self.vectors.astype(np.float32))
         rows = self.lexicon.to_rows() if self.lexicon is not None else []
         io.write_parquet(folder / LEXICON_FILE, pa.Table.from_pylist(rows, schema=S.LEXICON))
+        pairs = {"mirror_of": dict(self.mirror_of)} if self.mirror_of else {}  # a KG without mirrors: as before
         io.write_json(folder / META_FILE, {"model": self.model, "questions": len(self.texts),
-                                           "mirrors": list(self.mirrors), **(extra or {})})
+                                           "mirrors": list(self.mirrors), **pairs, **(extra or {})})
 
     @staticmethod
     def load(folder: str | Path) -> "PlanModel":
@@ -343,7 +371,8 @@ class PlanModel:
             lex = zeroshot.Lexicon.from_rows(rows) if rows else None
         return PlanModel(model=meta["model"], texts=t[S.TEXT].to_pylist(), hops=np.asarray(t[S.HOPS].to_pylist()),
                          labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs,
-                         mirrors=tuple(meta.get("mirrors", ())), lexicon=lex)
+                         mirrors=tuple(meta.get("mirrors", ())), lexicon=lex,
+                         mirror_of=tuple(sorted(meta.get("mirror_of", {}).items())))
 
     def nearest(self, query_vec: np.ndarray, k: int, hops: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest training questions to ``query_vec``: (their rows, nearest first; their cosines
@@ -404,14 +433,17 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
     gives one, else of any length 1..``max_hops``), chosen per wording (:func:`wording_labels`), or, given ``label`` (a plan written without labelled
     questions: ``relplan.source: kg``), by ``label(question)``, e.g. the zero-shot ``relpath`` retriever's choice;
     such labels train the vote but no lexicon (they would only repeat the zero-shot score). Mirrored relations
-    (:func:`mirrored_relations`) are found first and never walked.
+    (:func:`mirrored_relations`) are found first and never walked; the relations they mirror are walked back to
+    the nodes they left (:func:`blocks_return`).
 
     Returns the model and counts: questions, labelled, mean label recall / precision (how well the labels
     explain the gold answers; None for ``label``), distinct labels per hop count, mirrored relations.
     """
-    mirrors = mirrored_relations(kg)
+    pairs = mirror_pairs(kg)
+    mirrors = sorted(pairs)
     by_name = {str(n): i for i, n in enumerate(kg.relation_names)}
     skip = frozenset(by_name[m] for m in mirrors if m in by_name)
+    back = frozenset(by_name[a] for a in pairs.values() if a in by_name)
     lexicon = zeroshot.Lexicon() if label is None else None
     texts, hops, labels, rec, prec, skipped = [], [], [], [], [], 0
     relabelled = 0
@@ -421,7 +453,7 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
             # a question that brings its own graph (RoG's format) is labelled in that graph: its relation names
             # are the benchmark's, shared by every graph, so the sequence is learnt as any other
             cands.append(sequence_scores(kg, q.topic_ids, q.answer_ids, int(q.hops) if q.hops else None, max_hops,
-                                         skip=skip, graph_id=q.graph_id))
+                                         skip=skip, graph_id=q.graph_id, back=back))
             if (i + 1) % 500 == 0:
                 log(f"{i + 1} of {len(questions)} questions walked")
         masked = [mask_topics(q.text, kg.names(np.asarray([x for x in q.topic_ids if x is not None], dtype=np.int64)))
@@ -461,7 +493,8 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
     }
     return PlanModel(model=model, texts=texts, hops=hop_arr, labels=labels,
                      vectors=np.asarray(vecs, dtype=np.float32), mirrors=tuple(mirrors),
-                     lexicon=lexicon if lexicon is not None and lexicon.counts else None), stats
+                     lexicon=lexicon if lexicon is not None and lexicon.counts else None,
+                     mirror_of=tuple(sorted(pairs.items()))), stats
 
 
 _LOADED: dict[str, PlanModel] = {}

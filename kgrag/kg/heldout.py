@@ -58,7 +58,7 @@ def _held_out_tables(params, what: str, split: str | None) -> tuple[list, str]:
     if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
         # read through the loader's questions file param (validated params: it has one)
         tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), d.questions_file_field(): p.file,
-                                              "sample": p.questions, "seed": p.seed})
+                                              "sample": p.file_questions, "seed": p.seed})
         note = f"from {p.file}"
         if tabs.quarantine.num_rows:
             note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
@@ -68,8 +68,10 @@ def _held_out_tables(params, what: str, split: str | None) -> tuple[list, str]:
         out = []
         for hops in (p.hops if "hops" in type(lp).model_fields else [None]):
             extra = {"hops": hops} if hops is not None else {}
+            # per hop count's file: relplan.questions (MetaQA); one file's part: every one (file_questions)
             out.append(LOADERS.get(d.dataset).impl(**{**lp.model_dump(), **extra, "split": p.split,
-                                                      "sample": p.questions, "seed": p.seed}))
+                                                      "sample": p.questions if extra else p.file_questions,
+                                                      "seed": p.seed}))
         return out, f"{d.dataset} {p.split} split"
     return [], (f"the {d.dataset} loader has no held-out question files and relplan.file is not set "
                 "(docs/retrieval.md)")

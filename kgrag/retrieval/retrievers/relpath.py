@@ -266,6 +266,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     prefix: dict = {}
     whole: dict = {}
     skip: frozenset = frozenset()
+    back: frozenset = frozenset()  # relations walked back by their (skipped) mirror: a return is not blocked
     lexicon = None
     declared = int(question.hops) if question.hops else None  # only with retrieve.oracle_hops
     topic_names = kg.names(topics)
@@ -279,6 +280,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             prefix, whole = plan.votes(index.encode([masked])[0], params.plan_k, declared)
         names = {str(n): i for i, n in enumerate(kg.relation_names)}
         skip = frozenset(names[n] for n in plan.mirrors if n in names)
+        back = plan.walked_back(kg.relation_names)
         lexicon = plan.lexicon
 
     def named(s: tuple) -> tuple:
@@ -324,7 +326,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             cands: dict[tuple, list] = {}
             for seq, steps in beam.items():
                 for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier).items():
-                    if seq and zeroshot.units(seq + (key,))[-1][0] == "co":
+                    if seq and relplan.blocks_return(seq + (key,), back):
                         step = _co_step(step, arrays.unique(steps[-1][1]))
                     cands[seq + (key,)] = steps + [step]
             if not cands:
