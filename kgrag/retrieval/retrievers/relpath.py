@@ -12,6 +12,7 @@ sequences exactly that long.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 from itertools import chain, zip_longest
 
@@ -39,6 +40,13 @@ class RelPathParams(BaseModel):
                        "until max_triples")
     max_triples: int = Field(100, ge=1, description="triples returned at most (the last hop's first)")
     max_frontier: int = Field(20_000, ge=1, description="nodes a sequence may reach per hop (hub guard)")
+    hub_edges: int | None = Field(
+        None, ge=1, description="hub sampling (ToG's entity sampling): a node with more than hub_edges edges of one "
+        "relation in one direction gives a step a seeded sample of hub_edges of them, found from per-(node, relation, "
+        "direction) counts without reading the rest; null = every edge (off; MetaQA's largest such group is 4,176, "
+        "Drama's has_genre films, so any value above it leaves MetaQA unchanged)")
+    hub_seed: int = Field(0, ge=0, description="seed of the hub_edges sample: the same node, relation and direction "
+                          "give the same sample in every step, sequence and question")
     inverse: Literal["plain", "of", "shares"] = Field(
         "plain", description="how a step against an edge's direction is written in the scored text: plain = "
         "the relation alone, of = 'r of', shares = 'shares r with'")
@@ -132,10 +140,15 @@ def _seq_text(kg, seq: tuple[tuple[int, bool], ...], inverse: str = "plain") -> 
     return ", ".join(w if fwd else INVERSE[inverse].format(w) for w, (_, fwd) in zip(words, seq))
 
 
-def _step(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int):
+def _step(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int, hub_edges: int | None = None,
+          hub_seed: int = 0, stats: dict | None = None):
     """One hop from ``frontier``: {(relation, forward): (edges, from-nodes, to-nodes)}. Every node may be reached
     again, the topics too (a path may revisit an entity: children, then parents, then children); relations in
-    ``skip`` (mirrors of another relation, :func:`kgrag.index.relplan.mirrored_relations`) are not walked."""
+    ``skip`` (mirrors of another relation, :func:`kgrag.index.relplan.mirrored_relations`) are not walked. With
+    ``hub_edges``, a node's edges of one relation and direction beyond ``hub_edges`` are sampled
+    (:func:`_step_sampled`; ``stats`` counts the edges read and the groups sampled)."""
+    if hub_edges is not None:
+        return _step_sampled(kg, frontier, graph_id, skip, max_frontier, hub_edges, hub_seed, stats)
     nb = kg.question_neighbourhood(frontier, 1, 10**9, graph_id=graph_id)
     e = np.asarray(nb.edges, dtype=np.int64)
     h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
@@ -151,6 +164,101 @@ def _step(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int
             sel = idx[a:b]
             if len(arrays.unique(dst[sel])) <= max_frontier:
                 out[(int(rs[a]), fwd)] = (e[sel], src[sel], dst[sel])
+    return out
+
+
+def _hub_sample(n: int, k: int, seed: int, node: int, relation: int, fwd: bool) -> np.ndarray:
+    """The positions (sorted) of the ``k`` of a hub's ``n`` edges of one relation and direction (by edge id) that a
+    step keeps: a draw seeded by (seed, node, relation, direction) alone, so the same in every step and question."""
+    return np.sort(np.random.default_rng([seed, node, relation, int(fwd)]).choice(n, k, replace=False))
+
+
+class _Groups:
+    """Every edge end of a KG held as arrays, grouped by (node, direction, relation) with the edges of a group by id:
+    the per-(node, relation, direction) counts hub sampling reads before any edge. Built once per store (a sort of
+    2 x triples keys; 8-12 bytes per edge end held)."""
+
+    def __init__(self, heads: np.ndarray, relations: np.ndarray, tails: np.ndarray, n_rel: int) -> None:
+        n = len(heads)
+        self.n_rel = n_rel
+        key = (np.concatenate([heads * 2, tails * 2 + 1]) * n_rel + np.concatenate([relations, relations]))
+        order = np.argsort(key, kind="stable")  # stable: a group's edges by id
+        key = key[order]
+        first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if n else np.zeros(0, np.int64)
+        self.keys = key[first]
+        self.starts = np.append(first, 2 * n).astype(np.int64)
+        self.edge = (order % max(n, 1)).astype(np.int32 if n < 2**31 else np.int64)
+
+    def at(self, frontier: np.ndarray) -> np.ndarray:
+        """Indices of the groups of the ``frontier`` nodes (sorted ids), by (node, direction, relation)."""
+        span = 2 * self.n_rel
+        return arrays.ranges(np.searchsorted(self.keys, frontier * span), np.searchsorted(self.keys, (frontier + 1) * span))
+
+
+_GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its _Groups
+
+
+def _groups_of(kg, graph_id) -> _Groups | None:
+    """The store's ``_Groups`` (built on first use, kept while the store lives) for a global-KG question on a KG held
+    as arrays without per-question graphs; None elsewhere (the step then groups the edges it fetched)."""
+    if graph_id is not None or not isinstance(getattr(kg, "heads", None), np.ndarray) or kg.has_graphs:
+        return None
+    if kg not in _GROUPS:
+        _GROUPS[kg] = _Groups(kg.heads, kg.relations, kg.tails, len(kg.relation_names))
+    return _GROUPS[kg]
+
+
+def _step_sampled(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int, hub_edges: int,
+                  hub_seed: int, stats: dict | None) -> dict:
+    """``_step`` with hub sampling: each (node, relation, direction) group of the frontier's edges with more than
+    ``hub_edges`` edges keeps the :func:`_hub_sample` of them. On a KG held as arrays (global questions) the group
+    sizes come from :class:`_Groups` and only the kept edges are read; elsewhere (per-question graphs, the DuckDB
+    store) the frontier's edges are fetched and grouped the same way (same groups, same sample)."""
+    frontier = arrays.unique(np.asarray(frontier, dtype=np.int64))
+    n_rel = len(kg.relation_names)
+    groups = _groups_of(kg, graph_id)
+    if groups is not None:
+        gi = groups.at(frontier)
+        key, lo, hi = groups.keys[gi], groups.starts[gi], groups.starts[gi + 1]
+        pick = lambda pos: groups.edge[pos].astype(np.int64)  # noqa: E731
+    else:
+        nb = kg.question_neighbourhood(frontier, 1, 10**9, graph_id=graph_id)
+        e = np.asarray(nb.edges, dtype=np.int64)
+        h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
+        fw, bw = np.isin(h, frontier), np.isin(t, frontier)
+        ek = np.concatenate([(h[fw] * 2) * n_rel + r[fw], (t[bw] * 2 + 1) * n_rel + r[bw]])
+        ee = np.concatenate([e[fw], e[bw]])
+        order = np.lexsort((ee, ek))
+        ek, ee = ek[order], ee[order]
+        first = np.flatnonzero(np.concatenate([[True], ek[1:] != ek[:-1]])) if len(ek) else np.zeros(0, np.int64)
+        key, lo, hi = ek[first], first, np.append(first[1:], len(ek)).astype(np.int64)
+        pick = lambda pos: ee[pos]  # noqa: E731
+    node, fwd, rel = key // (2 * n_rel), (key // n_rel) % 2 == 0, key % n_rel
+    keep = ~np.isin(rel, np.fromiter(skip, dtype=np.int64, count=len(skip)))
+    node, fwd, rel, lo, hi = node[keep], fwd[keep], rel[keep], lo[keep], hi[keep]
+    big = np.flatnonzero(hi - lo > hub_edges)
+    pos = [arrays.ranges(lo[hi - lo <= hub_edges], hi[hi - lo <= hub_edges])]
+    src = [np.repeat(node[hi - lo <= hub_edges], (hi - lo)[hi - lo <= hub_edges])]
+    grp = [np.repeat(np.flatnonzero(hi - lo <= hub_edges), (hi - lo)[hi - lo <= hub_edges])]
+    for i in big.tolist():
+        pos.append(lo[i] + _hub_sample(int(hi[i] - lo[i]), hub_edges, hub_seed, int(node[i]), int(rel[i]),
+                                       bool(fwd[i])))
+        src.append(np.full(hub_edges, node[i], dtype=np.int64))
+        grp.append(np.full(hub_edges, i, dtype=np.int64))
+    pos, src, grp = np.concatenate(pos), np.concatenate(src), np.concatenate(grp)
+    e = pick(pos)
+    if stats is not None:
+        stats["edges"] = stats.get("edges", 0) + len(e)
+        stats["sampled"] = stats.get("sampled", 0) + len(big)
+    gf = fwd[grp]
+    dst = np.where(gf, kg.tails[e], kg.heads[e])
+    out = {}
+    sk = rel[grp] * 2 + (~gf)  # by (relation, direction), then node, then edge id
+    order = np.lexsort((e, src, sk))
+    sk, e, src, dst = sk[order], e[order], src[order], dst[order]
+    for a, b in arrays.runs(sk):
+        if len(arrays.unique(dst[a:b])) <= max_frontier:
+            out[(int(sk[a] // 2), bool(sk[a] % 2 == 0))] = (e[a:b], src[a:b], dst[a:b])
     return out
 
 
@@ -325,7 +433,8 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         for _ in range(declared or params.max_hops):
             cands: dict[tuple, list] = {}
             for seq, steps in beam.items():
-                for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier).items():
+                for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier,
+                                       params.hub_edges, params.hub_seed, hubs).items():
                     if seq and relplan.blocks_return(seq + (key,), back):
                         step = _co_step(step, arrays.unique(steps[-1][1]))
                     cands[seq + (key,)] = steps + [step]
@@ -345,6 +454,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
                 kept.update(beam)
         return kept, base, beam
 
+    hubs: dict = {}  # hub_edges: edges the steps read, groups sampled
     kept, base, beam = search(topics)
     if not kept:
         if declared is not None and beam and beam != {(): []}:  # shorter than declared: the longest reached
@@ -412,7 +522,9 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         trace={"method": "relpath", "sequences": texts, "relations": rels, "directions": dirs,
                "intersect": shared is not None and len(picked) == 2 and picked[0][1] is not None,
                "truncated": len(edges) > cap,
-               "ends": [x for x in ends if x in returned]},
+               "ends": [x for x in ends if x in returned],
+               **({"hub_edges_read": hubs.get("edges", 0), "hub_groups_sampled": hubs.get("sampled", 0)}
+                  if params.hub_edges is not None else {})},
     )
 
 
