@@ -339,7 +339,9 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     question votes with its own label's length); rounded and tie-broken by sequence (``kgrag.ranking``). Nodes
     may be revisited, the topics too, except that a co-step (a relation walked back right after it was walked:
     "films that share a director with X") does not return to the nodes it left unless it reaches nothing else;
-    relations the plan found to mirror another (``r_inverse``) are not walked.
+    relations the plan found to mirror another (``r_inverse``) are not walked. With ``hub_edges`` (ToG's entity
+    sampling), a node's edges of one relation and direction beyond ``hub_edges`` are a seeded sample in every step
+    (:func:`_step_sampled`), which bounds what a hub costs a step; the trace then counts them.
     A question with a declared hop count (``question.hops``: set only with ``retrieve.oracle_hops``) gets
     sequences of exactly that length and votes of that hop count's training questions alone. ``hops`` and
     ``max_edges`` bound nothing here (the beam bounds the work): they are passed on to the ``fallback``
