@@ -192,7 +192,8 @@ class _Groups:
     def at(self, frontier: np.ndarray) -> np.ndarray:
         """Indices of the groups of the ``frontier`` nodes (sorted ids), by (node, direction, relation)."""
         span = 2 * self.n_rel
-        return arrays.ranges(np.searchsorted(self.keys, frontier * span), np.searchsorted(self.keys, (frontier + 1) * span))
+        return arrays.ranges(np.searchsorted(self.keys, frontier * span),
+                             np.searchsorted(self.keys, (frontier + 1) * span))
 
 
 _GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its _Groups
