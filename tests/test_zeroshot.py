@@ -306,3 +306,33 @@ def test_labels_are_chosen_per_wording():
     texts = ["where is the club that X plays for ?"] * 3 + ["which country does X play for ?"]
     labels, changed = wording_labels(texts, cands)
     assert [lab[0] for lab in labels] == [(club, country)] * 3 + [(nation,)] and changed == 1
+
+
+def test_paraphrase_subset_is_the_questions_that_echo_no_relation_name_on_their_path():
+    """A dev set's paraphrase subset (bench/planner_dev.py, issue 54): no content word shares a 4-letter stem with
+    a word of any relation name on the gold path, every segment of the name counted."""
+    assert Z.echoes("what is the notable_types of X 's film", ["X"], ["__common__topic__notable_types"])
+    assert Z.echoes("what is the nationality of X", ["X"], ["__people__person__nationality"])
+    assert Z.echoes("which person is X", ["X"], ["__people__person__nationality"])  # an earlier segment echoes too
+    # "nation" shares "nati" with "nationality": by the 4-letter rule an echo, though a person's word
+    assert Z.echoes("what nation is X from", ["X"], ["nationality"])
+    assert not Z.echoes("who is the couple of Ada", ["Ada"], ["spouse"])
+    assert Z.echoes("what is the birth town of Ada", ["Ada"], ["placeOfBirth"])  # camel case split: "Birth"
+    assert not Z.echoes("where was Ada born", ["Ada"], ["placeOfBirth"])  # "born" is no 4-letter "birt"
+    assert not Z.echoes("what did X do", ["X"], [])
+
+
+def test_golden_a_relation_asked_in_other_words_wins_with_no_labels(tmp_path):
+    """No plan, no labels: `spouse` asked as "couple", "wife" and "married to" is walked, not a neighbouring
+    relation; and the same for the other relations of a person asked in other words than their names."""
+    people = [("Ada", "spouse", "William"), ("Ada", "place_of_birth", "London"), ("William", "place_of_birth", "Surrey"),
+              ("Ada", "nationality", "United Kingdom"), ("Ada", "profession", "Mathematician"),
+              ("Ada", "children", "Byron"), ("Byron", "parents", "Ada"), ("William", "profession", "Politician"),
+              ("Ada", "parents", "Annabella")]
+    kg = _store(tmp_path, people)
+    index = _index(kg)
+    for text, want in (("who is the couple of Ada", ["spouse"]), ("who is Ada's wife", ["spouse"]),
+                       ("who was Ada married to", ["spouse"]), ("what did Ada do for a living", ["profession"]),
+                       ("what nation is Ada from", ["nationality"]), ("where was Ada born", ["place_of_birth"])):
+        trace, _ = _ask(kg, index, text, ["Ada"])
+        assert trace["relations"] == [want], (text, trace["relations"])

@@ -96,6 +96,7 @@ MENTION = 0.65
 LEXICON_SUPPORT = 0.05
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
+STEM_ONCE = False
 FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
 
 
@@ -193,6 +194,22 @@ def _stem(w: str) -> str:
     return w.lower()[:4]
 
 
+def name_stems(name: str) -> set[str]:
+    """The 4-letter stems of every word of a relation name, all its segments ("__people__person__nationality"
+    -> peop, pers, nati; "placeOfBirth" -> plac, birt): what a question echoes when it reuses the name."""
+    parts = re.split(r"[^0-9A-Za-z]+|(?<=[a-z])(?=[A-Z])", str(name))
+    return {_stem(w) for w in parts if len(w) >= 4}
+
+
+def echoes(question: str, topic_names: Iterable[str], relation_names: Iterable[str]) -> bool:
+    """Whether a content word of the question (topics masked) shares a 4-letter stem with a word of one of
+    ``relation_names`` (the relations of the question's gold path). A question that echoes none is in a dev
+    set's *paraphrase subset*: there the planner must read the wording, not match the KG's names."""
+    stems = set().union(*(name_stems(n) for n in relation_names)) if relation_names else set()
+    words, _ = content_words(mask(question, topic_names))
+    return any(_stem(w) in stems for w in words if len(w) >= 4)
+
+
 @dataclass
 class Lexicon:
     """What labelled questions say about the wording of each unit: word counts per unit key
@@ -271,6 +288,8 @@ def _mentions(words: list[str], rels: list[int], best: np.ndarray, strong: np.nd
     out = {}
     for j, r in enumerate(rels):
         mine = [w for w, b, ok in zip(words, best, strong) if b == j and ok]
+        if STEM_ONCE:  # words sharing a stem say the relation once ("players ... play")
+            mine = list({_stem(w): w for w in mine}.values())
         parts = relation_phrase(relation_names[r]).split()
         if len(mine) < 2 or len(parts) < 2:
             out[r] = len(mine)
