@@ -9,7 +9,8 @@ The choices of ``kgrag.index.zeroshot`` (its features and :class:`~kgrag.index.z
   read), its first ``--eval`` questions evaluated and the rest the pool.
 
 Every candidate relation sequence of 1..3 steps from the topic is walked exhaustively (``relpath``'s walk rules:
-revisits allowed, a co-step does not return to the nodes it left unless nothing else, mirrored relations skipped),
+revisits allowed, a co-step does not return to the nodes it left and is no candidate where it reaches nothing
+else, mirrored relations skipped),
 and a planner picks one. The score of a pick is the expected Hit@1 of a random end of it (share of its ends that
 are gold answers): a retrieval figure, no LLM. ``oracle`` is the best pick's.
 
@@ -102,8 +103,9 @@ class ArrayKG:
                     continue
                 for k, d in self.expand(fr).items():
                     if s and prev is not None and Z.units(s + (k,))[-1][0] == "co":
-                        d2 = d[~np.isin(d, prev)]  # a co-step does not return to what it left
-                        d = d2 if len(d2) else d
+                        d = d[~np.isin(d, prev)]  # a co-step does not return to what it left
+                        if not len(d):
+                            continue  # and reaching nothing else, it is no candidate (relpath's _co_step)
                     nxt[s + (k,)] = (d, fr)
             res.update({s: v[0] for s, v in nxt.items()})
             layer = nxt

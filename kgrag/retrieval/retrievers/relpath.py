@@ -43,8 +43,8 @@ class RelPathParams(BaseModel):
     hub_edges: int | None = Field(
         None, ge=1, description="hub sampling (ToG's entity sampling): a node with more than hub_edges edges of one "
         "relation in one direction gives a step a seeded sample of hub_edges of them, found from per-(node, relation, "
-        "direction) counts without reading the rest; null = every edge (off; MetaQA's largest such group is 4,176, "
-        "Drama's has_genre films, so any value above it leaves MetaQA unchanged)")
+        "direction) counts without reading the rest; null = every edge (off; why: docs/scale.md, \"relpath at "
+        "hubs\")")
     hub_seed: int = Field(0, ge=0, description="seed of the hub_edges sample: the same node, relation and direction "
                           "give the same sample in every step, sequence and question")
     inverse: Literal["plain", "of", "shares"] = Field(
@@ -274,12 +274,14 @@ def _walk_back(steps: list, ends: np.ndarray) -> list[int]:
     return out
 
 
-def _co_step(step: tuple, left: np.ndarray) -> tuple:
+def _co_step(step: tuple, left: np.ndarray) -> tuple | None:
     """A relation walked back right after it was walked (a co-step: "films that share a director with X") does
-    not return to the nodes it left, ``left``, unless it reaches nothing else."""
+    not return to the nodes it left, ``left``; None where it reaches nothing else: such a walk ends where it began
+    (the topic again, "players from Spain" back to Spain), and a longer walk through it repeats a shorter one, so
+    it is no candidate (on dev it won 53 of 300 WorldCup2014 questions, none rightly: docs/retrieval.md)."""
     e, src, dst = step
     keep = ~np.isin(dst, left)
-    return (e[keep], src[keep], dst[keep]) if keep.any() else step
+    return (e[keep], src[keep], dst[keep]) if keep.any() else None
 
 
 def _shared_answer(question, topics: np.ndarray, search, base_scores, params) -> tuple | None:
@@ -339,7 +341,8 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     whose label *is* the sequence at the final choice across lengths (comparable across lengths: every training
     question votes with its own label's length); rounded and tie-broken by sequence (``kgrag.ranking``). Nodes
     may be revisited, the topics too, except that a co-step (a relation walked back right after it was walked:
-    "films that share a director with X") does not return to the nodes it left unless it reaches nothing else;
+    "films that share a director with X") does not return to the nodes it left, and is no candidate where it
+    reaches nothing else (:func:`_co_step`);
     relations the plan found to mirror another (``r_inverse``) are not walked. With ``hub_edges`` (ToG's entity
     sampling), a node's edges of one relation and direction beyond ``hub_edges`` are a seeded sample in every step
     (:func:`_step_sampled`), which bounds what a hub costs a step; the trace then counts them.
@@ -440,6 +443,8 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
                                        params.hub_edges, params.hub_seed, hubs).items():
                     if seq and relplan.blocks_return(seq + (key,), back):
                         step = _co_step(step, arrays.unique(steps[-1][1]))
+                        if step is None:
+                            continue
                     cands[seq + (key,)] = steps + [step]
             if not cands:
                 break  # sequences end here: the best shorter ones are returned
