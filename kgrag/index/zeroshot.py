@@ -96,7 +96,6 @@ MENTION = 0.65
 LEXICON_SUPPORT = 0.05
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
-STEM_ONCE = False
 FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
 
 
@@ -288,8 +287,6 @@ def _mentions(words: list[str], rels: list[int], best: np.ndarray, strong: np.nd
     out = {}
     for j, r in enumerate(rels):
         mine = [w for w, b, ok in zip(words, best, strong) if b == j and ok]
-        if STEM_ONCE:  # words sharing a stem say the relation once ("players ... play")
-            mine = list({_stem(w): w for w in mine}.values())
         parts = relation_phrase(relation_names[r]).split()
         if len(mine) < 2 or len(parts) < 2:
             out[r] = len(mine)
