@@ -195,3 +195,65 @@ def test_relpath_with_the_learnt_plan_retrieves_revisiting_answers(family, tmp_p
     assert float(np.mean(every)) >= 0.95, per
     assert float(np.mean([r for rs in ends.values() for r in rs])) >= 0.95, per
     assert all(min(r) >= 0.9 for r in per.values()), per
+
+
+def test_a_label_is_scored_on_its_whole_walk_not_the_pruned_one(tmp_path):
+    """The labelling walk keeps, before the last step, only nodes near an answer (a bound on the search); a
+    sequence's precision and hub guard are those of its whole walk, as relpath walks it. Here X's gold path
+    made_by -> part_of -> located_in reaches the answer alone; through the hub ``category`` (20 other members, each
+    located somewhere else) X also reaches it, but with 20 other ends: pruned to the one member near the answer, that
+    sequence looked as precise as the gold one and, walked first (its relation id is smaller), took the label."""
+    from kgrag.kg.store import KGStore
+
+    triples = [("X", "made_by", "Y"), ("Y", "part_of", "M"), ("M", "located_in", "A"),
+               ("X", "category", "H"), ("M", "category", "H")]
+    triples += [(f"W{i}", "category", "H") for i in range(20)] + [(f"W{i}", "located_in", f"B{i}") for i in range(20)]
+    # and a fan-out: X knows 30 people with two friends each, one of whom (Q0) is located at the answer, the
+    # others' elsewhere
+    triples += [("X", "knows", f"P{i}") for i in range(30)]
+    triples += [(f"P{i}", "friend_of", f"{f}{i}") for i in range(30) for f in "QR"]
+    triples += [("Q0", "located_in", "A")] + [(f"Q{i}", "located_in", f"C{i}") for i in range(1, 30)]
+    write_duckdb(tmp_path / "kg.duckdb", tiny_tables(triples))
+    kg = KGStore(tmp_path / "kg.duckdb")
+    topic, answer = kg.ids_of(["X"]), kg.ids_of(["A"])
+    got = sequence_scores(kg, topic, answer, 3)
+    gold = (("made_by", True), ("part_of", True), ("located_in", True))
+    hub = (("category", True), ("category", False), ("located_in", True))
+    fan = (("knows", True), ("friend_of", True), ("located_in", True))
+    assert got[gold] == (1.0, 1.0)
+    assert got[hub] == (1.0, pytest.approx(1 / 21)) and got[fan] == (1.0, pytest.approx(1 / 30))
+    assert relation_sequence(kg, topic, answer, 3)[0] == gold
+    # the hub guard sees the whole step too: the 30 people's 60 friends are more than 40 nodes (relpath would not
+    # walk that step), though the pruned walk reached only P0's two
+    assert fan not in sequence_scores(kg, topic, answer, 3, max_frontier=40)
+    assert hub in sequence_scores(kg, topic, answer, 3, max_frontier=40)
+
+
+def test_relplan_reads_every_question_of_a_file_and_metaqa_keeps_its_per_hop_sample(tmp_path):
+    """relplan.file (and an IRN file's held-out part) is read whole by default (``relplan.file_questions: 0``),
+    not a 2,000-question sample of it; ``file_questions: n`` is a seeded sample of n; ``relplan.questions`` still
+    samples MetaQA's files, per hop count."""
+    from kgrag.kg.heldout import _held_out_tables
+    from kgrag.params import load
+    from tests.conftest import METAQA, ROOT, need
+
+    n = 4898
+    (tmp_path / "kb.txt").write_text("".join(f"E{i}\tr\tT{i}\n" for i in range(n)))
+    line = "what is the r of E{0} ?\tT{0}(T{0}/)\tE{0}#r#T{0}\n"
+    (tmp_path / "eval.txt").write_text("".join(line.format(i) for i in range(n)))
+    (tmp_path / "mine.txt").write_text("".join(line.format(i) for i in range(n)))
+    irn = ["data.dataset=irn", f"data.input={tmp_path}", f"data.irn.kb={tmp_path / 'kb.txt'}",
+           f"data.irn.questions={tmp_path / 'eval.txt'}"]
+
+    def read(*extra):
+        tabs, _ = _held_out_tables(load(ROOT / "params.yaml", irn + list(extra)), "relplan", None)
+        return sum(t.questions.num_rows for t in tabs)
+
+    assert read() == n - round(n / 2)  # the file's dev part, every question of it (2,449)
+    assert read(f"relplan.file={tmp_path / 'mine.txt'}") == n
+    assert read(f"relplan.file={tmp_path / 'mine.txt'}", "relplan.file_questions=100") == 100
+    assert read("relplan.file_questions=2000") == 2000
+    need((METAQA / "kb.txt").exists(), "real MetaQA data not found")
+    tabs, _ = _held_out_tables(load(ROOT / "params.yaml", [f"data.path={METAQA}", f"data.input={METAQA}",
+                                                            "relplan.questions=30"]), "relplan", None)
+    assert [t.questions.num_rows for t in tabs] == [30, 30, 30]

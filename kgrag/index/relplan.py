@@ -107,6 +107,12 @@ class Adjacency:
                 out[(int(rels[a]), fwd)] = nodes[a:b]
         return out
 
+    def follow(self, frontier: np.ndarray, rel: int, fwd: bool) -> np.ndarray:
+        """Sorted distinct nodes one step of relation ``rel`` (along the edges' direction or not) reaches from
+        ``frontier``."""
+        dst, r = self._gather(self.out if fwd else self.inn, frontier)
+        return arrays.unique(dst[r == rel])
+
     def within(self, seeds: np.ndarray, hops: int) -> list[np.ndarray]:
         """Masks of the nodes within 0, 1, ..., ``hops`` undirected hops of ``seeds``."""
         cur = np.zeros(self.n, dtype=bool)
@@ -192,12 +198,14 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
     self-loop is a step), but a co-step (a relation walked back right after it was walked) does not return to the
     nodes it left unless it reaches nothing else, as in ``relpath`` (:func:`blocks_return`), except on a relation in
     ``back`` (ids of relations whose mirror is in ``skip``: walked back, it is its mirror walked forward, another
-    relation, as "children, then parents" back to the topic). Before the last step only nodes within the
-    remaining hops of an answer are kept (they alone can lead to one), which bounds the search. Answers that are
-    topic entities are left out, unless every answer is one (a question whose answer is its own topic); precision
-    counts the end nodes without the topics, as ``relpath``'s ``ends``. Relation ids in ``skip`` (mirrors,
-    :func:`mirrored_relations`) are not walked, nor a step that reaches more than ``max_frontier`` distinct nodes
-    (``relpath``'s hub guard, whose default it shares: the retriever would not walk that step either).
+    relation, as "children, then parents" back to the topic). The search keeps before the last step only nodes
+    within the remaining hops of an answer (they alone can lead to one), which bounds it; each sequence it finds is
+    then scored on its whole walk, as ``relpath`` walks it (the pruned nodes' ends count against its precision, and
+    its steps' sizes against the hub guard). Answers that are topic entities are left out, unless every answer is
+    one (a question whose answer is its own topic); precision counts the end nodes without the topics, as
+    ``relpath``'s ``ends``. Relation ids in ``skip`` (mirrors, :func:`mirrored_relations`) are not walked, nor a
+    step that reaches more than ``max_frontier`` distinct nodes (``relpath``'s hub guard, whose default it shares:
+    the retriever would not walk that step either).
     ``graph_id``: the question's own graph (per-question graphs, RoG's format) is walked, not the whole KG.
     """
     if hops is None:
@@ -215,7 +223,6 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
     adj = adjacency(kg, skip) if graph_id is None else graph_adjacency(kg, graph_id, skip)
     near = adj.within(answers, hops - 1)
     names = kg.relation_names
-    found: dict = {}
 
     def walk(seq: tuple, frontier: np.ndarray, i: int, left: np.ndarray | None) -> None:
         for key, dst in adj.expand(frontier).items():
@@ -229,14 +236,37 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
                 if len(dst):
                     walk(seq + (key,), dst, i + 1, frontier)
                 continue
-            hit = int(np.isin(dst, answers).sum())
-            if hit:
-                ends = dst if own else dst[~np.isin(dst, topics)]  # as relpath's ends: topics only when alone
-                found[tuple((str(names[rel]), bool(fwd)) for rel, fwd in seq + (key,))] = (
-                    hit / len(answers), hit / max(len(ends), 1))
+            if np.isin(dst, answers).any():
+                found.append(seq + (key,))
 
+    found: list = []
     walk((), topics, 0, None)
-    return found
+    # the pruned walk finds the sequences that reach an answer; each is scored on its whole walk, as relpath walks
+    # it (the pruning drops nodes that lead to no answer: their ends would be missing from the precision, and a
+    # step's frontier from the hub guard)
+    walked: dict = {(): (topics, topics[:0])}  # prefix -> (its ends, the nodes its last step left), or None
+
+    def whole(seq: tuple) -> tuple | None:
+        if seq not in walked:
+            got = whole(seq[:-1])
+            dst = None if got is None else adj.follow(got[0], *seq[-1])
+            if dst is not None and len(dst) > max_frontier:  # relpath would not walk this step
+                dst = None
+            if dst is not None and len(seq) > 1 and blocks_return(seq, back):
+                away = ~np.isin(dst, got[1])
+                dst = dst[away] if away.any() else dst
+            walked[seq] = None if dst is None else (dst, got[0])
+        return walked[seq]
+
+    out = {}
+    for seq in found:
+        got = whole(seq)
+        dst = None if got is None else got[0]
+        hit = 0 if dst is None else int(np.isin(dst, answers).sum())
+        if hit:
+            ends = dst if own else dst[~np.isin(dst, topics)]  # as relpath's ends: topics only when alone
+            out[tuple((str(names[rel]), bool(fwd)) for rel, fwd in seq)] = (hit / len(answers), hit / max(len(ends), 1))
+    return out
 
 
 def wording_labels(texts: Sequence[str], candidates: Sequence[dict]) -> tuple[list, int]:

@@ -57,8 +57,10 @@ def _held_out_tables(params, what: str, split: str | None) -> tuple[list, str]:
                                                 "seed": p.seed})], f"{d.dataset} {split} split")
     if p.file is not None:  # the user's labelled questions over the same KG, read by the same loader
         # read through the loader's questions file param (validated params: it has one)
-        tabs = LOADERS.get(d.dataset).impl(**{**lp.model_dump(), d.questions_file_field(): p.file,
-                                              "sample": p.file_questions, "seed": p.seed})
+        kw = {**lp.model_dump(), d.questions_file_field(): p.file, "sample": p.file_questions, "seed": p.seed}
+        if getattr(type(lp), "SPLITS_ARE_DISJOINT", False) and "split" in type(lp).model_fields:
+            kw["split"] = "all"  # the user's file whole, not the part of it that the evaluated split's seed picks
+        tabs = LOADERS.get(d.dataset).impl(**kw)
         note = f"from {p.file}"
         if tabs.quarantine.num_rows:
             note += f" ({tabs.quarantine.num_rows} lines of the KG or the file quarantined by the loader)"
