@@ -317,10 +317,10 @@ class RelPlanParams(Strict):
                                           "files, an IRN file's seeded part")
     questions: int = Field(2000, ge=0, description="questions sampled from each hop count's file of that split "
                            "(MetaQA: relplan.hops), and from a loader split read for tune.split; 0 = all (MetaQA's "
-                           "39k dev questions: ~150 s of labelling on 2 cores, 3-hop ~8 ms a question)")
+                           "39k dev questions: ~220 s of labelling on 2 cores, 3-hop ~12 ms a question)")
     file_questions: int = Field(0, ge=0, description="labelled questions read from relplan.file, or from the "
                                 "loader's one held-out part (an IRN file's relplan.split part): 0 = every one "
-                                "(labelling ~16 ms a 3-hop question, PathQuestion-Large 3H); n = a seeded sample of n")
+                                "(labelling ~13 ms a 3-hop question, PathQuestion-Large 3H); n = a seeded sample of n")
     hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
     seed: int = Field(0, description="seed of the question sample")
     file: str | None = Field(

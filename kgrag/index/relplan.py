@@ -157,7 +157,8 @@ def graph_adjacency(kg: KGView, graph_id: str, skip: frozenset = frozenset()) ->
 
 def blocks_return(seq: Sequence[tuple[int, bool]], back: frozenset = frozenset()) -> bool:
     """Whether the last step of ``seq`` ((relation id, forward) steps) is a co-step, which does not return to the
-    nodes it left unless it reaches nothing else (the walk rule of :func:`sequence_scores` and ``relpath``): its
+    nodes it left and is no candidate where it reaches nothing else (the walk rule of :func:`sequence_scores` and
+    ``relpath``): its
     relation walked back right after it was walked ("films that share a director with X" are not X), unless the
     relation is in ``back``: one whose mirror the KG holds and is skipped (:func:`mirror_pairs`), so that walking it
     back is walking another relation ("the parents of X's children" are X and the other parents)."""
@@ -196,7 +197,8 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
 
     A walk may revisit any entity, the topics too (PathQuestion's "children, then parents, then children" paths; a
     self-loop is a step), but a co-step (a relation walked back right after it was walked) does not return to the
-    nodes it left unless it reaches nothing else, as in ``relpath`` (:func:`blocks_return`), except on a relation in
+    nodes it left, and a sequence whose co-step reaches nothing else is none, as in ``relpath``
+    (:func:`blocks_return`), except on a relation in
     ``back`` (ids of relations whose mirror is in ``skip``: walked back, it is its mirror walked forward, another
     relation, as "children, then parents" back to the topic). The search keeps before the last step only nodes
     within the remaining hops of an answer (they alone can lead to one), which bounds it; each sequence it finds is
@@ -230,7 +232,9 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
                 continue
             if seq and left is not None and blocks_return(seq + (key,), back):
                 away = ~np.isin(dst, left)  # a co-step does not return to what it left (relpath's rule)
-                dst = dst[away] if away.any() else dst
+                if not away.any():
+                    continue
+                dst = dst[away]
             if i < hops - 1:
                 dst = dst[near[hops - 1 - i][dst]]
                 if len(dst):
@@ -254,7 +258,7 @@ def sequence_scores(kg: KGView, topics: Sequence[int], answers: Sequence[int], h
                 dst = None
             if dst is not None and len(seq) > 1 and blocks_return(seq, back):
                 away = ~np.isin(dst, got[1])
-                dst = dst[away] if away.any() else dst
+                dst = dst[away] if away.any() else None
             walked[seq] = None if dst is None else (dst, got[0])
         return walked[seq]
 
