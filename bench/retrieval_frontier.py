@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import write_result  # noqa: E402
 
 from kgrag.index.embed import EmbeddingIndex, encode  # noqa: E402
+from kgrag.index.entity_vectors import EntityVectors, VectorCache  # noqa: E402
 from kgrag.evaluation.evaluate import retrieval_recall  # noqa: E402
 from kgrag.io import RELPLAN, ST_MODEL  # noqa: E402
 from kgrag.retrieval.lego.presets import PRESETS as LEGO_PRESETS  # noqa: E402
@@ -67,22 +68,6 @@ def presets() -> dict[str, tuple[str, dict]]:
     for name in ("lego-00", "lego-16"):
         out[f"{name}-norelprio"] = ("lego", {"preset": name, "relation_priority": False})
     return out
-
-
-class LazyRows:
-    """Entity vectors encoded on first use (``--encode-needed``): ``rows[ids]`` like the index's matrix."""
-
-    def __init__(self, kg: KGStore, model: str) -> None:
-        self.kg, self.model, self.cache = kg, model, {}
-        self.shape = (kg.num_entities, 384)
-
-    def __getitem__(self, ids):
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        todo = [int(i) for i in np.unique(ids) if int(i) not in self.cache]
-        if todo:
-            for i, v in zip(todo, encode(self.kg.names(np.asarray(todo)), model=self.model)):
-                self.cache[i] = v
-        return np.stack([self.cache[int(i)] for i in ids]) if len(ids) else np.zeros((0, 384), np.float32)
 
 
 def plot(result: dict, path: str) -> None:
@@ -140,9 +125,10 @@ def main() -> None:
     kg = KGStore(args.kg)
     if args.encode_needed:
         rel = encode([str(r).replace("_", " ") for r in kg.relation_names], model=args.model)
-        index = EmbeddingIndex(model=args.model, entity_vectors=LazyRows(kg, args.model), relation_vectors=rel)
+        index = EmbeddingIndex(model=args.model, entity_vectors=EntityVectors(kg, VectorCache(args.model)),
+                               relation_vectors=rel)
     else:
-        index = EmbeddingIndex.load(args.index, args.model)
+        index = EmbeddingIndex.load(args.index, args.model, kg)
     chosen = presets()
     if args.presets:
         unknown = sorted(set(args.presets) - set(chosen))

@@ -130,7 +130,8 @@ def _lego_table(args: argparse.Namespace) -> int:
 
     from kgrag import io
     from kgrag import schema as S
-    from kgrag.kg.duckdb_io import ensure_duckdb, file_hash, kg_hash, read_tables
+    from kgrag.kg.duckdb_io import ensure_duckdb, kg_hash, read_tables
+    from kgrag.index.embed import has_index, index_files_hash
     from kgrag.experiment import Experiment, Files
     from kgrag.retrieval.lego.presets import PRESETS
     from kgrag.retrieval.run import retrieve_with
@@ -148,7 +149,7 @@ def _lego_table(args: argparse.Namespace) -> int:
         print(f"error: unknown preset(s) {', '.join(unknown)}; valid: {', '.join(PRESETS)}", file=sys.stderr)
         return 2
     db = ensure_duckdb(io.VALIDATED / "kg.duckdb")  # built from data/validated/*.parquet when missing or stale
-    if not db.exists() or not (io.INDEX / "entities.parquet").exists():
+    if not db.exists() or not has_index(io.INDEX):
         print("error: no ingested KG and index; run `dvc repro index` (and `dvc repro finetune/dvc.yaml` for "
               "the st-ft presets) first",
               file=sys.stderr)
@@ -156,7 +157,7 @@ def _lego_table(args: argparse.Namespace) -> int:
     exp = Experiment(p, Files.of())  # the experiment's KG store (retrieve.store) and index, as the stages'
     qrows = read_tables(db, ("questions",))["questions"].to_pylist()
     code = "-".join([closure_version("kgrag.apps.lego_table"), closure_version("kgrag.retrieval.run"), kg_hash(db),
-                     file_hash(io.INDEX / "entities.parquet"), folder_hash(io.ST_MODEL)])
+                     index_files_hash(io.INDEX), folder_hash(io.ST_MODEL)])
     out_json = Path(f"{args.out}.json")
     done = {r["key"]: r for r in (json.loads(out_json.read_text())["rows"] if out_json.exists() else [])}
     base = p.retrieve.model_dump(mode="json")

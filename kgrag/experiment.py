@@ -55,8 +55,10 @@ class Files:
                    cache=str(r / io.CACHE / "llm_calls.sqlite"), shards=str(r / io.SHARDS))
 
     def has_index(self) -> bool:
-        """An index was built (its entity table exists)."""
-        return bool(self.index) and Path(self.index, "entities.parquet").exists()
+        """An index was built (``kgrag.index.embed.has_index``)."""
+        from kgrag.index.embed import has_index
+
+        return has_index(self.index)
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ class Experiment:
         """The embedding index (``index.model``), or None where ``files.index`` holds none."""
         from kgrag.index.embed import open_index
 
-        return open_index(str(self.files.index), self.params.index.model) if self.files.has_index() else None
+        return open_index(str(self.files.index), self.params.index.model, self.kg) if self.files.has_index() else None
 
     @functools.cached_property
     def client(self):
@@ -150,7 +152,7 @@ def own_graphs_experiment(exp: Experiment, tables: Any, folder: str | Path, *, l
     if not (index / "meta.json").exists():  # before split.index is first read
         p = exp.params.index
         build_index(split.kg, index, model=p.model, batch_size=p.batch_size, embed_triples=p.embed_triples,
-                    log=log)
+                    entities=p.entities, log=log)
     return split
 
 

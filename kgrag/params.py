@@ -258,6 +258,10 @@ class IndexParams(Strict):
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or local path")
     batch_size: int = Field(256, ge=1)
     embed_triples: bool = Field(False, description="also embed every triple as 'head relation tail' text")
+    entities: Literal["lazy", "all"] = Field(
+        "lazy", description="lazy: embed no entity name here; a name is encoded when a question first needs it and "
+                            "kept in the vector cache ($KGRAG_VECTOR_CACHE, default ~/.cache/kgrag/vectors) | all: "
+                            "embed every entity name in this stage")
 
 
 class FinetuneParams(Strict):

@@ -10,7 +10,8 @@ import pyarrow.compute as pc
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
 from kgrag.experiment import Files
-from kgrag.kg.duckdb_io import file_hash, kg_hash, questions_file
+from kgrag.index.embed import index_files_hash
+from kgrag.kg.duckdb_io import kg_hash, questions_file
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,8 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     out = io.GENERATE / "generations.parquet"
     with timed("generate", timings.stage_dir("generate"), outputs=[out]) as info:
         # graph reasoners walk the KG themselves: the questions' topic ids and the index are inputs too
-        index_hash = "-".join(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")
-                              if (io.INDEX / f).exists())
+        index_hash = index_files_hash(io.INDEX)
         res = run_flow(generate_flow, params.cluster, questions=str(questions_file(db, io.CACHE)),
                        retrieved=str((io.RETRIEVE / "retrieved.parquet").resolve()), db_path=files.db,
                        params=params, cache_path=files.cache, shard_dir=files.shards, index_dir=files.index,

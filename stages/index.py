@@ -1,4 +1,4 @@
-"""Stage index: embed entity and relation names (and optionally triples) with sentence-transformers."""
+"""Stage index: embed relation names (and optionally every entity name and triple) with sentence-transformers."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from kgrag.kg.store import KGStore
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     p = params_from_argv(__doc__, argv).index
-    with timed("index", timings.stage_dir("index"), outputs=[io.INDEX / "entities.parquet"]) as info:
+    with timed("index", timings.stage_dir("index"), outputs=[io.INDEX / "relations.parquet"]) as info:
         meta = build_index(KGStore(io.VALIDATED / "kg.duckdb"), io.INDEX, model=p.model, batch_size=p.batch_size,
-                           embed_triples=p.embed_triples, log=lambda s: print(f"[index] {s}", file=sys.stderr))
+                           embed_triples=p.embed_triples, entities=p.entities, log=lambda s: print(f"[index] {s}", file=sys.stderr))
         info.update(entities=meta["entities"], model=p.model)
 
 

@@ -9,7 +9,8 @@ import numpy as np
 from stages._common import params_from_argv, timed
 from kgrag import io, schema as S, timings
 from kgrag.experiment import Files
-from kgrag.kg.duckdb_io import file_hash, kg_hash, questions_file
+from kgrag.index.embed import index_files_hash
+from kgrag.kg.duckdb_io import kg_hash, questions_file
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,8 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     out = io.RETRIEVE / "retrieved.parquet"
     with timed("retrieve", timings.stage_dir("retrieve"), outputs=[out]) as info:
         # the fine-tuned scorer model (presets lego-05/12/18) and relpath's plan are inputs too
-        index_hash = "-".join([*(file_hash(io.INDEX / f) for f in ("entities.parquet", "relations.parquet")),
-                               folder_hash(io.ST_MODEL), folder_hash(io.RELPLAN)])
+        index_hash = "-".join([index_files_hash(io.INDEX), folder_hash(io.ST_MODEL), folder_hash(io.RELPLAN)])
         shards = run_flow(retrieve_flow, params.cluster, questions=str(questions_file(db, io.CACHE)),
                           db_path=files.db, db_hash=kg_hash(db), index_dir=files.index,
                           index_hash=index_hash, params=params, shard_dir=files.shards)

@@ -37,6 +37,9 @@ _set("PREFECT_LOCAL_STORAGE_PATH", str(_PREFECT / "results"))
 # project copy (e2e index stage, agent / explore fixtures, cluster run); stage subprocesses inherit it, and so do
 # parallel workers (the controller sets it first): both caches write a temp file and rename it whole.
 os.environ.setdefault("KGRAG_EMBED_CACHE", str(_PREFECT / "embeddings"))
+# and one vector cache (kgrag.index.entity_vectors: a lazy index's entity names, encoded when first read), so the
+# suite neither reads nor writes the user's ~/.cache/kgrag/vectors
+os.environ.setdefault("KGRAG_VECTOR_CACHE", str(_PREFECT / "vectors"))
 # and one folder of converted GGUF weights (kgrag.llm.backends.llamacpp.converted_gguf), not one per project copy
 os.environ.setdefault("KGRAG_MODEL_CACHE", str(_PREFECT / "models"))
 setup(ROOT)
@@ -221,34 +224,18 @@ def copy_repo(dst: Path, *, sample: int, shard_size: int) -> Path:
     return dst
 
 
-_VECTORS: dict[tuple[str, str], object] = {}
-
-
 def metaqa_entity_vectors(names: list[str], model: str = "all-MiniLM-L6-v2"):
-    """Vectors of the 43k MetaQA entity names: the ``index`` stage's output when the repository has it and it
-    matches (same row count, 32 sampled names re-encoded to the same vectors), else encoded here (~1 min+),
-    once per test session (several modules ask for the same names)."""
-    import hashlib
+    """Vectors of the MetaQA entity ``names`` (row = position) as a lazy index reads them
+    (``kgrag.index.entity_vectors.EntityVectors`` through the session's vector cache): a name is encoded when a
+    test first reads its row, once per test session."""
+    import types
 
-    key = (model, hashlib.sha256("\n".join(names).encode()).hexdigest())
-    if key not in _VECTORS:
-        _VECTORS[key] = _metaqa_entity_vectors(names, model)
-    return _VECTORS[key]
-
-
-def _metaqa_entity_vectors(names: list[str], model: str):
     import numpy as np
 
-    from kgrag.index.embed import encode, read_vectors
+    from kgrag.index.entity_vectors import EntityVectors, VectorCache
 
-    stored = ROOT / "data" / "index" / "entities.parquet"
-    if stored.exists():
-        vecs = read_vectors(stored)
-        pick = np.random.default_rng(0).choice(len(names), size=min(32, len(names)), replace=False)
-        if vecs.shape[0] == len(names) and np.all(
-                np.sum(vecs[pick] * encode([names[i] for i in pick], model=model), axis=1) > 0.999):
-            return vecs
-    return encode(names, model=model)
+    shim = types.SimpleNamespace(num_entities=len(names), entity_names=np.asarray(list(names), dtype=object))
+    return EntityVectors(shim, VectorCache(model))
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -97,11 +98,20 @@ def test_each_row_was_answered_from_its_own_graph(project):
         assert got and got <= mine, row["question_id"]
         # what was searched was the row's graph, not the union of all rows' graphs
         assert row["neighbourhood_edges"] <= len(mine)
-    # the index embeds every node and relation of every per-question graph
-    ent_ids = set(pq.read_table(project / "data" / "index" / "entities.parquet").column("id").to_pylist())
-    rel_ids = set(pq.read_table(project / "data" / "index" / "relations.parquet").column("id").to_pylist())
-    assert ent_ids == set(range(n_ent)) and rel_ids == set(range(n_rel))
-    assert {x for ts in graph_of.values() for h, _, t in ts for x in (h, t)} <= ent_ids
+    # the index embeds every relation; an entity's name is encoded when first read (index.entities: lazy), and
+    # every node of every per-question graph reads as a unit vector through the KG
+    index = project / "data" / "index"
+    rel_ids = set(pq.read_table(index / "relations.parquet").column("id").to_pylist())
+    assert rel_ids == set(range(n_rel)) and not (index / "entities.parquet").exists()
+    assert json.loads((index / "meta.json").read_text())["entities"] == "lazy"
+    from kgrag.index.embed import EmbeddingIndex
+    from kgrag.kg.store import KGStore
+
+    nodes = sorted({x for ts in graph_of.values() for h, _, t in ts for x in (h, t)})
+    assert nodes and max(nodes) < n_ent
+    vecs = EmbeddingIndex.load(index, "all-MiniLM-L6-v2", KGStore(project / "data" / "validated" / "kg.duckdb")
+                               ).entity_vectors[nodes]
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
     # the prompts held each row's graph triples
     m = json.loads((project / "reports" / "metrics.json").read_text())
     assert m["context_triples_mean"] > 0

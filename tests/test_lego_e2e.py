@@ -24,7 +24,7 @@ def real(request):
     from kgrag.kg.duckdb_io import ensure_duckdb
 
     kg_path, index_dir = ensure_duckdb(KG), INDEX  # built from data/validated/*.parquet (dvc pull) when missing
-    if not all(Path(p).exists() for p in (KG, INDEX / "entities.parquet", INDEX / "relations.parquet")):
+    if not all(Path(p).exists() for p in (KG, INDEX / "meta.json", INDEX / "relations.parquet")):
         # A fresh clone (CI): build the real KG and index through the pipeline in a copy of the repo.
         request.getfixturevalue("e2e_first_run")
         project = request.getfixturevalue("e2e_project")
@@ -34,7 +34,7 @@ def real(request):
     from kgrag.kg.store import KGStore, questions_from_table
 
     kg = KGStore(kg_path)
-    index = EmbeddingIndex.load(index_dir, MODEL)
+    index = EmbeddingIndex.load(index_dir, MODEL, kg)
     qs = questions_from_table(load_metaqa(path=str(METAQA), hops=2, split="test", sample=5, seed=0).questions)
     return kg, index, qs
 

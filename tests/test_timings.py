@@ -16,7 +16,7 @@ import yaml
 from kgrag import io, schema as S, timings
 from kgrag.llm.calls import CallCache, LLMClient, LLMReply, LLMRequest
 from kgrag.reasoning.reasoners import Reasoning, rows_of
-from tests.conftest import METAQA, ROOT, metaqa_entity_vectors, metaqa_sample_store
+from tests.conftest import METAQA, ROOT, metaqa_sample_store
 
 
 def test_output_schemas_hold_no_run_record_column():
@@ -143,15 +143,11 @@ def test_report_shows_call_records_joined_back_and_a_dash_without_them():
 @pytest.fixture
 def retrieve_project(tmp_path, monkeypatch):
     """A project folder with 4 real MetaQA 2-hop questions: validated KG, entity / relation index, params."""
-    from kgrag.index.embed import encode, write_vectors
+    from kgrag.index.build import build_index
 
     kg, _ = metaqa_sample_store(tmp_path / "data" / "validated", sample=4)
-    ids = np.arange(kg.num_entities)
-    write_vectors(tmp_path / "data" / "index" / "entities.parquet", ids,
-                  metaqa_entity_vectors([str(n) for n in kg.names(ids)]))
-    rids = np.arange(len(kg.relation_names))
-    write_vectors(tmp_path / "data" / "index" / "relations.parquet", rids,
-                  encode([str(n).replace("_", " ") for n in kg.relation_names], model="all-MiniLM-L6-v2"))
+    # the index stage's default: relation vectors; entity names encoded when the stage first reads them
+    build_index(kg, tmp_path / "data" / "index", model="all-MiniLM-L6-v2", entities="lazy")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["data"].update(path=str(METAQA), input=str(METAQA), sample=4)
     params["retrieve"]["shard_size"] = 2

@@ -124,11 +124,13 @@ def metaqa_examples(*, kg: KGView, index: Any, retrieve: Any, path: str, hops: i
 
 
 def index_vectors(*, kg: KGView, index: Any) -> dict[str, np.ndarray]:
-    """Text → vector of every entity name and relation text already embedded by the index stage."""
+    """Text → vector of every entity name and relation text already embedded by the index stage (entity names
+    only where it embedded them all, ``index.entities: all``: a lazy index's are encoded when first needed)."""
     out: dict[str, np.ndarray] = {}
+    ents = index.entity_vectors if isinstance(index.entity_vectors, np.ndarray) else np.zeros((0, 0), np.float32)
     for i, n in enumerate(kg.entity_names):
-        if n is not None and i < len(index.entity_vectors):
-            out.setdefault(str(n), index.entity_vectors[i])
+        if n is not None and i < len(ents):
+            out.setdefault(str(n), ents[i])
     for i, n in enumerate(kg.relation_names):
         if n is not None and i < len(index.relation_vectors):
             out.setdefault(relation_text(str(n)), index.relation_vectors[i])

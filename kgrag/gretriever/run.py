@@ -40,7 +40,7 @@ def _metaqa_splits(*, params: Any, retrieval: str, db_path: str | Path, index_di
         raise ValueError(f"the MetaQA run reads the default pipeline's KG, but data.dataset is "
                          f"{params.data.dataset!r}; set it to metaqa and run `dvc repro index`")
     kg = KGStore(db_path)  # the DAG's validated KG (data/validated) and its index (data/index)
-    index = EmbeddingIndex.load(index_dir, params.index.model)
+    index = EmbeddingIndex.load(index_dir, params.index.model, kg)
     m = params.gretriever.metaqa
     splits = metaqa_examples(kg=kg, index=index, retrieve=params.retrieve, path=params.data.path,
                              hops=params.data.hops, train=m.train_questions, val=m.val_questions,

@@ -12,16 +12,27 @@ from kgrag.io import write_json
 
 
 def build_index(kg, folder: str | Path, *, model: str, batch_size: int = 256, embed_triples: bool = False,
-                log=lambda s: None) -> dict:
+                entities: str = "all", log=lambda s: None) -> dict:
     """Embed ``kg``'s entity names, relation names and (``embed_triples``) triples into ``folder``: the files
     :class:`EmbeddingIndex` reads (the ``index`` stage's output; the tune stage's index of a training split's own
     graphs). Entity names as :func:`kgrag.index.zeroshot.entity_text`, relation names with ``_`` read as spaces,
-    a triple as ``head relation tail``. Returns the ``meta.json`` it writes."""
+    a triple as ``head relation tail``. ``entities: lazy`` embeds no entity name: readers encode the names they
+    need when first read (:mod:`kgrag.index.entity_vectors`); ``all`` writes every name's vector. Returns the
+    ``meta.json`` it writes."""
+    if entities not in ("all", "lazy"):
+        raise ValueError(f"index.entities: {entities!r} is not one of all, lazy")
     folder = Path(folder)
-    ids = np.nonzero(kg.entity_names != None)[0]  # noqa: E711 (numpy elementwise)
-    log(f"embedding {len(ids)} entity names with {model}")
-    write_vectors(folder / "entities.parquet", ids,
-                  encode([entity_text(n) for n in kg.names(ids)], model=model, batch_size=batch_size, progress=True))
+    folder.mkdir(parents=True, exist_ok=True)
+    stale = folder / "entities.parquet"
+    if entities == "lazy":
+        stale.unlink(missing_ok=True)  # a lazy index holds no entity table (a reader would take it as current)
+        n_ent = "lazy"
+    else:
+        ids = np.nonzero(kg.entity_names != None)[0]  # noqa: E711 (numpy elementwise)
+        log(f"embedding {len(ids)} entity names with {model}")
+        write_vectors(stale, ids, encode([entity_text(n) for n in kg.names(ids)], model=model,
+                                         batch_size=batch_size, progress=True))
+        n_ent = int(len(ids))
     rids = np.arange(len(kg.relation_names))
     rel_text = [str(n).replace("_", " ") for n in kg.relation_names]
     write_vectors(folder / "relations.parquet", rids, encode(rel_text, model=model, batch_size=batch_size))
@@ -31,6 +42,6 @@ def build_index(kg, folder: str | Path, *, model: str, batch_size: int = 256, em
         log(f"embedding {len(texts)} triples")
         write_vectors(folder / "triples.parquet", np.arange(len(texts)),
                       encode(texts, model=model, batch_size=batch_size, progress=True))
-    meta = {"model": model, "entities": int(len(ids)), "relations": int(len(rids)), "triples": bool(embed_triples)}
+    meta = {"model": model, "entities": n_ent, "relations": int(len(rids)), "triples": bool(embed_triples)}
     write_json(folder / "meta.json", meta)
     return meta

@@ -11,6 +11,7 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -142,21 +143,34 @@ def read_vectors(path: str | Path) -> np.ndarray:
 
 @dataclass(frozen=True)
 class EmbeddingIndex:
-    """Entity, relation and (optionally) triple vectors, all unit-normalized, row = id."""
+    """Entity, relation and (optionally) triple vectors, all unit-normalized, row = id. ``entity_vectors`` is a
+    matrix, or :class:`kgrag.index.entity_vectors.EntityVectors` (encoded when first read) where the index stage
+    embedded no entity (``index.entities: lazy``)."""
 
     model: str
-    entity_vectors: np.ndarray
+    entity_vectors: Any
     relation_vectors: np.ndarray
     triple_vectors: np.ndarray | None = None
 
     @staticmethod
-    def load(folder: str | Path, model: str) -> "EmbeddingIndex":
-        """Read an index folder written by the ``index`` stage."""
+    def load(folder: str | Path, model: str, kg: Any = None) -> "EmbeddingIndex":
+        """Read an index folder written by the ``index`` stage. Where it holds no entity vectors
+        (``index.entities: lazy``), they are encoded from ``kg``'s names when first read, through the vector
+        cache (:mod:`kgrag.index.entity_vectors`)."""
         folder = Path(folder)
-        tri = folder / "triples.parquet"
+        tri, ents = folder / "triples.parquet", folder / "entities.parquet"
+        if ents.exists():
+            entity_vectors = read_vectors(ents)
+        elif kg is None:
+            raise ValueError(f"the index {folder} holds no entity vectors (index.entities: lazy); open it with its KG "
+                             "(EmbeddingIndex.load(folder, model, kg=...)) to encode them when first read")
+        else:
+            from kgrag.index.entity_vectors import EntityVectors, VectorCache
+
+            entity_vectors = EntityVectors(kg, VectorCache(model))
         return EmbeddingIndex(
             model=model,
-            entity_vectors=read_vectors(folder / "entities.parquet"),
+            entity_vectors=entity_vectors,
             relation_vectors=read_vectors(folder / "relations.parquet"),
             triple_vectors=read_vectors(tri) if tri.exists() else None,
         )
@@ -174,6 +188,19 @@ class EmbeddingIndex:
 
 
 @functools.lru_cache(maxsize=2)
-def open_index(folder: str, model: str) -> EmbeddingIndex:
-    """A process-wide cached ``EmbeddingIndex``."""
-    return EmbeddingIndex.load(folder, model)
+def open_index(folder: str, model: str, kg: Any = None) -> EmbeddingIndex:
+    """A process-wide cached ``EmbeddingIndex`` (``kg``: the KG whose entity names a lazy index encodes)."""
+    return EmbeddingIndex.load(folder, model, kg)
+
+
+def has_index(folder: str | Path | None) -> bool:
+    """``folder`` holds an index the ``index`` stage wrote (its ``meta.json``; an older index: its entity table)."""
+    return bool(folder) and (Path(folder, "meta.json").exists() or Path(folder, "entities.parquet").exists())
+
+
+def index_files_hash(folder: str | Path) -> str:
+    """A hash of an index folder's files (its stage's outputs), for the flows' cache keys."""
+    from kgrag.io import file_hash
+
+    names = ("entities.parquet", "relations.parquet", "triples.parquet", "meta.json")
+    return "-".join(file_hash(Path(folder) / f) for f in names if (Path(folder) / f).exists())

@@ -407,11 +407,16 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
     phrase = answer_phrase(masked)
     if phrase is not None and entity_vectors is not None:
         q = vecs([phrase])[0].astype(np.float64)
+        picks = {}
         for i, e in enumerate(ends):
             e = np.asarray(e, dtype=np.int64)
             if len(e):
-                pick = e if len(e) <= 32 else e[np.linspace(0, len(e) - 1, 32).astype(np.int64)]
-                c = np.asarray(entity_vectors(pick), dtype=np.float64).mean(0)
+                picks[i] = e if len(e) <= 32 else e[np.linspace(0, len(e) - 1, 32).astype(np.int64)]
+        if picks:  # one read for all candidates (a lazy index encodes the names it has not seen in one batch)
+            at = np.cumsum([0] + [len(p) for p in picks.values()])
+            allv = np.asarray(entity_vectors(np.concatenate(list(picks.values()))), dtype=np.float64)
+            for (i, _), a, b in zip(picks.items(), at[:-1], at[1:]):
+                c = allv[a:b].mean(0)
                 norm = float(np.linalg.norm(c))
                 out[i, 4] = float(c @ q) / norm if norm > 0 else 0.0
     return out
