@@ -174,3 +174,35 @@ def test_the_estimate_is_within_a_factor_2_of_the_measured_size(tmp_path):
             tracemalloc.stop()
         est = memory_estimate(triples, entities)
         assert 0.5 <= est / measured <= 2.0, (n, epe, est, measured)
+
+
+def test_the_default_retriever_gives_the_same_rows_on_the_store_auto_picks(tmp_path):
+    """retrieve_rows (the retrieve stage's shard work) with the default retriever (relpath, zero-shot) on the store
+    auto picks under a tiny budget (DuckDB) and under a large one (memory): the same rows, on a generated KG with
+    questions whose answers are known."""
+    from kgrag.index.embed import EmbeddingIndex, encode
+    from kgrag.kg.loaders.triples import load_triples
+    from kgrag.kg.store import questions_from_table
+    from kgrag.kg.synth import write_synth
+    from kgrag.params import RetrieveParams
+    from kgrag.retrieval.run import retrieve_rows
+    from tests.test_store_duckdb import MODEL, _untimed
+
+    write_synth(out=tmp_path / "s", n_triples=20_000, entities_per_triple=0.25, n_relations=8, n_types=3, skew=1.0,
+                relation_skew=1.0, questions=12, hops=(1, 2), max_answers=20, graph_extra=0, bad_lines=0, seed=4)
+    t = load_triples(path=str(tmp_path / "s" / "triples.tsv"), questions=str(tmp_path / "s" / "questions.jsonl"))
+    db = tmp_path / "kg.duckdb"
+    write_duckdb(db, {"entities": t.entities, "relations": t.relations, "triples": t.triples, "questions": t.questions})
+    questions = questions_from_table(t.questions)
+    duck, mem = open_store(str(db), "auto", TINY), open_store(str(db), "auto", BIG)
+    assert (type(duck), type(mem)) == (DuckKGStore, KGStore)
+    rel = [str(x).replace("_", " ") for x in mem.relation_names]
+    vecs = encode(rel, model=MODEL)
+    index = EmbeddingIndex(model=MODEL, entity_vectors=np.zeros((0, vecs.shape[1]), np.float32), relation_vectors=vecs)
+    params = RetrieveParams()
+    assert params.method == "relpath"
+    a = retrieve_rows(questions=questions, kg=mem, index=index, params=params)
+    b = retrieve_rows(questions=questions, kg=duck, index=index, params=params)
+    assert _untimed(a) == _untimed(b)
+    assert sum(len(r[S.TRIPLE_HEADS]) for r in a) > 0
+    duck.close()
