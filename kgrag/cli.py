@@ -72,13 +72,14 @@ def _check(args: argparse.Namespace) -> int:
 def _asker(args: argparse.Namespace):
     """(params, Asker) for ``ask`` / ``serve``, or (None, exit code) after printing the error."""
     from kgrag.apps.ask import Asker, NotIngested
+    from kgrag.kg.store import StoreTooBig
 
     p = _params(args)
     if p is None:
         return None, 2
     try:
         return p, Asker(p)
-    except NotIngested as e:
+    except (NotIngested, StoreTooBig) as e:  # StoreTooBig: retrieve.store: memory on a KG over the memory budget
         print(f"error: {e}", file=sys.stderr)
         return None, 1
 

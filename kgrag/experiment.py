@@ -12,8 +12,9 @@ Every runner of an experiment builds an :class:`Experiment` and asks it for its 
 The parts (each built on first use, and shared per process: stores, indexes and LLM clients are cached by
 ``kgrag.kg.store.open_store``, ``kgrag.index.embed.open_index`` and ``kgrag.llm.clients.client_for``):
 
-- ``kg``: the KG store ``retrieve.store`` chooses (``memory``: ``KGStore``; ``duckdb``: ``DuckKGStore``), honoured
-  by every stage that reads the KG through the experiment;
+- ``kg``: the KG store ``retrieve.store`` chooses (``memory``: ``KGStore``; ``duckdb``: ``DuckKGStore``; ``auto``:
+  ``memory`` when the KG fits ``retrieve.memory_budget_gb``, else ``duckdb``: ``kgrag.kg.store.choose_store``),
+  honoured by every stage that reads the KG through the experiment;
 - ``index``: the embedding index (``index.model``), or None where none was built;
 - ``client``: the LLM client of the ``generate`` section (backend, call cache, retries).
 
@@ -95,7 +96,8 @@ class Experiment:
         """The KG store ``retrieve.store`` chooses, opened once per process (``kgrag.kg.store.open_store``)."""
         from kgrag.kg.store import open_store
 
-        return open_store(str(self.files.db), self.params.retrieve.store)
+        rp = self.params.retrieve
+        return open_store(str(self.files.db), rp.store, rp.memory_budget_gb)
 
     @functools.cached_property
     def index(self):

@@ -357,9 +357,16 @@ class RetrieveParams(ModuleSection):
         False, description="hand the retriever each question's declared hop count (MetaQA's k-hop files): an "
         "oracle a user's questions do not have; marked `oracle` in metrics.json setup and the reports. False = "
         "no stage reads a question's hop count at inference")
-    store: Literal["memory", "duckdb"] = Field(
-        "memory", description="KG access: memory (whole KG as CSR arrays, kgrag.kg.store.KGStore) or duckdb (SQL per "
-        "hop on the DuckDB file, names fetched lazily: kgrag.kg.store_duckdb.DuckKGStore, for KGs too big for memory)")
+    store: Literal["auto", "memory", "duckdb"] = Field(
+        "auto", description="KG access: memory (whole KG as CSR arrays, kgrag.kg.store.KGStore), duckdb (SQL per hop "
+        "on the DuckDB file, names fetched lazily: kgrag.kg.store_duckdb.DuckKGStore, for KGs too big for memory) or "
+        "auto (memory when the KG's estimated in-memory size fits memory_budget_gb, else duckdb; "
+        "kgrag.kg.store.choose_store). memory on a KG over the budget stops before loading anything. The stores give "
+        "the same neighbourhoods")
+    memory_budget_gb: float | None = Field(
+        None, gt=0, description="GiB the in-memory store may take (store: auto and memory; the estimate is "
+        "kgrag.kg.store.memory_estimate of the KG's triple and entity counts). None = half the memory available "
+        "when the store is chosen")
 
 
 class GenerateParams(ModuleSection):

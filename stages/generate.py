@@ -12,6 +12,7 @@ from kgrag import io, schema as S, timings
 from kgrag.experiment import Files
 from kgrag.index.embed import index_files_hash
 from kgrag.kg.duckdb_io import kg_hash, questions_file
+from kgrag.kg.store import resolve_store
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> None:
 
     files = Files.of()  # the experiment's files, absolute: shard tasks may run in other processes
     db = Path(files.db)
+    params = resolve_store(params, db)  # retrieve.store chosen once for every shard task (the reasoners read the KG)
     out = io.GENERATE / "generations.parquet"
     with timed("generate", timings.stage_dir("generate"), outputs=[out]) as info:
         # graph reasoners walk the KG themselves: the questions' topic ids and the index are inputs too

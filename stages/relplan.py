@@ -15,7 +15,7 @@ from kgrag.experiment import Experiment, Files, own_graphs_experiment
 from kgrag.index.relplan import PlanModel, mirror_pairs, train_plan
 from kgrag.kg.heldout import held_out_split
 from kgrag.kg.overlap import LeakError
-from kgrag.kg.store import KGStore
+from kgrag.kg.store import KGStore, StoreTooBig, check_memory
 
 
 def zero_shot_labeller(kg, index, folder):
@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> None:
     params = params_from_argv(__doc__, argv)
     p = params.relplan
     out = io.RELPLAN
+    try:  # relplan walks the KG in memory (KGStore) whatever retrieve.store says: a KG over the budget stops here
+        check_memory(io.VALIDATED / "kg.duckdb", params.retrieve.memory_budget_gb, "relplan")
+    except StoreTooBig as e:
+        raise SystemExit(f"error: {e}") from None
     with timed("relplan", timings.stage_dir("relplan"), outputs=[out / "plan.parquet"]) as info:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
         log = lambda s: print(f"[relplan] {s}", file=sys.stderr)  # noqa: E731

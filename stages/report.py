@@ -17,7 +17,8 @@ from kgrag.evaluation.evaluate import TEXT_COLUMNS
 from kgrag.kg.duckdb_io import read_tables
 from kgrag.reporting.report import figure_recall_vs_context, render
 from kgrag.reporting.report_html import run_report
-from kgrag.experiment import Experiment
+from kgrag.experiment import Experiment, Files
+from kgrag.kg.store import resolve_store
 
 
 def report_rows(path, *, full: int, traces: int) -> list[dict]:
@@ -49,6 +50,7 @@ def report_rows(path, *, full: int, traces: int) -> list[dict]:
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
+    params = resolve_store(params, Files.of().db)  # a KG over the budget of store: memory stops here, at once
     p = params.report
     metrics = io.read_json(io.REPORTS / "metrics.json")
     run = io.read_json(io.REPORTS / "timings.json") if (io.REPORTS / "timings.json").exists() else None
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"[report] wrote {io.REPORTS / 'report.md'}")
 
     t0 = time.perf_counter()
-    kg = Experiment(params).kg  # the experiment's store (retrieve.store); names only: either store serves them
+    # the experiment's store (retrieve.store, chosen before the report is read); names only: either store serves them
+    kg = Experiment(params).kg
     # the questions with a view only: their retrieved rows (read in order until found) and question rows
     ids = [r[S.QUESTION_ID] for r in rows[: p.html_max_questions]]
     qtable = read_tables(io.VALIDATED / "kg.duckdb", ("questions",))["questions"]

@@ -11,6 +11,7 @@ from kgrag import io, schema as S, timings
 from kgrag.experiment import Files
 from kgrag.index.embed import index_files_hash
 from kgrag.kg.duckdb_io import kg_hash, questions_file
+from kgrag.kg.store import resolve_store
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,6 +24,16 @@ def main(argv: list[str] | None = None) -> None:
 
     files = Files.of()  # the experiment's files, absolute: shard tasks may run in other processes
     db = Path(files.db)
+    # the store (retrieve.store: auto = memory when the KG fits retrieve.memory_budget_gb) is chosen once, here,
+    # from the KG's counts alone: a KG too big for store: memory stops before anything is loaded, and every shard
+    # task opens the store chosen (auto resolved to memory is store: memory: same store, same cache key)
+    params = resolve_store(params, db)
+    store = params.retrieve.store
+    if store == "duckdb":  # the DuckDB store's sidecar is built once, here, not by every shard task at once
+        from kgrag.kg.duckdb_io import ensure_duckdb
+        from kgrag.kg.store_duckdb import ensure_adjacency
+
+        ensure_adjacency(ensure_duckdb(db), io.CACHE / "duckstore")
     out = io.RETRIEVE / "retrieved.parquet"
     with timed("retrieve", timings.stage_dir("retrieve"), outputs=[out]) as info:
         # the fine-tuned scorer model (presets lego-05/12/18) and relpath's plan are inputs too
@@ -34,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         record = timings.questions_path("retrieve")
         n = io.stream_shards(shards, {out: S.RETRIEVED, record: S.RETRIEVE_TIMINGS})
         ms = io.read_column(record, S.RETRIEVE_MS)
-        info.update(method=p.method, questions=n, median_ms=float(np.percentile(ms, 50)) if ms else None,
+        info.update(method=p.method, store=store, questions=n, median_ms=float(np.percentile(ms, 50)) if ms else None,
                     p90_ms=float(np.percentile(ms, 90)) if ms else None)
 
 

@@ -15,6 +15,9 @@ call it, so ``KGStore("data/validated/kg.duckdb")`` works wherever the Parquet f
 ``.dvcignore`` keeps ``kg.duckdb`` out of the hashes of the ``data/ingest`` and ``data/validated`` outputs.
 Cache keys that name the KG use :func:`kg_hash` (the Parquet files' contents), not the DuckDB file's bytes.
 
+Nothing is written in place (:func:`write_tables`, :func:`write_duckdb`): files are written under temporary names,
+removed when the write fails (a full disk), and renamed when whole, so no half-written store is ever taken for one.
+
 A DuckDB file with no Parquet tables beside it (written by :func:`write_duckdb`, e.g. by tests) is used as it
 is.
 
@@ -64,23 +67,32 @@ def write_duckdb(path: str | Path, tables: dict[str, pa.Table | pa.RecordBatchRe
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     for p in (tmp, Path(f"{tmp}.wal")):
         p.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
     try:
-        for name, table in tables.items():
-            con.register("_src", table)
-            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _src')
-            con.unregister("_src")
-        if "entities" in tables:
-            write_name_lookup(con, "entities", NAME_LOOKUP)
-        if stamp is not None:
-            con.execute(f'CREATE TABLE "{STAMP}" (file VARCHAR, size BIGINT, mtime_ns BIGINT)')
-            con.executemany(f'INSERT INTO "{STAMP}" VALUES (?, ?, ?)', [list(s) for s in stamp])
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
+        con = duckdb.connect(str(tmp))
+        try:
+            for name, table in tables.items():
+                con.register("_src", table)
+                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _src')
+                con.unregister("_src")
+            if "entities" in tables:
+                write_name_lookup(con, "entities", NAME_LOOKUP)
+            if stamp is not None:
+                con.execute(f'CREATE TABLE "{STAMP}" (file VARCHAR, size BIGINT, mtime_ns BIGINT)')
+                con.executemany(f'INSERT INTO "{STAMP}" VALUES (?, ?, ?)', [list(s) for s in stamp])
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+    except BaseException:  # a full disk, a failing source: no partial file left (the old one, if any, stays)
+        _unlink(tmp, Path(f"{tmp}.wal"))
+        raise
     Path(f"{path}.wal").unlink(missing_ok=True)
     os.replace(tmp, path)
     Path(f"{tmp}.wal").unlink(missing_ok=True)
+
+
+def _unlink(*paths: Path) -> None:
+    for p in paths:
+        p.unlink(missing_ok=True)
 
 
 def write_name_lookup(con: duckdb.DuckDBPyConnection, entities: str, out: str) -> None:
@@ -163,6 +175,10 @@ def _read_stamp(db: Path) -> list[tuple[str, int, int]] | None:
 def write_tables(folder: str | Path, tables: dict[str, pa.Table]) -> Path:
     """Write the KG tables as Parquet files (the DVC outputs) and build the DuckDB file from them.
 
+    All or nothing: the four files are written under temporary names and renamed into place only once all are
+    whole, and the DuckDB file is written under a temporary name and renamed (:func:`write_duckdb`); a write that
+    fails (a full disk) removes its temporary files and leaves the folder's previous tables, if any, as they were.
+
     Parameters
     ----------
     folder : str or Path
@@ -178,10 +194,22 @@ def write_tables(folder: str | Path, tables: dict[str, pa.Table]) -> Path:
     if set(tables) != set(TABLES):
         raise ValueError(f"KG tables {sorted(tables)}; expected {list(TABLES)}")
     db = Path(folder) / DB_NAME
-    for name, path in table_files(db).items():
-        # the questions are read by row range (the flows' shard tasks): groups of ROW_GROUP rows
-        write_parquet(path, tables[name], row_group_size=ROW_GROUP if name == "questions" else None)
-    return build_duckdb(db)
+    files = table_files(db)
+    # all four files are written under temporary names first and renamed only when every one is whole: a write
+    # that fails (a full disk) leaves the folder as it was, never a mix of new and old tables that is_derived
+    # and ensure_duckdb would take for a KG (renames need no space)
+    staged = {name: path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+              for name, path in files.items()}
+    try:
+        for name, path in staged.items():
+            # the questions are read by row range (the flows' shard tasks): groups of ROW_GROUP rows
+            write_parquet(path, tables[name], row_group_size=ROW_GROUP if name == "questions" else None)
+    except BaseException:
+        _unlink(*staged.values(), *(p.with_name(p.name + ".tmp") for p in staged.values()))
+        raise
+    for name, path in staged.items():
+        os.replace(path, files[name])
+    return build_duckdb(db)  # written under a temporary name and renamed too (write_duckdb)
 
 
 def questions_file(db: str | Path, cache: str | Path) -> Path:

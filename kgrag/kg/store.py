@@ -294,14 +294,192 @@ class KGStore:
         return {str(n): i for i, n in enumerate(self.entity_names) if n is not None}
 
 
+# ---- which store: the whole KG in memory, or SQL on the DuckDB file (retrieve.store) ----------------------
+
+#: Bytes ``KGStore`` needs per triple and per entity: the peak of opening it (triples fetched from DuckDB, the
+#: three int64 id arrays kept, 24 B, and the undirected CSR built from them, 32 B kept, with their temporaries)
+#: and of its name look-ups (entity names as Python strings, the exact-name dict of ``ids_of`` and the linking
+#: keys of ``find_entities``). Measured with tracemalloc (``bench/store_memory.py``: peak traced bytes of
+#: ``KGStore(path)`` then ``ids_of`` and ``names_lookup``), 2026-12-02:
+#:   MetaQA (133,582 triples, 43,234 entities): 27.3 MB measured, 37.9 MB estimated (1.39x);
+#:   synth 400k triples / 20k entities: 53.2 MB measured, 60.8 MB estimated (1.14x);
+#:   synth 200k triples / 120k entities: 70.3 MB measured, 83.2 MB estimated (1.18x).
+#: The estimate is meant to be a little high (a store that just fits would leave nothing for the index and the
+#: reasoner); the process's resident memory grows a little more than the traced bytes (allocator slack of
+#: the many small name strings). Not counted: a KG's per-question graph ids (``graph_ids``, a Python object per
+#: triple, read only on KGs with per-question graphs).
+MEMORY_BYTES_PER_TRIPLE = 128
+MEMORY_BYTES_PER_ENTITY = 480
+#: Share of the memory available (at the time the store is chosen) that ``retrieve.memory_budget_gb: null`` allows
+MEMORY_SHARE = 0.5
+STORES = ("auto", "memory", "duckdb")
+GIB = float(1 << 30)
+
+
+class StoreTooBig(RuntimeError):
+    """A KG over the memory budget where the store must hold it in memory (``retrieve.store: memory``, or a
+    stage that has no DuckDB path yet); the message says what, where and the fix, in a few lines."""
+
+
+def kg_counts(path: str | Path) -> tuple[int, int]:
+    """(triples, entities) of the KG at DuckDB file ``path``, from metadata only: the Parquet files' footers when
+    the file is derived from them (``kgrag.kg.duckdb_io.is_derived``; the DuckDB file need not exist yet), else
+    DuckDB's table statistics (``duckdb_tables().estimated_size``, the row count of a table written once). No
+    triple is read."""
+    from kgrag.kg.duckdb_io import is_derived, table_files
+
+    if is_derived(path):
+        import pyarrow.parquet as pq
+
+        files = table_files(path)
+        return (int(pq.ParquetFile(files["triples"]).metadata.num_rows),
+                int(pq.ParquetFile(files["entities"]).metadata.num_rows))
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        rows = dict(con.execute("SELECT table_name, estimated_size FROM duckdb_tables() "
+                                "WHERE database_name = current_database()").fetchall())
+    finally:
+        con.close()
+    return int(rows.get("triples", 0)), int(rows.get("entities", 0))
+
+
+def memory_estimate(triples: int, entities: int) -> int:
+    """Bytes ``KGStore`` is estimated to need for a KG of ``triples`` and ``entities`` (see
+    ``MEMORY_BYTES_PER_TRIPLE``)."""
+    return int(MEMORY_BYTES_PER_TRIPLE * triples + MEMORY_BYTES_PER_ENTITY * entities)
+
+
+def available_memory() -> int:
+    """Bytes of memory available now: the system's (``psutil``: free plus reclaimable cache), or less when a
+    cgroup (a container) limits this process."""
+    import psutil
+
+    avail = int(psutil.virtual_memory().available)
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+        if limit != "max":
+            avail = min(avail, max(int(limit) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def memory_budget(budget_gb: float | None) -> tuple[int, str]:
+    """(bytes, how it was set) of the memory the in-memory store may use: ``budget_gb`` GiB, else
+    ``MEMORY_SHARE`` of the memory available now."""
+    if budget_gb is not None:
+        return int(budget_gb * GIB), f"retrieve.memory_budget_gb: {budget_gb:g}"
+    avail = available_memory()
+    return int(MEMORY_SHARE * avail), (f"retrieve.memory_budget_gb: null = {MEMORY_SHARE:g} of the "
+                                       f"{avail / GIB:.1f} GiB available")
+
+
+def _has_graphs(path: str | Path) -> bool:
+    """Whether any triple of the KG at ``path`` belongs to a per-question graph (a column scan, no triple loaded)."""
+    from kgrag.kg.duckdb_io import ensure_duckdb
+
+    con = duckdb.connect(str(ensure_duckdb(path)), read_only=True)
+    try:
+        cols = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE database_name = "
+                                          "current_database() AND table_name = 'triples'").fetchall()}
+        return S.GRAPH_ID in cols and bool(con.execute(
+            f"SELECT EXISTS (SELECT 1 FROM triples WHERE {S.GRAPH_ID} IS NOT NULL)").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _size(b: float) -> str:
+    return f"{b / GIB:.2f} GiB" if b >= GIB / 10 else f"{b / (1 << 20):.1f} MiB"
+
+
+def _too_big(path, triples: int, entities: int, need: int, budget: int, how: str) -> str:
+    return (f"the KG at {path} ({triples:,} triples, {entities:,} entities) needs about {_size(need)} in memory, "
+            f"over the budget of {_size(budget)} ({how})")
+
+
+def choose_store(path: str | Path, mode: str = "auto", budget_gb: float | None = None) -> str:
+    """The store ``retrieve.store`` ``mode`` means for the KG at DuckDB file ``path``: ``memory`` or ``duckdb``.
+
+    ``auto``: ``memory`` when the KG's estimated in-memory size (:func:`memory_estimate` of :func:`kg_counts`,
+    metadata only) fits the budget (:func:`memory_budget`), else ``duckdb``. ``memory`` over the budget raises
+    :class:`StoreTooBig` at once, before anything is loaded; ``duckdb`` is returned as it is. A KG with
+    per-question graphs over the budget raises too (the DuckDB store serves global KGs only).
+    """
+    return _choose(path, mode, budget_gb)[0]
+
+
+def _choose(path, mode: str, budget_gb: float | None) -> tuple[str, float | None]:
+    """(store, the budget in GiB it was chosen by; ``budget_gb`` for duckdb) of :func:`choose_store`."""
+    if mode not in STORES:
+        raise ValueError(f"unknown store mode {mode!r}; valid: {', '.join(STORES)}")
+    if mode == "duckdb":
+        return mode, budget_gb
+    triples, entities = kg_counts(path)
+    need = memory_estimate(triples, entities)
+    budget, how = memory_budget(budget_gb)
+    if need <= budget:
+        return "memory", budget / GIB
+    what = _too_big(path, triples, entities, need, budget, how)
+    if mode == "memory":
+        raise StoreTooBig(f"retrieve.store: memory: {what}.\n"
+                          "Fix: set retrieve.store: duckdb (reads the KG from disk), or raise "
+                          "retrieve.memory_budget_gb.")
+    if _has_graphs(path):
+        raise StoreTooBig(f"retrieve.store: auto: {what}, and it has per-question graphs, which only the memory "
+                          "store serves.\nFix: raise retrieve.memory_budget_gb (or use a machine with more memory).")
+    return "duckdb", budget_gb
+
+
+def resolve_store(params, path: str | Path):
+    """``params`` (a ``kgrag.params.Params``) with ``retrieve.store`` resolved for the KG at ``path`` (``memory``
+    or ``duckdb``, :func:`choose_store`) and ``retrieve.memory_budget_gb`` the budget it was chosen by, for a
+    stage's entry point: processes handed these params (the shard tasks) open the store chosen here, and none
+    decides otherwise when the memory available has changed. A KG over the budget stops the stage with
+    :class:`StoreTooBig`'s message alone (``SystemExit``), before anything is loaded."""
+    from kgrag.kg.duckdb_io import is_derived
+
+    rp = params.retrieve
+    if not (is_derived(path) or Path(path).is_file()):
+        return params  # no KG yet: opening it fails where it did
+    try:
+        store, budget = _choose(path, rp.store, rp.memory_budget_gb)
+    except StoreTooBig as e:
+        raise SystemExit(f"error: {e}") from None
+    return params.model_copy(update={"retrieve": rp.model_copy(update={"store": store, "memory_budget_gb": budget})})
+
+
+def check_memory(path: str | Path, budget_gb: float | None, what: str) -> None:
+    """Stop (:class:`StoreTooBig`) before ``what`` (a stage that reads the KG into memory and has no DuckDB path
+    yet: relplan) loads a KG over the memory budget (``retrieve.memory_budget_gb``), whatever ``retrieve.store``
+    says."""
+    triples, entities = kg_counts(path)
+    need = memory_estimate(triples, entities)
+    budget, how = memory_budget(budget_gb)
+    if need > budget:
+        raise StoreTooBig(f"{what} reads the whole KG into memory (it does not run on the DuckDB store yet): "
+                          f"{_too_big(path, triples, entities, need, budget, how)}.\n"
+                          "Fix: raise retrieve.memory_budget_gb (or use a machine with more memory).")
+
+
+def open_store(path: str, mode: str = "memory", budget_gb: float | None = None):
+    """A process-wide cached store for a DuckDB file, as ``retrieve.store`` ``mode`` chooses (:func:`choose_store`,
+    once per process for each path, mode and budget: ``auto`` by the memory budget ``budget_gb``,
+    ``retrieve.memory_budget_gb``): ``KGStore`` (memory: the whole KG in memory) or
+    ``kgrag.kg.store_duckdb.DuckKGStore`` (duckdb: SQL per hop, for KGs too big for memory). ``auto`` and
+    ``memory`` resolved alike share one store."""
+    return _open_store(path, _chosen(path, mode, budget_gb))
+
+
+@functools.lru_cache(maxsize=16)
+def _chosen(path: str, mode: str, budget_gb: float | None) -> str:
+    return choose_store(path, mode, budget_gb)
+
+
 @functools.lru_cache(maxsize=4)
-def open_store(path: str, mode: str = "memory"):
-    """A process-wide cached store for a DuckDB file: ``KGStore`` (``mode`` memory: the whole KG in memory)
-    or ``kgrag.kg.store_duckdb.DuckKGStore`` (``mode`` duckdb: SQL per hop, for KGs too big for memory)."""
+def _open_store(path: str, mode: str):
     if mode == "duckdb":
         from kgrag.kg.store_duckdb import DuckKGStore
 
         return DuckKGStore(path)
-    if mode != "memory":
-        raise ValueError(f"unknown store mode {mode!r}; valid: memory, duckdb")
     return KGStore(path)

@@ -70,34 +70,43 @@ def build_adjacency(db: str | Path, out: str | Path, *, row_group_size: int = RO
     tmp.unlink(missing_ok=True)
     con = duckdb.connect()
     try:
-        if threads:
-            con.execute(f"SET threads={int(threads)}")
-        con.execute(f"ATTACH '{tmp}' AS side (ROW_GROUP_SIZE {int(row_group_size)})")
-        con.execute(f"ATTACH '{Path(db).resolve()}' AS kg (READ_ONLY)")
-        con.execute(f"""CREATE TABLE side.degree AS
-            SELECT node, count(*)::BIGINT AS degree FROM (
-                SELECT {S.HEAD} AS node FROM kg.triples UNION ALL SELECT {S.TAIL} AS node FROM kg.triples)
-            GROUP BY node ORDER BY node""")
-        con.execute(f"""CREATE TABLE side.adjacency AS
-            WITH e AS (SELECT t.rowid AS edge, t.{S.HEAD}, t.{S.RELATION}, t.{S.TAIL},
-                              dh.degree AS head_degree, dt.degree AS tail_degree
-                       FROM kg.triples t JOIN side.degree dh ON dh.node = t.{S.HEAD}
-                                         JOIN side.degree dt ON dt.node = t.{S.TAIL})
-            SELECT * FROM (SELECT {S.HEAD} AS node, * FROM e UNION ALL SELECT {S.TAIL} AS node, * FROM e)
-            ORDER BY node, edge""")
-        # a primary key is an ART index: name look-ups by id read a few rows, not the whole column
-        con.execute(f"CREATE TABLE side.names ({S.ENTITY_ID} BIGINT PRIMARY KEY, {S.NAME} VARCHAR)")
-        con.execute(f"INSERT INTO side.names SELECT {S.ENTITY_ID}, {S.NAME} FROM kg.entities ORDER BY {S.ENTITY_ID}")
-        has_lookup = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'kg' "
-                                 f"AND table_name = '{NAME_LOOKUP}'").fetchone()[0]
-        if not has_lookup:  # a KG file written before it held its own
-            write_name_lookup(con, "kg.entities", f"side.{NAME_LOOKUP}")
-        con.execute("CHECKPOINT side")
-    finally:
+        _write_sidecar(con, db, tmp, row_group_size, threads)
+    except BaseException:  # a full disk: no partial sidecar left behind
         con.close()
+        for p in (tmp, Path(str(tmp) + ".wal")):
+            p.unlink(missing_ok=True)
+        raise
+    con.close()
     os.replace(tmp, out)
     Path(str(tmp) + ".wal").unlink(missing_ok=True)
     return out
+
+
+def _write_sidecar(con, db, tmp: Path, row_group_size: int, threads: int | None) -> None:
+    """The sidecar tables of ``db`` into the file ``tmp``, through connection ``con``."""
+    if threads:
+        con.execute(f"SET threads={int(threads)}")
+    con.execute(f"ATTACH '{tmp}' AS side (ROW_GROUP_SIZE {int(row_group_size)})")
+    con.execute(f"ATTACH '{Path(db).resolve()}' AS kg (READ_ONLY)")
+    con.execute(f"""CREATE TABLE side.degree AS
+        SELECT node, count(*)::BIGINT AS degree FROM (
+            SELECT {S.HEAD} AS node FROM kg.triples UNION ALL SELECT {S.TAIL} AS node FROM kg.triples)
+        GROUP BY node ORDER BY node""")
+    con.execute(f"""CREATE TABLE side.adjacency AS
+        WITH e AS (SELECT t.rowid AS edge, t.{S.HEAD}, t.{S.RELATION}, t.{S.TAIL},
+                          dh.degree AS head_degree, dt.degree AS tail_degree
+                   FROM kg.triples t JOIN side.degree dh ON dh.node = t.{S.HEAD}
+                                     JOIN side.degree dt ON dt.node = t.{S.TAIL})
+        SELECT * FROM (SELECT {S.HEAD} AS node, * FROM e UNION ALL SELECT {S.TAIL} AS node, * FROM e)
+        ORDER BY node, edge""")
+    # a primary key is an ART index: name look-ups by id read a few rows, not the whole column
+    con.execute(f"CREATE TABLE side.names ({S.ENTITY_ID} BIGINT PRIMARY KEY, {S.NAME} VARCHAR)")
+    con.execute(f"INSERT INTO side.names SELECT {S.ENTITY_ID}, {S.NAME} FROM kg.entities ORDER BY {S.ENTITY_ID}")
+    has_lookup = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'kg' "
+                             f"AND table_name = '{NAME_LOOKUP}'").fetchone()[0]
+    if not has_lookup:  # a KG file written before it held its own
+        write_name_lookup(con, "kg.entities", f"side.{NAME_LOOKUP}")
+    con.execute("CHECKPOINT side")
 
 
 def ensure_adjacency(db: str | Path, cache_dir: str | Path) -> Path:

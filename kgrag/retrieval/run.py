@@ -21,14 +21,20 @@ from kgrag.kg.kgview import KGView
 NEIGHBOURHOOD_KEYS = ("hops", "max_neighbourhood_edges")
 
 
+#: the ``retrieve`` keys that only choose the store (``kgrag.kg.store.choose_store``): the store chosen stands for
+#: them in the key (``store``, which the retrieve stage resolves from ``auto`` before the shards are keyed)
+STORE_CHOICE_KEYS = ("memory_budget_gb",)
+
+
 def key_hash(params: RetrieveParams) -> str:
     """The hash of the ``retrieve`` section in a retrieve shard's cache key: without ``NEIGHBOURHOOD_KEYS`` for a
     retriever that does not read them (``kgrag.retrieval.retrievers.reads_neighbourhood``: ``none``, ``relpath``
-    with ``fallback: null``), so that changing them re-uses its shards."""
+    with ``fallback: null``), so that changing them re-uses its shards; never with ``STORE_CHOICE_KEYS`` (the
+    memory budget changes which store, not what it returns)."""
     from kgrag.retrieval.retrievers import reads_neighbourhood
 
     reads = reads_neighbourhood(RETRIEVERS.get(params.method).impl, params.module_params())
-    return section_hash(params, drop=() if reads else NEIGHBOURHOOD_KEYS)
+    return section_hash(params, drop=STORE_CHOICE_KEYS + (() if reads else NEIGHBOURHOOD_KEYS))
 
 
 def retrieve_one(
