@@ -95,8 +95,10 @@ def _pick(question: str, matcher) -> str:
                                            ("who acted in Heat", "starred_actors")])
 def test_golden_a_paraphrase_picks_its_relation_only_with_wordnet(wn, question, want):
     """No labels: a question that shares no stem with its relation's name ("type" for genre, "acted" for starred
-    actors) is planned onto it with WordNet's links, and onto another relation without them."""
-    on = W.Matcher(wn, frozenset(W.KINDS), 0.8, stop=Z.STOP | Z.CUES)
+    actors) is planned onto it with WordNet's links (the planner's WORDNET_* settings), and onto another relation
+    without them."""
+    on = Z.wordnet_matcher()
+    assert on.wordnet.senses == Z.WORDNET_SENSES and on.kinds == frozenset(Z.WORDNET_KINDS)
     assert not Z.echoes(question, ["Heat"], [want])
     assert _pick(question, None) != want
     assert _pick(question, on) == want

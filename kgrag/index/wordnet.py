@@ -15,7 +15,9 @@ stem and by MiniLM similarity; a paraphrase ("what *type* of film" for ``has_gen
 ``sibling``
     a synset of each has the same direct hypernym ("genre" and "type", both a kind of "kind").
 
-Only each word's first ``senses`` senses per part of speech are read (WordNet lists them most frequent first), so
+Hypernyms and siblings are read among nouns only (``hyper_pos``): verbs' hypernyms are too general to say a
+relation ("type" -> "write", "film" and "direct" both a way to "make"). Only each word's first ``senses`` senses
+per part of speech are read (WordNet lists them most frequent first), so
 that a rare sense ("release": a film made available) does not link a common word. Words are reduced to their
 base form by WordNet's exception lists and suffix rules (morphy: "acted" -> "act", "actors" -> "actor").
 
@@ -40,6 +42,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterable
 
 ENV = "KGRAG_WORDNET"
 DEBIAN = Path("/usr/share/wordnet")
@@ -102,9 +105,12 @@ class Synset:
 class WordNet:
     """WordNet 3.0 read from a folder of its files (:func:`find`); see the module doc for the link kinds."""
 
-    def __init__(self, folder: Path | str, senses: int = 3) -> None:
+    def __init__(self, folder: Path | str, senses: int = 3, hyper_pos: Iterable[str] = ("noun",)) -> None:
         self.folder = Path(folder)
         self.senses = int(senses)
+        self.hyper_pos = frozenset(hyper_pos)
+        if self.hyper_pos - set(FILES):
+            raise ValueError(f"hyper_pos {sorted(self.hyper_pos)}: parts of speech are {', '.join(FILES)}")
         self.index: dict[str, dict[str, tuple[int, ...]]] = {}
         self.exceptions: dict[str, dict[str, tuple[str, ...]]] = {}
         for p in FILES:
@@ -235,14 +241,15 @@ class WordNet:
             for src, tgt in s.derivations:
                 if src == lemma:
                     put(tgt, "derivation")
-            for h in s.hypernyms:
-                for w in self.synset(h).words:
-                    put(w, "hypernym")
+            if s.key[1] in self.hyper_pos:
+                for h in s.hypernyms:
+                    for w in self.synset(h).words:
+                        put(w, "hypernym")
         self._near[word] = out
         return out
 
     def _hypernyms(self, word: str) -> set[tuple[int, str]]:
-        return {h for _, s in self.senses_of(word) for h in s.hypernyms}
+        return {h for _, s in self.senses_of(word) if s.key[1] in self.hyper_pos for h in s.hypernyms}
 
     def link(self, a: str, b: str) -> str | None:
         """The strongest WordNet link of words ``a`` and ``b`` (:data:`KINDS`), either way round; None if none.
@@ -254,23 +261,24 @@ class WordNet:
         if la & lb:
             return "synonym"
         rank = {k: i for i, k in enumerate(KINDS)}
-        found = [k for k in (self.near(a).get(x) for x in lb) if k] + [k for k in (self.near(b).get(x) for x in la) if k]
+        found = [k for k in (self.near(a).get(x) for x in lb) if k]
+        found += [k for k in (self.near(b).get(x) for x in la) if k]
         if self._hypernyms(a) & self._hypernyms(b):
             found.append("sibling")
         return min(found, key=rank.__getitem__) if found else None
 
 
 @lru_cache(maxsize=4)
-def load(folder: str | None = None, senses: int = 3) -> WordNet:
+def load(folder: str | None = None, senses: int = 3, hyper_pos: tuple[str, ...] = ("noun",)) -> WordNet:
     """The :class:`WordNet` of ``folder`` (default :func:`find`), once per process; raises FileNotFoundError naming
     every place looked in when there is none."""
     d = Path(folder) if folder else find()
     if d is None:
         where = "; ".join(f"{what}: {p if p else 'not set / not installed'}" for what, p in candidates())
         raise FileNotFoundError(f"WordNet's files (index.noun, data.noun, ...) not found. Looked in: {where}. "
-                                "Install them with `pip install -e .[wordnet]` or set $KGRAG_WORDNET to a folder "
-                                "holding them.")
-    return WordNet(d, senses=senses)
+                                "Install them with `make install` (or `pip install -e .[wordnet]`) or set "
+                                "$KGRAG_WORDNET to a folder holding them.")
+    return WordNet(d, senses=senses, hyper_pos=hyper_pos)
 
 
 @dataclass

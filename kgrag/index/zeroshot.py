@@ -97,6 +97,11 @@ SUPPORT = 0.6
 MENTION = 0.65
 #: a lexicon share at least this large supports a unit as a word this similar would (labelled questions used it)
 LEXICON_SUPPORT = 0.05
+#: WordNet links (:mod:`kgrag.index.wordnet`, off unless ``features`` gets a matcher): the link kinds that count,
+#: the similarity a linked word-phrase pair is raised to (as a shared stem's), and the senses read per word
+WORDNET_KINDS = ("synonym", "derivation", "hypernym", "sibling")
+WORDNET_SIM = 0.8
+WORDNET_SENSES = 1
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
 FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
@@ -267,6 +272,16 @@ class PhraseVectors:
         if not texts:
             return np.zeros((0, 1), dtype=np.float32)
         return np.stack([self._vecs[t] for t in texts])
+
+
+def wordnet_matcher(kinds: Iterable[str] = WORDNET_KINDS, sim: float = WORDNET_SIM,
+                    senses: int = WORDNET_SENSES) -> "Matcher":
+    """The :class:`kgrag.index.wordnet.Matcher` for :func:`features` (WordNet's files from
+    :func:`kgrag.index.wordnet.find`; FileNotFoundError naming where it looked when they are missing). The planner's
+    stop words and sharing words are not matched in a relation phrase."""
+    from kgrag.index import wordnet as W
+
+    return W.Matcher(W.load(None, int(senses)), frozenset(kinds), float(sim), stop=STOP | CUES)
 
 
 def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors, wordnet: "Matcher | None" = None
