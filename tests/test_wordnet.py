@@ -92,7 +92,8 @@ def _pick(question: str, matcher) -> str:
 
 
 @pytest.mark.parametrize("question,want", [("what type of film is Heat", "has_genre"),
-                                           ("who acted in Heat", "starred_actors")])
+                                           ("what sort of film is Heat", "has_genre"),
+                                           ("who acted in the movie Heat", "starred_actors")])
 def test_golden_a_paraphrase_picks_its_relation_only_with_wordnet(wn, question, want):
     """No labels: a question that shares no stem with its relation's name ("type" for genre, "acted" for starred
     actors) is planned onto it with WordNet's links (the planner's WORDNET_* settings), and onto another relation
@@ -102,3 +103,9 @@ def test_golden_a_paraphrase_picks_its_relation_only_with_wordnet(wn, question, 
     assert not Z.echoes(question, ["Heat"], [want])
     assert _pick(question, None) != want
     assert _pick(question, on) == want
+
+
+@pytest.mark.parametrize("question,want", [("what genre is Heat", "has_genre"), ("who wrote Heat", "written_by"),
+                                           ("who directed Heat", "directed_by")])
+def test_golden_a_question_that_names_its_relation_keeps_it_with_wordnet(wn, question, want):
+    assert _pick(question, None) == want and _pick(question, Z.wordnet_matcher()) == want
