@@ -275,6 +275,7 @@ def main() -> None:
     ap.add_argument("--wordnet-kinds", default=",".join(Z.WORDNET_KINDS))
     ap.add_argument("--wordnet-sim", type=float, default=Z.WORDNET_SIM)
     ap.add_argument("--wordnet-senses", type=int, default=Z.WORDNET_SENSES)
+    ap.add_argument("--wordnet-hyper-pos", default="noun", help="parts of speech whose hypernyms link (noun,verb)")
     ap.add_argument("--loko-seeds", type=int, default=1,
                     help="also repeat the leave-one-KG-out search with seeds 0..N-1 and write each KG's mean and "
                          "min (``loko_seeds``): how much of a leave-one-KG-out figure is the search's draw")
@@ -303,9 +304,10 @@ def main() -> None:
         cfg.setdefault("ll+support+count+cue", {})[n] = score(feats[n], linear(only({"ll", "support", "count", "cue"})))
         cfg.setdefault("lexical", {})[n] = score(feats[n], linear(Z.Weights().vector()))
     if args.wordnet:  # the same questions with WordNet's links: default weights, and leave-one-KG-out
-        wm = Z.wordnet_matcher(args.wordnet_kinds.split(","), args.wordnet_sim, args.wordnet_senses)
+        wm = Z.wordnet_matcher(args.wordnet_kinds.split(","), args.wordnet_sim, args.wordnet_senses,
+                               args.wordnet_hyper_pos.split(","))
         res["wordnet"] = {"kinds": sorted(wm.kinds), "sim": wm.sim, "senses": wm.wordnet.senses,
-                          "folder": str(wm.wordnet.folder)}
+                          "hyper_pos": sorted(wm.wordnet.hyper_pos), "folder": str(wm.wordnet.folder)}
         wfeats = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n]) for n, kg, ev, _ in sets}
         for n in names:
             cfg.setdefault("lexical + WordNet", {})[n] = score(wfeats[n], linear(Z.Weights().vector()))

@@ -275,13 +275,14 @@ class PhraseVectors:
 
 
 def wordnet_matcher(kinds: Iterable[str] = WORDNET_KINDS, sim: float = WORDNET_SIM,
-                    senses: int = WORDNET_SENSES) -> "Matcher":
+                    senses: int = WORDNET_SENSES, hyper_pos: Iterable[str] = ("noun",)) -> "Matcher":
     """The :class:`kgrag.index.wordnet.Matcher` for :func:`features` (WordNet's files from
     :func:`kgrag.index.wordnet.find`; FileNotFoundError naming where it looked when they are missing). The planner's
     stop words and sharing words are not matched in a relation phrase."""
     from kgrag.index import wordnet as W
 
-    return W.Matcher(W.load(None, int(senses)), frozenset(kinds), float(sim), stop=STOP | CUES)
+    return W.Matcher(W.load(None, int(senses), tuple(sorted(hyper_pos))), frozenset(kinds), float(sim),
+                     stop=STOP | CUES)
 
 
 def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors, wordnet: "Matcher | None" = None
