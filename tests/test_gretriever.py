@@ -562,10 +562,12 @@ def test_metaqa_examples_from_pcst_and_whole_neighbourhood(tmp_path):
                               test=2, seed=0, mode="none")
     for a, b in zip(out["test"], whole["test"]):
         assert a.example_id == b.example_id and len(b.triples) >= len(a.triples)
-    emb = D.TextEmbedder("all-MiniLM-L6-v2", preset=DS.index_vectors(kg=kg, index=index),
-                         encode=lambda texts: pytest.fail(f"re-encoded {texts[:3]}"))
+    # a lazy index (the default): names read through its vector cache, which retrieval filled
+    cache = index.entity_vectors.cache
+    emb = D.TextEmbedder("all-MiniLM-L6-v2", preset=DS.index_vectors(kg=kg, index=index), encode=cache.get)
+    before = cache.encoded
     g = D.graph_arrays(out["test"][0].triples, emb)  # every name and relation comes from the index
-    assert g.num_nodes >= 2
+    assert g.num_nodes >= 2 and cache.encoded == before
     assert DS.scores(out["test"], [{"id": e.example_id, "prediction": e.answers[0]} for e in out["test"]])["hit"] == 1.0
 
 

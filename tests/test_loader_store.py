@@ -179,7 +179,7 @@ def test_embedding_cache_is_keyed_by_the_set_of_texts(tmp_path, monkeypatch):
     short lists and unset variable bypass the cache."""
     import numpy as np
 
-    from kgrag.index import embed
+    from kgrag.index import encoder as embed
     calls = []
 
     def fake(texts, model, batch_size, progress):  # a deterministic stand-in for the model: text -> vector

@@ -12,7 +12,7 @@ from kgrag import io
 from kgrag.index.embed import EmbeddingIndex, encode
 from kgrag.params import RetrieveParams
 from kgrag.registry import RETRIEVERS
-from kgrag.retrieval.run import retrieve_one, retrieve_rows
+from kgrag.retrieval.run import STORE_CHOICE_KEYS, retrieve_one, retrieve_rows
 from kgrag import schema as S
 from kgrag.types import Question
 
@@ -133,4 +133,6 @@ def test_relpath_reads_hops_and_the_edge_cap_only_through_its_fallback(movies, i
     for kw in ({"fallback": "khop"}, {"method": "pcst"}, {"method": "khop"}):
         assert key_hash(params(hops=1, **kw)) != key_hash(params(hops=3, **kw)), kw
     assert key_hash(params(fallback="none", hops=1)) == key_hash(params(fallback="none", hops=3))
-    assert key_hash(RetrieveParams()) == section_hash(RetrieveParams())  # the default experiment's shards stay
+    # the default experiment's shards stay: its key is the section's hash less the keys that only choose the store
+    assert key_hash(RetrieveParams()) == section_hash(RetrieveParams(), drop=STORE_CHOICE_KEYS)
+    assert key_hash(RetrieveParams(memory_budget_gb=1.0)) == key_hash(RetrieveParams())

@@ -45,7 +45,9 @@ def _metaqa_splits(*, params: Any, retrieval: str, db_path: str | Path, index_di
     splits = metaqa_examples(kg=kg, index=index, retrieve=params.retrieve, path=params.data.path,
                              hops=params.data.hops, train=m.train_questions, val=m.val_questions,
                              test=m.test_questions, seed=m.seed, mode=retrieval)
-    emb = TextEmbedder(params.index.model, preset=index_vectors(kg=kg, index=index))
+    cache = getattr(index.entity_vectors, "cache", None)  # a lazy index: names through its vector cache
+    emb = TextEmbedder(params.index.model, preset=index_vectors(kg=kg, index=index),
+                       encode=None if cache is None else cache.get)
     return splits, emb, {"source": params.data.path, "hops": params.data.hops, "seed": m.seed, "retrieval": retrieval}
 
 

@@ -47,7 +47,7 @@ def _text_key(text: str) -> bytes:
 def model_key(model: str) -> str | None:
     """The cache's name for ``model``: the packaged model with its package version, or None for a local model
     folder (no disk cache)."""
-    from kgrag.index.embed import PACKAGED
+    from kgrag.index.encoder import PACKAGED
 
     if model not in PACKAGED:
         return None
@@ -76,7 +76,7 @@ class VectorCache:
     def get(self, texts: list[str]) -> np.ndarray:
         """The vectors of ``texts`` (float32, one row each): from memory, else from the disk's parts, else encoded
         in one batch (sorted distinct texts) and written as a new part."""
-        from kgrag.index.embed import encode
+        from kgrag.index.encoder import encode
 
         keys = [_text_key(t) for t in texts]
         if any(k not in self._mem for k in keys):
@@ -95,7 +95,7 @@ class VectorCache:
     @property
     def dim(self) -> int:
         """The model's vector size."""
-        from kgrag.index.embed import load_model
+        from kgrag.index.encoder import load_model
 
         m = load_model(self.model)
         dim = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension

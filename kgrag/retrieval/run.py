@@ -93,6 +93,10 @@ def retrieve_rows(
 def retrieve_with(exp, questions: Sequence[Question]) -> list[dict]:
     """:func:`retrieve_rows` with the parts of an experiment (``kgrag.experiment.Experiment``: its KG store,
     index and ``retrieve`` section)."""
+    if exp.index is None:
+        where = exp.files.index or "the experiment's files (Files.index is None)"
+        raise FileNotFoundError(f"no embedding index in {where} (the index stage writes its meta.json and "
+                                "relations.parquet): run `dvc repro index`")
     return retrieve_rows(questions=questions, kg=exp.kg, index=exp.index, params=exp.params.retrieve)
 
 
