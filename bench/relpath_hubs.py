@@ -44,9 +44,6 @@ def triples_of(size: str) -> int:
 
 def build(n: int, questions: int, hops: tuple[int, ...], max_answers: int, seed: int, work: Path):
     """The synthetic KG as a store and its questions (ids resolved): (store, [Question], [hops], info)."""
-    import pyarrow as pa
-
-    from kgrag import schema as S
     from kgrag.kg.duckdb_io import write_duckdb
     from kgrag.kg.store import KGStore
     from kgrag.kg.synth import generate_kg, generate_questions
@@ -56,19 +53,10 @@ def build(n: int, questions: int, hops: tuple[int, ...], max_answers: int, seed:
     kg = generate_kg(n_triples=n, seed=seed, **SYNTH)
     qs = generate_questions(kg=kg, n_questions=questions, hops=hops, max_answers=max_answers, seed=seed,
                             graph_extra=0)
-    names = kg.entity_names().to_pylist()
-    rels = kg.relation_names()
     deg = np.bincount(np.concatenate([kg.heads, kg.tails]), minlength=kg.n_entities)
     info = {"triples": int(n), "entities": int((deg > 0).sum()), "max_degree": int(deg.max()),
             "max_out_one_relation": int(max(int(d.max()) for d in kg.spec.out_degree))}
-    write_duckdb(work / "kg.duckdb", {
-        "entities": pa.table({S.ENTITY_ID: pa.array(np.arange(len(names)), pa.int64()), S.NAME: names},
-                             schema=S.ENTITIES),
-        "relations": pa.table({S.RELATION_ID: pa.array(np.arange(len(rels)), pa.int64()), S.NAME: rels},
-                              schema=S.RELATIONS),
-        "triples": pa.table({S.HEAD: kg.heads.astype(np.int64), S.RELATION: kg.relations.astype(np.int64),
-                             S.TAIL: kg.tails.astype(np.int64)}, schema=S.TRIPLES),
-        "questions": pa.Table.from_pylist([], schema=S.QUESTIONS)})
+    write_duckdb(work / "kg.duckdb", kg.tables())
     del kg
     gc.collect()
     store = KGStore(work / "kg.duckdb")

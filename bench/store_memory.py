@@ -47,10 +47,6 @@ print(json.dumps({"retained": retained, "with_lookups": with_lookups, "peak": pe
 
 def write_kg(name: str, out: Path, metaqa: str) -> Path:
     """Write KG ``name`` (``metaqa`` or ``synth-<triples>-<entities per triple>``) to ``out/<name>.duckdb``."""
-    import numpy as np
-    import pyarrow as pa
-
-    from kgrag import schema as S
     from kgrag.kg.duckdb_io import write_duckdb
 
     db = out / f"{name}.duckdb"
@@ -65,15 +61,7 @@ def write_kg(name: str, out: Path, metaqa: str) -> Path:
         _, n, epe = name.split("-")
         kg = generate_kg(n_triples=int(n), entities_per_triple=float(epe), n_relations=20, n_types=5, skew=1.0,
                          relation_skew=1.0, seed=1)
-        names, rels = kg.entity_names().to_pylist(), kg.relation_names()
-        tables = {
-            "entities": pa.table({S.ENTITY_ID: pa.array(np.arange(len(names)), pa.int64()), S.NAME: names},
-                                 schema=S.ENTITIES),
-            "relations": pa.table({S.RELATION_ID: pa.array(np.arange(len(rels)), pa.int64()), S.NAME: rels},
-                                  schema=S.RELATIONS),
-            "triples": pa.table({S.HEAD: kg.heads.astype(np.int64), S.RELATION: kg.relations.astype(np.int64),
-                                 S.TAIL: kg.tails.astype(np.int64)}, schema=S.TRIPLES),
-            "questions": pa.Table.from_pylist([], schema=S.QUESTIONS)}
+        tables = kg.tables()
     write_duckdb(db, tables)
     return db
 

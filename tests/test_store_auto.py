@@ -32,17 +32,7 @@ def synth_tables(n_triples: int, entities_per_triple: float = 0.3, seed: int = 0
     """The four KG tables of a synthetic KG (``kgrag.kg.synth``), no questions."""
     kg = generate_kg(n_triples=n_triples, entities_per_triple=entities_per_triple, n_relations=8, n_types=3,
                      skew=1.0, relation_skew=1.0, seed=seed)
-    names = kg.entity_names().to_pylist()
-    rels = kg.relation_names()
-    return {
-        "entities": pa.table({S.ENTITY_ID: pa.array(np.arange(len(names)), pa.int64()), S.NAME: names},
-                             schema=S.ENTITIES),
-        "relations": pa.table({S.RELATION_ID: pa.array(np.arange(len(rels)), pa.int64()), S.NAME: rels},
-                              schema=S.RELATIONS),
-        "triples": pa.table({S.HEAD: kg.heads.astype(np.int64), S.RELATION: kg.relations.astype(np.int64),
-                             S.TAIL: kg.tails.astype(np.int64)}, schema=S.TRIPLES),
-        "questions": pa.Table.from_pylist([], schema=S.QUESTIONS),
-    }
+    return kg.tables()
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kgrag import arrays
+from kgrag import arrays, schema as S
 
 TYPE_NAMES = ("person", "film", "city", "company", "book", "genre", "country", "award", "language", "team",
               "album", "event")
@@ -206,6 +206,19 @@ class SynthKG(_Named):
     def out_index(self) -> "OutIndex":
         """The question walk's view of the KG: the triples sorted by (head, relation, tail)."""
         return OutIndex(self)
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The KG as a store's tables (``kgrag.kg.duckdb_io.write_duckdb``): entities and relations by id with their
+        names, the triples, and no question."""
+        names, rels = self.entity_names(), self.relation_names()
+        ids = lambda n: pa.array(np.arange(n), pa.int64())  # noqa: E731
+        return {
+            "entities": pa.table({S.ENTITY_ID: ids(len(names)), S.NAME: names}, schema=S.ENTITIES),
+            "relations": pa.table({S.RELATION_ID: ids(len(rels)), S.NAME: rels}, schema=S.RELATIONS),
+            "triples": pa.table({S.HEAD: self.heads.astype(np.int64), S.RELATION: self.relations.astype(np.int64),
+                                 S.TAIL: self.tails.astype(np.int64)}, schema=S.TRIPLES),
+            "questions": pa.Table.from_pylist([], schema=S.QUESTIONS),
+        }
 
 
 def type_name(i: int) -> str:
