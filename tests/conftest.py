@@ -51,8 +51,8 @@ E2E_FIXTURES = frozenset({"e2e_project", "e2e_first_run", "shared_project"})
 
 #: the test files that use the session's MetaQA project (E2E_FIXTURES, or test_lego_e2e through getfixturevalue):
 #: parallel workers run them as one unit, so the project is built once (tests/test_setup.py checks the list)
-E2E_PROJECT_FILES = frozenset({"test_e2e.py", "test_gretriever.py", "test_lego_e2e.py", "test_reliability.py",
-                               "test_report_browser.py", "test_scheduled.py", "test_streaming.py"})
+E2E_PROJECT_FILES = frozenset({"test_e2e.py", "test_lego_e2e.py", "test_reliability.py", "test_report_browser.py",
+                               "test_scheduled.py", "test_streaming.py"})
 _WORKER = bool(os.environ.get("PYTEST_XDIST_WORKER"))
 
 

@@ -126,3 +126,8 @@ def test_every_test_on_the_metaqa_project_is_in_its_unit_of_work(request):
     outside = sorted({i.path.name for i in request.session.items
                       if E2E_FIXTURES & set(getattr(i, "fixturenames", ())) and i.path.name not in E2E_PROJECT_FILES})
     assert not outside, f"add to tests/conftest.py E2E_PROJECT_FILES: {outside}"
+    # and no file rides in that unit without reading the project (it would lengthen the longest unit for nothing)
+    names = [*E2E_FIXTURES, "getfixturevalue"]
+    idle = sorted(f for f in E2E_PROJECT_FILES
+                  if not any(n in (Path(__file__).parent / f).read_text() for n in names))
+    assert not idle, f"remove from tests/conftest.py E2E_PROJECT_FILES (no test there uses the project): {idle}"
