@@ -40,6 +40,8 @@ os.environ.setdefault("KGRAG_EMBED_CACHE", str(_PREFECT / "embeddings"))
 # and one vector cache (kgrag.index.entity_vectors: a lazy index's entity names, encoded when first read), so the
 # suite neither reads nor writes the user's ~/.cache/kgrag/vectors
 os.environ.setdefault("KGRAG_VECTOR_CACHE", str(_PREFECT / "vectors"))
+# and one folder of parsed import facts (kgrag.code.depgraph: the closure every flow stage hashes), not the user's
+os.environ.setdefault("KGRAG_DEPGRAPH_CACHE", str(_PREFECT / "depgraph"))
 # and one folder of converted GGUF weights (kgrag.llm.backends.llamacpp.converted_gguf), not one per project copy
 os.environ.setdefault("KGRAG_MODEL_CACHE", str(_PREFECT / "models"))
 setup(ROOT)

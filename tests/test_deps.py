@@ -58,6 +58,30 @@ def test_closure_follows_imports_and_the_kinds_a_file_looks_up(tmp_path):
     assert "kgrag/retrieval/retrievers/pcst.py" not in depgraph.closure(tmp_path, "stages.s")
 
 
+def test_parsed_facts_are_kept_on_disk_by_file_content(tmp_path, monkeypatch):
+    """A process reads each file's import facts from the disk cache instead of parsing it again (every flow stage
+    hashes its closure: ~1 s of parsing a process); an edited file is parsed anew, so the cache never answers for
+    other bytes."""
+    root = Path(depgraph.__file__).resolve().parents[2]
+    monkeypatch.setenv(depgraph.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(depgraph, "_FACTS", {})
+    want = depgraph.closure(root, "flows.retrieve")
+    assert len(list((tmp_path / "cache").glob("*.json"))) == len(want)  # one file of facts per file read
+
+    def no_parse(*a, **k):
+        raise AssertionError("parsed a file the disk cache holds")
+
+    monkeypatch.setattr(depgraph, "_FACTS", {})  # a new process: nothing in memory
+    monkeypatch.setattr(depgraph, "_parse_text", no_parse)
+    assert depgraph.closure(root, "flows.retrieve") == want
+    proj = tmp_path / "proj"
+    (proj / "stages").mkdir(parents=True)
+    (proj / "stages" / "__init__.py").write_text("")
+    (proj / "stages" / "s.py").write_text("import os\n")
+    with pytest.raises(AssertionError, match="parsed a file"):
+        depgraph.closure(proj, "stages.s")  # new bytes: parsed, not read
+
+
 def test_the_repository_declares_no_kinds_by_hand():
     """The kinds come from the code alone: no file keeps a MODULE_KINDS list that could fall out of step."""
     held = [p.relative_to(ROOT).as_posix() for pkg in depgraph.PACKAGES for p in (ROOT / pkg).rglob("*.py")
