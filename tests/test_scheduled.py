@@ -117,12 +117,22 @@ def _deployment_id(server: PrefectServer) -> str:
 
 
 def _api(server: PrefectServer, method: str, path: str, body: dict) -> None:
+    """A write to the server's REST API, retried as Prefect's own client retries: a busy server (its SQLite
+    database locked by the scheduler and the worker) answers 503 or 429 (seen: 503 on the pause, under load)."""
+    import urllib.error
     import urllib.request
 
-    req = urllib.request.Request(f"{server.url}{path}", data=json.dumps(body).encode(), method=method,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10):
-        pass
+    deadline = time.monotonic() + 120
+    while True:
+        req = urllib.request.Request(f"{server.url}{path}", data=json.dumps(body).encode(), method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10):
+                return
+        except urllib.error.HTTPError as e:
+            if e.code not in (429, 503) or time.monotonic() > deadline:
+                raise
+        time.sleep(2)
 
 
 def _settle(server: PrefectServer, deployment_id: str) -> None:
