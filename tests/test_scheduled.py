@@ -102,11 +102,20 @@ def _flow_runs(server: PrefectServer, deployment_id: str) -> list[dict]:
     """The deployment's flow runs (state and name), via the REST API."""
     import urllib.request
 
+    import urllib.error
+
     body = json.dumps({"deployments": {"id": {"any_": [deployment_id]}}, "sort": "EXPECTED_START_TIME_ASC"})
-    req = urllib.request.Request(f"{server.url}/flow_runs/filter", data=body.encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
+    deadline = time.monotonic() + 120
+    while True:  # a busy server answers 503 / 429: asked again, as Prefect's client does
+        req = urllib.request.Request(f"{server.url}/flow_runs/filter", data=body.encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code not in (429, 503) or time.monotonic() > deadline:
+                raise
+        time.sleep(2)
 
 
 def _deployment_id(server: PrefectServer) -> str:
