@@ -79,3 +79,32 @@ def test_every_result_says_which_commit_command_and_params_made_it(tmp_path, mon
     # outside a git work tree: no commit, and no claim about it
     empty = _machine.provenance(tmp_path)
     assert empty["commit"] is None and empty["dirty"] is None and empty["params_sha256"] is None
+
+
+def test_every_committed_result_names_what_made_it():
+    """Each reports/bench/*.json carries ``run``: the commit and command line that made it, or, for a result made
+    before results were stamped, the commit that recorded it (``committed_in``), which must be in this history."""
+    import json
+    import re
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = sorted((root / "reports" / "bench").glob("*.json"))
+    assert files
+    sha = re.compile(r"[0-9a-f]{40}")
+    old = set()
+    for f in files:
+        run = json.loads(f.read_text()).get("run")
+        assert isinstance(run, dict), f"{f.name}: no run record"
+        if run.get("commit"):
+            assert sha.fullmatch(run["commit"]) and run.get("command", "").startswith("python "), f.name
+        else:
+            assert sha.fullmatch(run.get("committed_in") or ""), f"{f.name}: neither commit nor committed_in"
+            old.add(run["committed_in"])
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=root, capture_output=True,
+                             text=True).stdout.strip()
+    if shallow == "false" and old:  # a full history (a shallow clone lacks the old commits)
+        p = subprocess.run(["git", "cat-file", "--batch-check"], cwd=root, input="\n".join(sorted(old)) + "\n",
+                           capture_output=True, text=True)
+        assert "missing" not in p.stdout, p.stdout
