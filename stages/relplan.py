@@ -15,7 +15,7 @@ from kgrag.experiment import Experiment, Files, own_graphs_experiment
 from kgrag.index.relplan import PlanModel, mirror_pairs, train_plan
 from kgrag.kg.heldout import held_out_split
 from kgrag.kg.overlap import LeakError
-from kgrag.kg.store import KGStore, StoreTooBig, check_memory
+from kgrag.kg.store import KGStore, StoreTooBig, check_memory, resolve_store
 
 
 def zero_shot_labeller(kg, index, folder, questions=()):
@@ -44,14 +44,25 @@ def main(argv: list[str] | None = None) -> None:
     params = params_from_argv(__doc__, argv)
     p = params.relplan
     out = io.RELPLAN
-    try:  # relplan walks the KG in memory (KGStore) whatever retrieve.store says: a KG over the budget stops here
-        check_memory(io.VALIDATED / "kg.duckdb", params.retrieve.memory_budget_gb, "relplan")
+    db = io.VALIDATED / "kg.duckdb"
+    # a KG that fits the memory budget (retrieve.memory_budget_gb) is walked in memory, as always; one over it is
+    # read through the DuckDB store (as retrieve.store: auto resolves it), where the mirrors and the zero-shot
+    # labeller (source kg) run alike. Labels from labelled questions walk every sequence to their answers in
+    # memory: source labelled stops over the budget, and auto falls back to kg there
+    try:
+        check_memory(db, params.retrieve.memory_budget_gb, "relplan.source: labelled")
+        too_big = None
     except StoreTooBig as e:
-        raise SystemExit(f"error: {e}") from None
+        too_big = e
+    if too_big is not None and p.source == "labelled":
+        raise SystemExit(f"error: {too_big}\nOr: relplan.source: kg (the plan from the KG alone runs on the DuckDB "
+                         "store).")
+    if too_big is not None:
+        params = resolve_store(params, db)  # auto -> duckdb; store: memory stops here with its short error
     with timed("relplan", timings.stage_dir("relplan"), outputs=[out / "plan.parquet"]) as info:
-        kg = KGStore(io.VALIDATED / "kg.duckdb")
-        log = lambda s: print(f"[relplan] {s}", file=sys.stderr)  # noqa: E731
         exp = Experiment(params, Files.of())
+        kg = KGStore(db) if too_big is None else exp.kg
+        log = lambda s: print(f"[relplan] {s}", file=sys.stderr)  # noqa: E731
         try:  # the leak guard inside: no evaluated question (by id or by text) trains the plan
             own, qs, note = (held_out_split(params, kg, evaluated=io.VALIDATED / "questions.parquet", what="relplan")
                              if p.source != "none" else (None, [], "relplan.source: none"))
@@ -60,6 +71,9 @@ def main(argv: list[str] | None = None) -> None:
         source = p.source
         if source == "auto":
             source = "labelled" if any(q.answer_ids for q in qs) else "kg"
+        if source == "labelled" and too_big is not None:  # auto found labelled questions: not walked here
+            note = f"{note}: labelled questions, but the KG is over the memory budget, so their texts only"
+            source = "kg"
         if source == "labelled" and not any(q.answer_ids for q in qs):
             raise SystemExit(f"relplan: source labelled, but there are no labelled questions ({note}); give "
                              "relplan.file, or set relplan.source: kg (the plan from the KG alone)")

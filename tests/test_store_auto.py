@@ -140,7 +140,8 @@ def test_a_stage_resolves_the_store_once(tiny):
 
 
 def test_relplan_stops_over_the_budget(tiny):
-    """A stage that has no DuckDB path (relplan reads the KG into memory) stops over the budget, whatever the store."""
+    """A stage part that has no DuckDB path (relplan.source: labelled walks the KG in memory) stops over the budget,
+    whatever the store (tests/test_relplan_duckdb.py runs the stage)."""
     own, _, _ = tiny
     check_memory(own, BIG, "relplan")
     with pytest.raises(StoreTooBig, match="relplan reads the whole KG into memory"):

@@ -320,10 +320,32 @@ def mirrored_relations(kg: KGView) -> list[str]:
 
 
 def mirror_pairs(kg: KGView) -> dict[str, str]:
-    """{mirror: the relation it mirrors} of :func:`mirrored_relations`, by name."""
+    """{mirror: the relation it mirrors} of :func:`mirrored_relations`, by name. A store that counts by SQL
+    (``relation_pair_counts``: the DuckDB store) is not read into memory; the counts are the same."""
+    counts = getattr(kg, "relation_pair_counts", None)
+    size, distinct, common = counts() if counts is not None else _pair_counts(kg)
+    names = kg.relation_names
+    out: dict[str, str] = {}
+    ids = sorted(distinct)
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            lo, hi = sorted((size[a], size[b]))
+            if lo < MIRROR_SHARE * hi:
+                continue
+            c = common.get((a, b), 0) if isinstance(common, dict) else common(a, b)
+            if c >= MIRROR_SHARE * max(distinct[a], distinct[b]):
+                keep, drop = sorted((a, b), key=lambda x: (len(str(names[x])), x))
+                if str(names[keep]) not in out:
+                    out.setdefault(str(names[drop]), str(names[keep]))
+    return out
+
+
+def _pair_counts(kg: KGView):
+    """:func:`mirror_pairs`' counts from the triple arrays: (triples, distinct pairs) per relation, and the
+    count of ``a``'s pairs reversed in ``b`` as a function, computed only for the relation pairs of like size."""
     h, r, t = np.asarray(kg.heads, np.int64), np.asarray(kg.relations, np.int64), np.asarray(kg.tails, np.int64)
     if not len(r):
-        return {}
+        return {}, {}, {}
     n = max(int(kg.num_entities), 1)
     fwd_key = h * n + t
     rev_key = t * n + h
@@ -331,20 +353,10 @@ def mirror_pairs(kg: KGView) -> dict[str, str]:
     size = {int(x): int(c) for x, c in zip(*np.unique(r, return_counts=True))}
     pairs = {int(x): arrays.unique(fwd_key[r == x]) for x in rels.tolist()}
     revs = {int(x): arrays.unique(rev_key[r == x]) for x in rels.tolist()}
-    names = kg.relation_names
-    out: dict[str, str] = {}
-    ids = sorted(pairs)
-    for i, a in enumerate(ids):
-        for b in ids[i + 1:]:
-            lo, hi = sorted((size[a], size[b]))
-            if lo < MIRROR_SHARE * hi:
-                continue
-            common = len(np.intersect1d(pairs[a], revs[b], assume_unique=True))
-            if common >= MIRROR_SHARE * max(len(pairs[a]), len(pairs[b])):
-                keep, drop = sorted((a, b), key=lambda x: (len(str(names[x])), x))
-                if str(names[keep]) not in out:
-                    out.setdefault(str(names[drop]), str(names[keep]))
-    return out
+
+    def common(a: int, b: int) -> int:
+        return len(np.intersect1d(pairs[a], revs[b], assume_unique=True))
+    return size, {k: len(v) for k, v in pairs.items()}, common
 
 
 @dataclass(frozen=True)

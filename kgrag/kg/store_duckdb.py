@@ -228,7 +228,10 @@ class DuckKGStore:
         self._lock = threading.RLock()
         self._con = duckdb.connect(str(self.sidecar), read_only=True)
         self._con.execute(f"SET threads={int(threads)}")
-        self._con.execute(f"ATTACH '{Path(self.path).resolve()}' AS kg (READ_ONLY)")
+        # DuckDB shares one database instance among a process's connections to a file: a second store on the
+        # same sidecar finds the KG attached already
+        if not self._con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'kg'").fetchone()[0]:
+            self._con.execute(f"ATTACH '{Path(self.path).resolve()}' AS kg (READ_ONLY)")
         n_ent = self._con.execute(f"SELECT coalesce(max({S.ENTITY_ID}) + 1, 0) FROM kg.entities").fetchone()[0]
         n_rel = self._con.execute(f"SELECT coalesce(max({S.RELATION_ID}) + 1, 0) FROM kg.relations").fetchone()[0]
         self.num_entities = int(n_ent)
@@ -462,6 +465,25 @@ class DuckKGStore:
         for k, i, n in sorted(zip(rows[S.NAME_KEY].tolist(), rows[S.ENTITY_ID].tolist(), rows[S.NAME].tolist())):
             out.setdefault(k, []).append((int(i), str(n)))
         return out
+
+    def relation_pair_counts(self) -> tuple[dict[int, int], dict[int, int], dict[tuple[int, int], int]]:
+        """What finding mirrored relations needs, counted by SQL with no triple loaded: ({relation: triples},
+        {relation: distinct (head, tail) pairs}, {(a, b) with a < b: pairs (h, t) of ``a`` whose reverse (t, h) is
+        a pair of ``b``}); pairs of relations sharing no reversed pair are left out."""
+        h, r, t = S.HEAD, S.RELATION, S.TAIL
+        size = self._query(f"SELECT {r}, count(*) AS n FROM kg.triples GROUP BY {r}")
+        pairs = self._query(f"""
+            WITH p AS (SELECT DISTINCT {h}, {r}, {t} FROM kg.triples)
+            SELECT {r}, count(*) AS n FROM p GROUP BY {r}""")
+        common = self._query(f"""
+            WITH p AS (SELECT DISTINCT {h}, {r}, {t} FROM kg.triples)
+            SELECT a.{r} AS a, b.{r} AS b, count(*) AS n FROM p a JOIN p b
+              ON a.{h} = b.{t} AND a.{t} = b.{h} AND a.{r} < b.{r}
+            GROUP BY a.{r}, b.{r}""")
+        return ({int(k): int(n) for k, n in zip(size[r].tolist(), size["n"].tolist())},
+                {int(k): int(n) for k, n in zip(pairs[r].tolist(), pairs["n"].tolist())},
+                {(int(a), int(b)): int(n) for a, b, n in zip(common["a"].tolist(), common["b"].tolist(),
+                                                             common["n"].tolist())})
 
     def relations_of(self, ids) -> dict[int, set[str]]:
         """{entity id: names of the relations of its edges} (one query: the distinct relations of the ids'
