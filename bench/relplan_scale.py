@@ -10,6 +10,8 @@ default relplan stage) timed the same way. Writes ``reports/bench/relplan_scale.
 
     python bench/relplan_scale.py                  # 1M and 10M (about 15 minutes)
     python bench/relplan_scale.py --sizes 200k     # a smoke run
+    python bench/relplan_scale.py --store duckdb --sizes 1M 10M --kg-questions 50 \
+        --out reports/bench/relplan_scale_duckdb.json   # over the memory budget: mirrors by SQL, the labeller
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ def child(args) -> None:
 
     t0 = time.perf_counter()
     work = Path(args.work)
+    if args.phase == "duckdb":
+        duck_child(args, work)
+        return
     if args.size == "metaqa":
         from kgrag.kg.loaders.metaqa import load_metaqa
 
@@ -74,6 +79,9 @@ def child(args) -> None:
         questions = pa.Table.from_pylist(rows, schema=S.QUESTIONS)
         write_duckdb(work / "kg.duckdb", {"entities": ents, "relations": relt, "triples": tri, "questions": questions})
     t_build = time.perf_counter() - t0
+    if args.phase == "build":  # --store duckdb: the file alone, so the next child's peak RSS is the store's
+        print("RESULT " + json.dumps({"build_s": round(t_build, 1)}), flush=True)
+        return
     t0 = time.perf_counter()
     store = KGStore(work / "kg.duckdb")
     _ = store.heads, store.relations, store.tails
@@ -104,13 +112,64 @@ def child(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
+def duck_child(args, work: Path) -> None:
+    """``--store duckdb``: the KG file the build child wrote, read through ``DuckKGStore`` (no triple array
+    loaded): the sidecar's build, the mirrored-relation pass by SQL, and the zero-shot labeller (relpath, no entity
+    vectors, as above) on ``--kg-questions`` question texts; prints one JSON line."""
+    import duckdb
+    import numpy as np
+
+    from kgrag.index.embed import encode
+    from kgrag.index.relplan import mirror_pairs
+    from kgrag.kg.store import questions_from_table
+    from kgrag.kg.store_duckdb import DuckKGStore
+    from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
+    from kgrag.types import Question
+
+    with duckdb.connect(str(work / "kg.duckdb"), read_only=True) as con:
+        questions = con.execute("SELECT * FROM questions").to_arrow_table()
+    qlist = [q for q in questions_from_table(questions) if q.topic_ids][: args.kg_questions]
+    t0 = time.perf_counter()
+    store = DuckKGStore(work / "kg.duckdb", cache_dir=work / "duckstore")
+    t_open = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mirrors = mirror_pairs(store)
+    t_mirrors = time.perf_counter() - t0
+
+    class NoVectors:
+        model = MODEL
+        encode = staticmethod(lambda t: encode(t, model=MODEL))
+        entity_vectors = np.zeros((0, 384), dtype=np.float32)
+    index = NoVectors()
+    vecs = index.encode([q.text for q in qlist])
+    params = RelPathParams(plan=None, paths=1, fallback=None, hub_edges=args.hub_edges)
+    ms = []
+    for q, v in zip(qlist, vecs):
+        t0 = time.perf_counter()
+        retrieve_relpath(question=Question(question_id=q.question_id, text=q.text, topic_ids=q.topic_ids),
+                         query_vec=v, kg=store, index=index, params=params, hops=0, max_edges=0)
+        ms.append((time.perf_counter() - t0) * 1000)
+    out = {"store": "duckdb", "triples": int(store.num_triples), "entities": int(store.num_entities),
+           "open_s": round(t_open, 1), "mirrors_s": round(t_mirrors, 1), "mirrored_relations": len(mirrors),
+           "kg_questions": len(ms), "hub_edges": args.hub_edges,
+           "kg_labeller_ms_per_question": round(float(np.mean(ms)), 1) if ms else None,
+           "kg_labeller_ms_p50": round(float(np.percentile(ms, 50)), 1) if ms else None,
+           "kg_labeller_ms_p95": round(float(np.percentile(ms, 95)), 1) if ms else None}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", nargs="+", default=["metaqa", "1M", "10M"])
     ap.add_argument("--questions", type=int, default=2000)
     ap.add_argument("--kg-questions", type=int, default=100, help="questions the zero-shot labeller is timed on")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "relplan_scale.json"))
+    ap.add_argument("--store", default="memory", choices=["memory", "duckdb"],
+                    help="duckdb: the KG over the DuckDB store (relplan over the memory budget: mirrors by SQL, the "
+                         "zero-shot labeller; no labelled plan), built in one child and read in another")
+    ap.add_argument("--hub-edges", type=int, default=None, help="relpath's hub_edges for the duckdb labeller")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--phase", default="all", help=argparse.SUPPRESS)
     ap.add_argument("--size", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -122,6 +181,8 @@ def main() -> None:
                       "DuckDB), load_s (KGStore arrays), labelled_plan_s (relplan source labelled: mirrors, walks, "
                       "labels per wording, encoding, lexicon), kg_labeller_ms_per_question (source kg's zero-shot "
                       "relpath per question text), wall_s and peak_rss_gib of the child"}
+    if args.store == "duckdb":
+        return duck_main(args, result)
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="kgrag-relplan-scale-") as work:
             p, wall, rss_kib = timed_run([sys.executable, __file__, "--child", "--size", size, "--work", work,
@@ -132,6 +193,32 @@ def main() -> None:
             result["sizes"][size] = {**json.loads(line[7:]), "wall_s": wall,
                                      "peak_rss_gib": round(rss_kib / 1024 ** 2, 2)}
             print(f"[relplan_scale] {size}: {result['sizes'][size]}", file=sys.stderr, flush=True)
+            write_result(args.out, dict(result))
+
+
+def duck_main(args, result: dict) -> None:
+    """Each size: a child writes the KG file, another reads it through the DuckDB store (``duck_child``)."""
+    result["note"] = ("SYNTHETIC KGs over the DuckDB store (relplan over the memory budget): build_s and "
+                      "build_peak_rss_gib (the generator's child), open_s (the adjacency sidecar), mirrors_s (the "
+                      "mirror pass by SQL), kg_labeller_ms_* (the zero-shot relpath per question text, no entity "
+                      "vectors), wall_s and peak_rss_gib of the reading child")
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="kgrag-relplan-scale-") as work:
+            common = [sys.executable, __file__, "--child", "--size", size, "--work", work, "--questions",
+                      str(args.questions), "--kg-questions", str(args.kg_questions)]
+            p, wall, rss = timed_run(common + ["--phase", "build"])
+            line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
+            if wall is None or line is None:
+                raise SystemExit(f"{size} build failed:\n{p.stderr[-3000:]}")
+            built = {**json.loads(line[7:]), "build_wall_s": wall, "build_peak_rss_gib": round(rss / 1024 ** 2, 2)}
+            hub = ["--hub-edges", str(args.hub_edges)] if args.hub_edges is not None else []
+            p, wall, rss = timed_run(common + ["--phase", "duckdb"] + hub)
+            line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
+            if wall is None or line is None:
+                raise SystemExit(f"{size} duckdb failed:\n{p.stderr[-3000:]}")
+            result["sizes"][size] = {**built, **json.loads(line[7:]), "wall_s": wall,
+                                     "peak_rss_gib": round(rss / 1024 ** 2, 2)}
+            print(f"[relplan_scale] {size} duckdb: {result['sizes'][size]}", file=sys.stderr, flush=True)
             write_result(args.out, dict(result))
 
 
