@@ -23,6 +23,13 @@ the pool's relation sequences removed from the labels; the questions whose gold 
 With ``--wordnet``: ``lexical + WordNet`` and its leave-one-KG-out row, the same questions with WordNet's links
 between question words and relation-name words (``kgrag.index.wordnet``; issue 54); the ``type`` column is the
 plain rows' (it reads no word-relation match), so these rows cost a minute, not MetaQA's quarter of an hour.
+With ``--phrase-model M``: the same rows (default weights, leave-one-KG-out, ``--loko-seeds``; with ``--wordnet``
+also WordNet's) with question words and relation phrases compared through model ``M``'s vectors (a packaged model,
+``kgrag.index.encoder.PACKAGED``, or a sentence-transformers folder: issue 54 tried all-mpnet-base-v2, assembled
+from its five PyPI part wheels as docs/benchmarks.md says) instead of all-MiniLM-L6-v2's; the answer type, the
+cosine row and the vote keep MiniLM (the entity vectors are MiniLM's). ``--phrase-const NAME=VALUE`` sets a
+similarity-scale constant of ``kgrag.index.zeroshot`` (STEM_SIM, BACKGROUND_SIM, SUPPORT, MENTION, TEMPERATURE,
+...) for those rows only.
 
 Every score also gives the set's *paraphrase subset* (``paraphrase``, ``paraphrase_questions``): the questions
 whose gold sequence reaches an answer and none of whose content words shares a 4-letter stem with a relation name
@@ -38,12 +45,15 @@ chose).
     python bench/planner_dev.py --search        # also the weight search on all four KGs (the defaults' origin)
     python bench/planner_dev.py --wordnet       # also the rows with WordNet's links (kgrag/index/wordnet.py)
     python bench/planner_dev.py --wordnet --zero-shot-only --out /tmp/x.json  # those and the zero-shot rows alone
+    python bench/planner_dev.py --phrase-model /tmp/all-mpnet-base-v2 --zero-shot-only --loko-seeds 5 --out /tmp/m.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -175,10 +185,11 @@ def name_vectors(kg: ArrayKG) -> np.ndarray:
     return _NAMES[id(kg)]
 
 
-def feature_rows(kg, qs, lexicon=None, lw=1.0, wordnet=None, like=None):
+def feature_rows(kg, qs, lexicon=None, lw=1.0, wordnet=None, like=None, vecs=None):
     """Feature rows of the questions ``qs``. ``like``: rows of the same questions computed before without
-    ``wordnet``, whose ``type`` column (the answer type: no word-relation match in it) is taken instead of being
-    computed again (MetaQA's end entities make it the slow feature)."""
+    ``wordnet`` (or with other phrase vectors ``vecs``), whose ``type`` column (the answer type: no word-relation
+    match in it, MiniLM's answer phrase against MiniLM's entity vectors) is taken instead of being computed again
+    (MetaQA's end entities make it the slow feature). ``vecs``: the word / relation-phrase vectors (``VECS``)."""
     V = name_vectors(kg) if like is None else None
     rows = []
     for q in qs:
@@ -186,7 +197,7 @@ def feature_rows(kg, qs, lexicon=None, lw=1.0, wordnet=None, like=None):
         if not seqs:
             continue
         f = Z.features(question=q["text"], topic_names=q["topics"], seqs=seqs, ends=[q["seqs"][s] for s in seqs],
-                       relation_names=kg.relation_names, vecs=VECS,
+                       relation_names=kg.relation_names, vecs=VECS if vecs is None else vecs,
                        entity_vectors=(lambda ids: V[ids]) if like is None else None,
                        lexicon=lexicon, lexicon_weight=lw, wordnet=wordnet)
         rows.append((q, seqs, f, np.asarray([q["p"][s] for s in seqs])))
@@ -315,6 +326,37 @@ def vote(pool_texts, pool_labels, k=16):
     return share
 
 
+def warm(vecs, sets) -> None:
+    """Encode in a few large batches every text ``features`` will ask ``vecs`` for (the questions' content words,
+    each relation phrase, its ``same`` form and its words): a large model is slow one question at a time."""
+    texts = set()
+    for _, kg, ev, _ in sets:
+        for q in ev:
+            texts.update(Z.content_words(Z.mask(q["text"], q["topics"]))[0])
+        for name in kg.relation_names:
+            ph = Z.relation_phrase(name)
+            texts.update([ph, "same " + ph, *ph.split()])
+    vecs(sorted(texts))
+
+
+@contextlib.contextmanager
+def constants(pairs: list[str]):
+    """``kgrag.index.zeroshot``'s module constants set from ``NAME=VALUE`` pairs while inside (features read them
+    when called), restored after."""
+    old = {}
+    try:
+        for p in pairs:
+            k, v = p.split("=", 1)
+            if not isinstance(getattr(Z, k, None), float):
+                raise SystemExit(f"--phrase-const {p}: zeroshot.{k} is not a float constant")
+            old[k] = getattr(Z, k)
+            setattr(Z, k, float(v))
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(Z, k, v)
+
+
 def gold(q):
     return max(sorted(q["seqs"]), key=lambda s: (q["p"][s], -len(s))) if q["seqs"] else None
 
@@ -338,6 +380,12 @@ def main() -> None:
     ap.add_argument("--zero-shot-only", action="store_true",
                     help="only the rows with no labelled or pool question (cosine .. lexical, leave-one-KG-out, "
                          "WordNet): no vote, lexicon or compositional rows, so MetaQA's pool is never scored")
+    ap.add_argument("--phrase-model", default=None,
+                    help="also the rows with question words and relation phrases compared by this model's vectors "
+                         "(a packaged model name or a sentence-transformers folder; the type feature keeps MiniLM)")
+    ap.add_argument("--phrase-const", action="append", default=[], metavar="NAME=VALUE",
+                    help="a zeroshot constant (STEM_SIM, BACKGROUND_SIM, SUPPORT, MENTION, ...) for the "
+                         "--phrase-model rows only; repeatable")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     sets = load_sets(args.per_hop, args.eval, args.pool)
@@ -359,31 +407,53 @@ def main() -> None:
         cfg.setdefault("ll", {})[n] = score(feats[n], linear(only({"ll"})))
         cfg.setdefault("ll+support+count+cue", {})[n] = score(feats[n], linear(only({"ll", "support", "count", "cue"})))
         cfg.setdefault("lexical", {})[n] = score(feats[n], linear(Z.Weights().vector()))
+    extra: dict = {}  # label -> feature rows of the same questions, scored as "lexical" is (default weights, LOKO)
     if args.wordnet:  # the same questions with WordNet's links: default weights, and leave-one-KG-out
         wm = Z.wordnet_matcher(args.wordnet_kinds.split(","), args.wordnet_sim, args.wordnet_senses,
                                args.wordnet_hyper_pos.split(","))
         res["wordnet"] = {"kinds": sorted(wm.kinds), "sim": wm.sim, "senses": wm.wordnet.senses,
                           "hyper_pos": sorted(wm.wordnet.hyper_pos), "folder": str(wm.wordnet.folder)}
-        wfeats = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n]) for n, kg, ev, _ in sets}
+        extra["lexical + WordNet"] = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n]) for n, kg, ev, _ in sets}
+    if args.phrase_model:  # question words and relation phrases through another encoder; the type column kept
+        from kgrag.index.embed import model_path
+
+        path = model_path(args.phrase_model)
+        pv = Z.PhraseVectors(lambda t: encode(list(t), model=path))
+        t0 = time.perf_counter()
+        pv(["warm up"])
+        res["phrase_model"] = {"model": args.phrase_model, "folder": path, "const": args.phrase_const,
+                               "load_s": round(time.perf_counter() - t0, 1)}
+        t0 = time.perf_counter()
+        warm(pv, sets)
+        res["phrase_model"]["encode_s"] = round(time.perf_counter() - t0, 1)
+        tag = f"{Path(args.phrase_model).name} phrases"
+        with constants(args.phrase_const):
+            t0 = time.perf_counter()
+            extra[f"lexical, {tag}"] = {n: feature_rows(kg, ev, like=feats[n], vecs=pv) for n, kg, ev, _ in sets}
+            res["phrase_model"]["features_s"] = round(time.perf_counter() - t0, 1)
+            if args.wordnet:
+                extra[f"lexical + WordNet, {tag}"] = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n], vecs=pv)
+                                                      for n, kg, ev, _ in sets}
+    for label, fs in extra.items():
         for n in names:
-            cfg.setdefault("lexical + WordNet", {})[n] = score(wfeats[n], linear(Z.Weights().vector()))
-            w = search(wfeats, others(names, n), iters=250)
-            cfg.setdefault("lexical + WordNet (leave-one-KG-out weights)", {})[n] = {**score(wfeats[n], linear(w)),
-                                                                                   "weights": w.round(3).tolist()}
-            w = fit_smooth(wfeats, others(names, n))
-            cfg.setdefault("lexical + WordNet (leave-one-KG-out, smooth fit)", {})[n] = {
-                **score(wfeats[n], linear(w)), "weights": w.round(3).tolist()}
+            cfg.setdefault(label, {})[n] = score(fs[n], linear(Z.Weights().vector()))
+            w = search(fs, others(names, n), iters=250)
+            cfg.setdefault(f"{label} (leave-one-KG-out weights)", {})[n] = {**score(fs[n], linear(w)),
+                                                                            "weights": w.round(3).tolist()}
+            w = fit_smooth(fs, others(names, n))
+            cfg.setdefault(f"{label} (leave-one-KG-out, smooth fit)", {})[n] = {**score(fs[n], linear(w)),
+                                                                               "weights": w.round(3).tolist()}
     if args.loko_seeds > 1:
-        rows = {"lexical": feats, **({"lexical + WordNet": wfeats} if args.wordnet else {})}
-        for label, fs in rows.items():
+        for label, fs in {"lexical": feats, **extra}.items():
             for n in names:
                 v = [score(fs[n], linear(search(fs, others(names, n), iters=250, seed=k)))
                      for k in range(args.loko_seeds)]
+                para = [x["paraphrase"] for x in v] if v[0]["paraphrase"] is not None else None
                 res.setdefault("loko_seeds", {}).setdefault(label, {})[n] = {
                     "seeds": args.loko_seeds, "all_mean": round(float(np.mean([x["all"] for x in v])), 4),
                     "all_min": min(x["all"] for x in v), "all": [x["all"] for x in v],
-                    "paraphrase_mean": round(float(np.mean([x["paraphrase"] for x in v])), 4)
-                    if v[0]["paraphrase"] is not None else None}
+                    "paraphrase_mean": round(float(np.mean(para)), 4) if para else None,
+                    "paraphrase_min": min(para) if para else None, "paraphrase": para}
     if args.search:
         res["searched_weights"] = dict(zip(Z.FEATURES, search(feats, names).round(3).tolist()))
         res["smooth_fit_weights"] = dict(zip(Z.FEATURES, fit_smooth(feats, names).round(3).tolist()))
