@@ -165,7 +165,7 @@ test: install $(CHROMIUM)
 	pytest -q -n $(TEST_WORKERS) --durations=25
 
 test-fast: install
-	pytest -q -m "not e2e and not slow" --durations=10
+	pytest -q -n $(TEST_WORKERS) -m "not e2e and not slow" --durations=10
 
 bench: install
 	dvc repro retrieve
