@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         encoder = lambda t: encode(t, model=params.index.model)  # noqa: E731
         shutil.rmtree(out, ignore_errors=True)
         pairs = mirror_pairs(kg)
+        train_mirrors = pairs if train_kg is kg else None  # train_plan's mirrors: these, unless it walks other graphs
         mirrors = sorted(pairs)
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
         PlanModel(model=params.index.model, texts=[], hops=np.zeros(0, np.int64), labels=[],
@@ -94,13 +95,15 @@ def main(argv: list[str] | None = None) -> None:
             out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors})
         stats: dict = {"mirrored_relations": mirrors, "labelled": 0}
         if source == "labelled":
-            model, stats = train_plan(kg=train_kg, questions=qs, encode=encoder, model=params.index.model, log=log)
+            model, stats = train_plan(kg=train_kg, questions=qs, encode=encoder, model=params.index.model, log=log,
+                                      mirror_of=train_mirrors)
             model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg" and qs:
             # texts and topics only: no answer, and no declared hop count (the zero-shot planner chooses the length)
             unlabelled = [replace(q, answer_ids=(), answers=(), hops=None) for q in qs]
             model, stats = train_plan(kg=train_kg, questions=unlabelled, encode=encoder, model=params.index.model,
-                                      log=log, label=zero_shot_labeller(train_kg, train.index, out, unlabelled))
+                                      log=log, label=zero_shot_labeller(train_kg, train.index, out, unlabelled),
+                                      mirror_of=train_mirrors)
             note = f"{note}: texts only, labelled by the zero-shot planner"
             model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg":

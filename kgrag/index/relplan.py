@@ -323,7 +323,11 @@ def mirror_pairs(kg: KGView) -> dict[str, str]:
     """{mirror: the relation it mirrors} of :func:`mirrored_relations`, by name. A store that counts by SQL
     (``relation_pair_counts``: the DuckDB store) is not read into memory; the counts are the same."""
     counts = getattr(kg, "relation_pair_counts", None)
-    size, distinct, common = counts() if counts is not None else _pair_counts(kg)
+    if counts is not None:
+        size, distinct, shared = counts()
+        common = lambda a, b: shared.get((a, b), 0)  # noqa: E731
+    else:
+        size, distinct, common = _pair_counts(kg)
     names = kg.relation_names
     out: dict[str, str] = {}
     ids = sorted(distinct)
@@ -332,8 +336,7 @@ def mirror_pairs(kg: KGView) -> dict[str, str]:
             lo, hi = sorted((size[a], size[b]))
             if lo < MIRROR_SHARE * hi:
                 continue
-            c = common.get((a, b), 0) if isinstance(common, dict) else common(a, b)
-            if c >= MIRROR_SHARE * max(distinct[a], distinct[b]):
+            if common(a, b) >= MIRROR_SHARE * max(distinct[a], distinct[b]):
                 keep, drop = sorted((a, b), key=lambda x: (len(str(names[x])), x))
                 if str(names[keep]) not in out:
                     out.setdefault(str(names[drop]), str(names[keep]))
@@ -345,7 +348,7 @@ def _pair_counts(kg: KGView):
     count of ``a``'s pairs reversed in ``b`` as a function, computed only for the relation pairs of like size."""
     h, r, t = np.asarray(kg.heads, np.int64), np.asarray(kg.relations, np.int64), np.asarray(kg.tails, np.int64)
     if not len(r):
-        return {}, {}, {}
+        return {}, {}, lambda a, b: 0
     n = max(int(kg.num_entities), 1)
     fwd_key = h * n + t
     rev_key = t * n + h
@@ -472,8 +475,11 @@ class PlanModel:
 
 def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[list[str]], np.ndarray],
                model: str, log: Callable[[str], None] = lambda s: None, max_hops: int = 3,
-               label: Callable[[Question], tuple[Step, ...] | None] | None = None) -> tuple[PlanModel, dict]:
+               label: Callable[[Question], tuple[Step, ...] | None] | None = None,
+               mirror_of: dict[str, str] | None = None) -> tuple[PlanModel, dict]:
     """Label ``questions``, embed their masked texts and count their wording per unit (the lexicon).
+    ``mirror_of``: ``kg``'s :func:`mirror_pairs` where the caller has them (a pass over every triple), else
+    computed here.
 
     Each question is labelled by the relation sequence to its answers (with its declared hop count where its file
     gives one, else of any length 1..``max_hops``), chosen per wording (:func:`wording_labels`), or, given ``label`` (a plan written without labelled
@@ -485,7 +491,7 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
     Returns the model and counts: questions, labelled, mean label recall / precision (how well the labels
     explain the gold answers; None for ``label``), distinct labels per hop count, mirrored relations.
     """
-    pairs = mirror_pairs(kg)
+    pairs = mirror_pairs(kg) if mirror_of is None else mirror_of
     mirrors = sorted(pairs)
     by_name = {str(n): i for i, n in enumerate(kg.relation_names)}
     skip = frozenset(by_name[m] for m in mirrors if m in by_name)
