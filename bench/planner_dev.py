@@ -456,8 +456,9 @@ def main() -> None:
                     "paraphrase_min": min(para) if para else None, "paraphrase": para}
     if args.search:
         res["searched_weights"] = dict(zip(Z.FEATURES, search(feats, names).round(3).tolist()))
-        res["smooth_fit_weights"] = dict(zip(Z.FEATURES, fit_smooth(feats, names).round(3).tolist()))
-        cfg["lexical (smooth fit on all four)"] = {n: score(feats[n], linear(fit_smooth(feats, names))) for n in names}
+        w = fit_smooth(feats, names)
+        res["smooth_fit_weights"] = dict(zip(Z.FEATURES, w.round(3).tolist()))
+        cfg["lexical (smooth fit on all four)"] = {n: score(feats[n], linear(w)) for n in names}
     if len(names) > 1:  # the honest transfer figure: each KG scored with weights searched on the others only
         for n in names:
             w = search(feats, others(names, n), iters=250)

@@ -33,6 +33,23 @@ SIZES = {"200k": 200_000, "1M": 1_000_000, "10M": 10_000_000}
 MODEL = "all-MiniLM-L6-v2"
 
 
+class NoVectors:
+    """The index's encoder with no entity vectors (relpath's answer-type feature off)."""
+
+    model = MODEL
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.entity_vectors = np.zeros((0, 384), dtype=np.float32)
+
+    @staticmethod
+    def encode(texts):
+        from kgrag.index.embed import encode
+
+        return encode(texts, model=MODEL)
+
+
 def child(args) -> None:
     """One size: build, hold, label; prints one JSON line of seconds."""
     import numpy as np
@@ -97,11 +114,8 @@ def child(args) -> None:
     if args.size != "metaqa":  # the zero-shot labeller (source kg), on the synth questions' texts
         from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
 
-        class NoVectors:  # the index's encoder, no entity vectors (the type feature off: the index stage's vectors
-            model = MODEL  # of 2.5M synthetic names would take this machine about 40 minutes, outside relplan)
-            encode = staticmethod(lambda t: encode(t, model=MODEL))
-            entity_vectors = np.zeros((0, 384), dtype=np.float32)
-        index = NoVectors()
+        index = NoVectors()  # the type feature off: the index stage's vectors of 2.5M synthetic names would take
+        # this machine about 40 minutes, outside relplan
         params = RelPathParams(plan=None, paths=1, fallback=None)
         t0 = time.perf_counter()
         for q in qlist[: args.kg_questions]:
@@ -119,7 +133,6 @@ def duck_child(args, work: Path) -> None:
     import duckdb
     import numpy as np
 
-    from kgrag.index.embed import encode
     from kgrag.index.relplan import mirror_pairs
     from kgrag.kg.store import questions_from_table
     from kgrag.kg.store_duckdb import DuckKGStore
@@ -136,10 +149,6 @@ def duck_child(args, work: Path) -> None:
     mirrors = mirror_pairs(store)
     t_mirrors = time.perf_counter() - t0
 
-    class NoVectors:
-        model = MODEL
-        encode = staticmethod(lambda t: encode(t, model=MODEL))
-        entity_vectors = np.zeros((0, 384), dtype=np.float32)
     index = NoVectors()
     vecs = index.encode([q.text for q in qlist])
     params = RelPathParams(plan=None, paths=1, fallback=None, hub_edges=args.hub_edges)
