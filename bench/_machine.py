@@ -97,6 +97,12 @@ def provenance(root: Path = ROOT) -> dict:
             "params_sha256": hashlib.sha256(params.read_bytes()).hexdigest() if params.is_file() else None}
 
 
+def made_by() -> dict:
+    """A row's stamp in a bench file that merges rows of several runs: the commit, whether tracked files
+    differed from it, and the command line."""
+    return {k: v for k, v in provenance().items() if k in ("commit", "dirty", "command")}
+
+
 def finish(result: dict) -> dict:
     """``result`` with ``machine``, ``load`` (before/after) and ``load_warning`` set; prints the warning."""
     before = start()
@@ -116,6 +122,12 @@ def finish(result: dict) -> dict:
                    "comparing them")
         print(f"WARNING: {warning}", file=sys.stderr)
     m = result.get("machine") or machine()
-    return {**result, "machine": m, "run": result.get("run") or provenance(), "load": {"before": before["load"], "after": after, "started": before["time"],
+    run, earlier = provenance(), list(result.get("earlier_runs") or [])
+    prev = result.get("run")  # a merged file's stamp (benches that re-run some rows keep the others)
+    if prev and (prev.get("commit"), prev.get("command")) != (run["commit"], run["command"]) and prev not in earlier:
+        earlier.append(prev)  # what made the rows this run kept: the file names every run that wrote into it
+    if earlier:
+        result = {**result, "earlier_runs": earlier}
+    return {**result, "machine": m, "run": run, "load": {"before": before["load"], "after": after, "started": before["time"],
                                              "limit": LOAD_LIMIT, "others_cores": others,
                                              "others_limit": OTHERS_LIMIT}, "load_warning": warning}

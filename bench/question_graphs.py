@@ -40,6 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._machine import made_by  # noqa: E402
 from bench.common import write_result  # noqa: E402
 from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
 from bench.transfer import rows_of  # noqa: E402
@@ -236,6 +237,7 @@ def main() -> None:
                + ("" if not args.extra else "/" + ";".join(args.extra))
                + ("/retrieval" if args.retrieval_only else ""))
         result["sets"][key] = run(name, args.split, args)
+        result["sets"][key]["made_by"] = made_by()  # the row's own stamp (the file merges runs)
         a = result["sets"][key]
         print(f"[question_graphs] {key}: " + json.dumps({k: v for k, v in a.items() if k not in ("overrides", "stages")}),
               file=sys.stderr, flush=True)
@@ -265,6 +267,7 @@ def sync_transfer(result: dict, path: Path = TRANSFER) -> None:
             "answer_in_graph": a.get("answer_in_graph"),
             "where_the_graph_holds_an_answer": a.get("where_the_graph_holds_an_answer"),
             "overrides": a.get("overrides"), "plan_source": plan, "seconds": a.get("seconds"),
+            "made_by": a.get("made_by"),
             "source": f"reports/bench/question_graphs.json sets/{key}"}
     path.write_text(json.dumps(transfer, indent=2, sort_keys=True) + "\n")
     print(f"wrote {path} (its -qgraphs rows)")

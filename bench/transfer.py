@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._machine import made_by  # noqa: E402
 from bench.common import write_result  # noqa: E402
 from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
 
@@ -216,6 +217,7 @@ def main() -> None:
             print(f"[transfer] {key}", file=sys.stderr, flush=True)
             result["sets"][key] = run(name, source, workdir=Path(args.workdir), per_hop=args.per_hop,
                                       split=args.split, extra=args.extra, retrieval_only=args.retrieval_only)
+            result["sets"][key]["made_by"] = made_by()  # the row's own stamp (the file merges runs)
             a = result["sets"][key]["all"]
             print(f"[transfer] {key}: {json.dumps(a)}", file=sys.stderr, flush=True)
             write_result(str(out), dict(result))

@@ -81,6 +81,28 @@ def test_every_result_says_which_commit_command_and_params_made_it(tmp_path, mon
     assert empty["commit"] is None and empty["dirty"] is None and empty["params_sha256"] is None
 
 
+def test_a_merged_result_is_stamped_by_the_run_that_wrote_it_and_keeps_the_earlier_ones(tmp_path, monkeypatch):
+    """A bench that re-runs some rows of a committed file (transfer.py, question_graphs.py) reads the file back
+    with its old ``run``: the new file's ``run`` is this run's, and the old one moves to ``earlier_runs`` (once,
+    however often the same earlier run is merged again)."""
+    import json
+    import sys
+
+    from bench.common import write_result
+
+    monkeypatch.setattr(sys, "argv", [str(_machine.ROOT / "bench" / "transfer.py"), "--sources", "kg"])
+    old = {"commit": "0" * 40, "dirty": False, "command": "python bench/transfer.py", "params_sha256": None}
+    out = tmp_path / "r.json"
+    write_result(str(out), {"sets": {"a": 1}, "run": old})
+    first = json.loads(out.read_text())
+    assert first["run"]["command"] == "python bench/transfer.py --sources kg" and first["earlier_runs"] == [old]
+    write_result(str(out), first)  # the same run writes again (one row at a time): nothing new is earlier
+    again = json.loads(out.read_text())
+    assert again["earlier_runs"] == [old] and again["run"] == first["run"]
+    write_result(str(tmp_path / "fresh.json"), {"x": 1})
+    assert "earlier_runs" not in json.loads((tmp_path / "fresh.json").read_text())
+
+
 def test_every_committed_result_names_what_made_it():
     """Each reports/bench/*.json carries ``run``: the commit and command line that made it, or, for a result made
     before results were stamped, the commit that recorded it (``committed_in``), which must be in this history."""
