@@ -74,7 +74,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def provenance(root: Path = ROOT) -> dict:
-    """What made a result: ``commit`` (None outside a git work tree), ``dirty`` (tracked files changed since it),
+    """What made a result: ``commit`` (None outside a git work tree), ``dirty`` (tracked files outside ``reports/``
+    changed since it),
     ``command`` (this process's command line, as typed from the repository root) and ``params_sha256``
     (params.yaml's, None when absent)."""
     def git(*args: str) -> str | None:
@@ -85,7 +86,9 @@ def provenance(root: Path = ROOT) -> dict:
         return p.stdout.strip() if p.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    dirty = None if commit is None else bool(git("status", "--porcelain", "--untracked-files=no"))
+    # results under reports/ are outputs, not what made them (a bench chain writes one before the next starts)
+    dirty = None if commit is None else bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                                                 ":(exclude)reports"))
     argv = list(sys.argv)
     if argv and os.path.isabs(argv[0]):
         try:
