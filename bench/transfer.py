@@ -54,6 +54,33 @@ STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "eva
 TRANSFER = "../shared/data/transfer"
 
 
+PLANNER_DEV = ROOT / "reports" / "bench" / "planner_dev.json"
+
+
+def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
+    """The dev protocol's rows from ``bench/planner_dev.py``'s result, per dev KG: the zero-shot planner with the
+    shipped weights (fitted on all four dev KGs: in sample), leave-one-KG-out (weights fitted on the other KGs
+    only; the smooth fit the shipped weights come from, and the coordinate search's mean over seeds), each with
+    its paraphrase subset (questions whose words share no 4-letter stem with a relation on the gold path). A
+    retrieval figure over every candidate sequence (expected Hit@1 of a random end), not the pipeline's."""
+    if not path.exists():
+        return None
+    pd = json.loads(path.read_text())
+    cfg, rows = pd["configs"], {}
+    for label, key in (("zero-shot, shipped weights (in sample)", "lexical"),
+                       ("leave-one-KG-out, smooth fit (the shipped weights' method)", "lexical (leave-one-KG-out, smooth fit)"),
+                       ("leave-one-KG-out, coordinate search seed 0", "lexical (leave-one-KG-out weights)")):
+        for kg, r in sorted(cfg.get(key, {}).items()):
+            rows.setdefault(kg, {})[label] = {"all": r["all"], "paraphrase": r["paraphrase"],
+                                              "paraphrase_questions": r["paraphrase_questions"],
+                                              "questions": r["questions"]}
+    for kg, r in sorted(pd.get("loko_seeds", {}).get("lexical", {}).items()):
+        rows.setdefault(kg, {})[f"leave-one-KG-out, coordinate search, mean of {r['seeds']} seeds"] = {
+            "all": r["all_mean"], "paraphrase": r["paraphrase_mean"]}
+    return {"source": "reports/bench/planner_dev.json", "made_by": pd.get("run"), "metric": pd.get("metric"),
+            "kgs": rows}
+
+
 def set_overrides(name: str, per_hop: int, split: str) -> list[str]:
     """The ``--set`` overrides of a set (its loader and files; ``split`` the evaluated part)."""
     held = "dev" if split == "test" else "test"
@@ -206,6 +233,7 @@ def main() -> None:
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}
     result.setdefault("sets", {})
+    result["dev_protocol"] = dev_protocol()  # the choices' dev figures beside the test rows they chose
     result["note"] = ("test parts measured once with the weights chosen on dev (bench/planner_dev.py); IRN sets: the "
                       "irn loader's seeded halves (test_share 0.5, split_seed 7); MetaQA: per_hop questions of each "
                       "test file (seed 0), topics linked from the text; sources: kg = held-out texts only (no answer "

@@ -49,3 +49,28 @@ def test_the_smooth_fit_is_deterministic_and_finds_the_deciding_feature():
     held = _rows(np.random.default_rng(2), good=3)
     assert P.score(held, P.linear(w1))["all"] == 1.0
     assert P.score(held, P.linear(-w1))["all"] == 0.0  # the score can fail: the reversed weights pick a wrong one
+
+
+def test_transfer_json_carries_the_dev_protocol_rows_of_planner_dev(tmp_path):
+    """bench/transfer.py writes planner_dev's leave-one-KG-out and paraphrase figures beside its test rows: every
+    dev KG's in-sample, leave-one-KG-out (smooth fit, search seed 0, the seeds' mean) figures, and where they
+    came from; no planner_dev result, no section."""
+    import json
+
+    from bench.transfer import dev_protocol
+
+    row = {"all": 0.8, "paraphrase": 0.5, "paraphrase_questions": 4, "questions": 10}
+    pd = {"run": {"commit": "a" * 40, "command": "python bench/planner_dev.py"}, "metric": "m",
+          "configs": {"lexical": {"k1": row, "k2": {**row, "all": 0.9}},
+                      "lexical (leave-one-KG-out, smooth fit)": {"k1": {**row, "all": 0.7, "weights": [1.0]}},
+                      "lexical (leave-one-KG-out weights)": {"k1": {**row, "all": 0.6}}},
+          "loko_seeds": {"lexical": {"k1": {"seeds": 3, "all_mean": 0.55, "paraphrase_mean": 0.4}}}}
+    path = tmp_path / "planner_dev.json"
+    path.write_text(json.dumps(pd))
+    got = dev_protocol(path)
+    assert got["made_by"] == pd["run"] and got["source"].endswith("planner_dev.json")
+    k1 = got["kgs"]["k1"]
+    assert [v["all"] for v in k1.values()] == [0.8, 0.7, 0.6, 0.55]
+    assert "leave-one-KG-out, coordinate search, mean of 3 seeds" in k1 and "weights" not in str(k1)
+    assert list(got["kgs"]["k2"].values())[0]["all"] == 0.9
+    assert dev_protocol(tmp_path / "absent.json") is None
