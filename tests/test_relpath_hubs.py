@@ -93,9 +93,9 @@ def test_a_step_reads_at_most_hub_edges_of_a_hubs_relation(kg, index, monkeypatc
     assert all(n <= HUB for st in steps for n in _per_node_group(st).values())  # every node, every group
     assert sub.trace["hub_groups_sampled"] >= 1 and sub.trace["hub_edges_read"] > 0
     steps.clear()
-    off = _run(kg, index)
+    off = _run(kg, index, hub_edges=None)
     assert _at(steps, noir)[(genre, False)] == FILMS  # off: every edge of the hub
-    assert "hub_edges_read" not in off.trace  # the trace of the default (off) is as before
+    assert "hub_edges_read" not in off.trace  # the trace with sampling off is as before it existed
     assert sub.trace["hub_edges_read"] < sum(len(e) for st in steps for e, _, _ in st.values())
 
 
@@ -114,7 +114,7 @@ def test_the_answers_are_those_the_sample_holds(kg, index):
     direct = int(np.flatnonzero(kg.relation_names == "directed_by")[0])
     want = {int(t) for h, r, t in zip(kg.heads, kg.relations, kg.tails) if r == direct and int(h) in films}
     assert set(sub.trace["ends"]) == want and len(want) < 60  # a sampled film's director is kept, no other
-    off = _run(kg, index)
+    off = _run(kg, index, hub_edges=None)
     assert len(set(off.trace["ends"])) == 60  # off: every Noir film's director
 
 
@@ -158,21 +158,21 @@ def test_a_bound_above_every_group_changes_nothing(kg, index):
         assert old.keys() == new.keys()
         for key in old:
             assert sorted(old[key][0].tolist()) == sorted(new[key][0].tolist())
-    off, wide = _run(kg, index), _run(kg, index, hub_edges=FILMS)
+    off, wide = _run(kg, index, hub_edges=None), _run(kg, index, hub_edges=FILMS)
     assert np.array_equal(off.heads, wide.heads) and np.array_equal(off.tails, wide.tails)
     assert {k: v for k, v in wide.trace.items() if not k.startswith("hub_")} == off.trace
     assert wide.trace["hub_groups_sampled"] == 0
 
 
-def test_the_shard_key_changes_through_the_params_and_the_default_is_off():
+def test_the_shard_key_changes_through_the_params_and_the_default_is_100():
     """The sample depends on the KG and on hub_edges / hub_seed alone, so those params are what moves relpath's
-    shard key (kgrag.retrieval.run.key_hash); the committed experiment leaves sampling off."""
+    shard key (kgrag.retrieval.run.key_hash); the committed experiment and the model's default sample at 100."""
     from kgrag.params import load
     from tests.conftest import ROOT
 
-    base = key_hash(RetrieveParams())
+    base = key_hash(RetrieveParams(relpath={"hub_edges": None}))
     assert key_hash(RetrieveParams(relpath={"hub_edges": HUB})) != base
     assert key_hash(RetrieveParams(relpath={"hub_edges": HUB, "hub_seed": 1})) != \
         key_hash(RetrieveParams(relpath={"hub_edges": HUB}))
     rp = load(ROOT / "params.yaml").retrieve.module_params()
-    assert rp.hub_edges is None and RelPathParams().hub_edges is None
+    assert rp.hub_edges == 100 and RelPathParams().hub_edges == 100

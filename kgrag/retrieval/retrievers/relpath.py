@@ -41,10 +41,10 @@ class RelPathParams(BaseModel):
     max_triples: int = Field(100, ge=1, description="triples returned at most (the last hop's first)")
     max_frontier: int = Field(20_000, ge=1, description="nodes a sequence may reach per hop (hub guard)")
     hub_edges: int | None = Field(
-        None, ge=1, description="hub sampling (ToG's entity sampling): a node with more than hub_edges edges of one "
+        100, ge=1, description="hub sampling (ToG's entity sampling): a node with more than hub_edges edges of one "
         "relation in one direction gives a step a seeded sample of hub_edges of them, found from per-(node, relation, "
-        "direction) counts without reading the rest; null = every edge (off; why: docs/scale.md, \"relpath at "
-        "hubs\")")
+        "direction) counts without reading the rest; null = every edge (off). 100 since 2026-12-03: 12.6x faster at "
+        "10M triples with no answer lost, MetaQA's retrieved triples unchanged (docs/scale.md, \"relpath at hubs\")")
     hub_seed: int = Field(0, ge=0, description="seed of the hub_edges sample: the same node, relation and direction "
                           "give the same sample in every step, sequence and question")
     inverse: Literal["plain", "of", "shares"] = Field(
