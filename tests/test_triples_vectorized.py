@@ -125,6 +125,8 @@ def test_agrees_on_fuzzed_files(tmp_path, seed, monkeypatch):
         monkeypatch.setattr(triples_arrow, "UNSURE_SLOW_MAX", 0)
         monkeypatch.setattr(triples_arrow, "UTF8_BLOCK", 3)  # small blocks: a bad line spoils only its own
         monkeypatch.setattr(triples_arrow, "SPLIT_LINES", 4)
+    if seed % 3 != 2:  # the file read in blocks of whole lines: one line a block (1 byte), a few, or the whole
+        monkeypatch.setattr(triples_arrow, "READ_BYTES", {0: 1, 1: 37}[seed % 3] if seed % 4 else 200)
     kw: dict = {"path": str(path), "delimiter": d}
     if seed % 5 == 1:
         kw.update(header=True)
@@ -136,7 +138,22 @@ def test_agrees_on_fuzzed_files(tmp_path, seed, monkeypatch):
     assert_same(py, vec)
 
 
-def test_header_by_name(tmp_path):
+def test_line_blocks_are_whole_lines():
+    import io
+
+    body = b"a\tb\tc\n" * 5 + b"x" * 50 + b"\n\nlast-no-lf"
+    for size in (1, 3, 8, 64, 10_000):
+        blocks = list(triples_arrow.line_blocks(io.BytesIO(body), size))
+        assert b"".join(blocks) == body and all(b.endswith(b"\n") for b in blocks[:-1])
+        assert len(blocks) > 1 or size == 10_000
+
+
+@pytest.mark.parametrize("read_bytes", [None, 1, 5])
+def test_header_by_name(tmp_path, monkeypatch, read_bytes):
+    """The header is the first record, also when the blocks before it hold only blank lines (1 byte a read:
+    a block a line)."""
+    if read_bytes:
+        monkeypatch.setattr(triples_arrow, "READ_BYTES", read_bytes)
     p = tmp_path / "kg.csv"
     p.write_text("\n  \nsubject,predicate,object,note\nHeat,directed_by,Michael Mann,x\nHeat,,A,y\nB,r,C\n")
     py, vec = both(path=str(p), delimiter=",", header=True, head="subject", relation="predicate", tail="object")
@@ -172,7 +189,12 @@ def test_engine_choice(tmp_path):
     assert kg.entities.column("name").to_pylist() == ["a,b", "c"]
 
 
-def test_agrees_on_synth_sample_with_bad_lines(tmp_path):
+@pytest.mark.parametrize("read_bytes", [None, 4096])
+def test_agrees_on_synth_sample_with_bad_lines(tmp_path, monkeypatch, read_bytes):
+    """Also read in 4 KiB blocks (about 150 of them): line numbers, bad lines and duplicates (whose text is read
+    again from the file) as in one block."""
+    if read_bytes:
+        monkeypatch.setattr(triples_arrow, "READ_BYTES", read_bytes)
     m = write_synth(out=tmp_path / "s", n_triples=20_000, entities_per_triple=0.3, n_relations=6, n_types=3, skew=1.0,
                     relation_skew=1.0, questions=30, hops=(1, 2), max_answers=30, graph_extra=5, bad_lines=30, seed=5)
     py, vec = both(path=str(tmp_path / "s" / "triples.tsv"), questions=str(tmp_path / "s" / "questions.jsonl"))

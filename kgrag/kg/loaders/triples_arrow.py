@@ -62,6 +62,7 @@ WHITESPACE = b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "  # the ASCII characters for whic
 SCAN_BYTES = 1 << 26  # bytes classified per numpy pass (bounds temporary memory)
 UTF8_BLOCK = 1 << 16  # lines decoded together to check UTF-8 (a failing block: its non-ASCII lines go slow)
 SPLIT_LINES = 1 << 20  # lines split per pyarrow pass
+READ_BYTES = 1 << 26  # bytes read per block of whole lines (a block's bytes and line arrays are freed after it)
 THREADS = min(2, os.cpu_count() or 1)  # chunks split and encoded in parallel
 UNSURE_SLOW_MAX = 50_000  # at most this many (or 1 %) possibly-blank lines go to the slow lane; more: byte counts
 
@@ -231,7 +232,7 @@ def lines_with_control(buf: np.ndarray, starts: np.ndarray, cend: np.ndarray) ->
 
 
 def classify(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, cend: np.ndarray,
-             ) -> tuple[np.ndarray, np.ndarray]:
+             first_block: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(slow, plain): lines for the python rule, and plain non-blank lines (the rest are blank).
 
     A line whose text starts with an ASCII non-whitespace byte is non-blank. When few lines start
@@ -243,7 +244,7 @@ def classify(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     slow = ((ends - starts) > MAX_LINE_BYTES) | ((cend - starts) > limit)
     slow |= lines_with(buf, 13, starts, cend) | lines_with_control(buf, starts, cend)
     slow |= utf8_suspect(data, buf, starts, ends)
-    if n:
+    if n and first_block:  # the file's line 1 (a byte-order mark)
         slow[0] = True
     nonempty = cend > starts
     first = np.full(n, 32, dtype=np.uint8)
@@ -289,9 +290,10 @@ class _Chunk:
 
 def _split_chunk(
     *, data: bytes, databuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray, cend: np.ndarray, idx: np.ndarray,
-    plain: np.ndarray, delimiter: str, expected: int, cols: tuple[int, int, int],
+    plain: np.ndarray, delimiter: str, expected: int, cols: tuple[int, int, int], base: int = 0,
 ) -> _Chunk:
-    """Split plain lines ``idx`` (indices, ascending) on the delimiter and check their fields."""
+    """Split plain lines ``idx`` (indices in the block, ascending; ``base`` lines before the block) on the
+    delimiter and check their fields."""
     bad: list[tuple[int, str, str]] = []
     lo, hi = int(idx[0]), int(idx[-1]) + 1
     offsets = np.append(starts[lo:hi], ends[hi - 1]).astype(np.int64)
@@ -304,7 +306,7 @@ def _split_chunk(
     if not ok.all():
         for j in np.flatnonzero(~ok).tolist():
             k = int(idx[j])
-            bad.append((k + 1, field_count_reason(expected, int(nf[j]), delimiter),
+            bad.append((base + k + 1, field_count_reason(expected, int(nf[j]), delimiter),
                         _text(data, starts[k], cend[k])[:RECORD_CHARS]))
         parts, idx = parts.filter(pa.array(ok)), idx[ok]
     fields = []
@@ -319,10 +321,10 @@ def _split_chunk(
         for j in np.flatnonzero(drop).tolist():
             k = int(idx[j])
             names = [nm for nm, b in zip(("head", "relation", "tail"), blank[j]) if b]
-            bad.append((k + 1, empty_reason(names), _text(data, starts[k], cend[k])[:RECORD_CHARS]))
+            bad.append((base + k + 1, empty_reason(names), _text(data, starts[k], cend[k])[:RECORD_CHARS]))
         good = pa.array(~drop)
         fields, idx = [v.filter(good) for v in fields], idx[~drop]
-    return _Chunk(bad=bad, lines=idx + 1, fields=[pc.dictionary_encode(v) for v in fields])
+    return _Chunk(bad=bad, lines=idx + 1 + base, fields=[pc.dictionary_encode(v) for v in fields])
 
 
 def _global_ids(columns: list[list[pa.DictionaryArray]]) -> tuple[pa.Array, list[np.ndarray]]:
@@ -348,9 +350,15 @@ def duplicate_rows(hid: np.ndarray, rid: np.ndarray, tid: np.ndarray, *, n_entit
     """Whether each row repeats an earlier row's (head, relation, tail)."""
     n = len(hid)
     if n_entities and n_relations and n_entities * n_relations * n_entities < 1 << 62:
-        key = pa.array((hid * n_relations + rid) * n_entities + tid)
-        if pc.count_distinct(key).as_py() == n:  # the usual case: one hash pass, no duplicate
+        key = hid * n_relations
+        key += rid
+        key *= n_entities
+        key += tid
+        ordered = np.sort(key)  # the usual case: no duplicate; a sort's copy, not a hash table of every key
+        if not (ordered[1:] == ordered[:-1]).any():
             return np.zeros(n, dtype=bool)
+        del ordered
+        key = pa.array(key)
         first = pa.table({"k": key, "i": pa.array(np.arange(n))}).group_by("k").aggregate([("i", "min")])
         dup = np.ones(n, dtype=bool)
         dup[first.column("i_min").to_numpy()] = False
@@ -365,69 +373,123 @@ def duplicate_rows(hid: np.ndarray, rid: np.ndarray, tid: np.ndarray, *, n_entit
     return dup
 
 
+def line_blocks(fh, block_bytes: int | None = None):
+    """The file's bytes in blocks of whole lines (each ends after an LF, but the last), ``block_bytes`` or a
+    little more each: a line longer than a block is read on until its LF."""
+    size = block_bytes or READ_BYTES
+    rest = b""
+    while True:
+        chunk = fh.read(size)
+        if not chunk:
+            if rest:
+                yield rest
+            return
+        data = rest + chunk if rest else chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            rest = data
+            continue
+        yield data[:cut] if cut < len(data) else data
+        rest = data[cut:]
+
+
+def line_texts(src: Path, wanted: set[int]) -> dict[int, str]:
+    """The text (trailing CR/LF dropped) of lines ``wanted`` (1-based), read again block by block."""
+    out: dict[int, str] = {}
+    if not wanted:
+        return out
+    base = 0
+    want = np.array(sorted(wanted), dtype=np.int64)
+    with open_binary(src) as fh:
+        for data in line_blocks(fh):
+            buf = np.frombuffer(data, dtype=np.uint8)
+            starts, ends = line_bounds(buf)
+            here = want[(want > base) & (want <= base + len(starts))]
+            if len(here):
+                k = here - base - 1
+                cend = content_ends(buf, starts[k], ends[k])
+                for no, a, b in zip(here.tolist(), starts[k].tolist(), cend.tolist()):
+                    out[no] = _text(data, a, b)
+            base += len(starts)
+    return out
+
+
 def load_triples_vectorized(
     *, path: str, questions: str | None, split: str, delimiter: str, header: bool, head: int | str,
     relation: int | str, tail: int | str, columns: int | None, sample: int, seed: int,
 ) -> KGTables:
-    """The ``triples`` loader's tables computed in bulk (same output as the python engine; see the module doc)."""
+    """The ``triples`` loader's tables computed in bulk (same output as the python engine; see the module doc).
+    The file is read in blocks of whole lines (``READ_BYTES``): a block's bytes and per-line arrays are freed
+    before the next is read, so memory grows with the kept triples' ids and names, not with the file's bytes."""
     src = Path(path)
     f = str(src)
     require_file(src, "triples file")
-    with open_binary(src) as fh:
-        data = fh.read()
-    buf = np.frombuffer(data, dtype=np.uint8)
-    starts, ends = line_bounds(buf)
-    n = len(starts)
-    cend = content_ends(buf, starts, ends)
-    slow, plain = classify(data, buf, starts, ends, cend)  # neither: blank lines
-
-    # slow lane: the python rule on each line alone (read errors first, as read_lines reports them)
     read_bad: Bad = []
     rec_bad: list[tuple[int, str, str]] = []  # (line, reason, record) of record errors
     slow_rows: list[tuple[int, list[str], str]] = []  # (line, fields, text) of parsed slow records
-    for i in np.flatnonzero(~slow & ~plain).tolist():  # blank lines: dropped and counted, as decode_line does
-        decode_line(data[starts[i]:ends[i]], i + 1, src, read_bad)
-    for i in np.flatnonzero(slow).tolist():
-        text = decode_line(data[starts[i]:ends[i]], i + 1, src, read_bad)
-        if text is None:
-            continue
-        for no, fields, raw, err in csv_records([(i + 1, text)], delimiter, None):
-            if fields is None:
-                rec_bad.append((no, err, raw[:RECORD_CHARS]))
-            else:
-                slow_rows.append((no, fields, raw))
+    done: list[_Chunk] = []
+    layout = None  # (expected, cols) once the first record (the header, if any) is read
+    base = 0  # lines before this block
+    with open_binary(src) as fh, ThreadPoolExecutor(max_workers=THREADS) as pool:  # pyarrow kernels release the GIL
+        for data in line_blocks(fh):
+            buf = np.frombuffer(data, dtype=np.uint8)
+            starts, ends = line_bounds(buf)
+            cend = content_ends(buf, starts, ends)
+            slow, plain = classify(data, buf, starts, ends, cend, first_block=base == 0)  # neither: blank lines
+            # slow lane: the python rule on each line alone (read errors first, as read_lines reports them)
+            for i in np.flatnonzero(~slow & ~plain).tolist():  # blank lines: dropped and counted, as decode_line does
+                decode_line(data[starts[i]:ends[i]], base + i + 1, src, read_bad)
+            block_rows: list[tuple[int, list[str], str]] = []
+            block_bad: list[tuple[int, str, str]] = []
+            for i in np.flatnonzero(slow).tolist():
+                text = decode_line(data[starts[i]:ends[i]], base + i + 1, src, read_bad)
+                if text is None:
+                    continue
+                for no, fields, raw, err in csv_records([(base + i + 1, text)], delimiter, None):
+                    if fields is None:
+                        block_bad.append((no, err, raw[:RECORD_CHARS]))
+                    else:
+                        block_rows.append((no, fields, raw))
+            plain_idx = np.flatnonzero(plain)
+            if layout is None:
+                first_plain = base + int(plain_idx[0]) + 1 if len(plain_idx) else None
+                first_slow = min([r[0] for r in block_rows] + [b[0] for b in block_bad], default=None)
+                if first_plain is not None or first_slow is not None:
+                    header_fields = None
+                    if header:  # the first record is the header: parse it with the python rule, take it out of the data
+                        first = min(x for x in (first_plain, first_slow) if x is not None)
+                        if first == first_plain:
+                            plain[first - base - 1] = False
+                            plain_idx = plain_idx[1:]
+                            rec = next(csv_records([(first, _text(data, starts[first - base - 1],
+                                                                  cend[first - base - 1]))], delimiter, None))
+                            header_fields = rec[1]
+                        elif block_rows and block_rows[0][0] == first:
+                            header_fields = block_rows.pop(0)[1]
+                        else:
+                            block_bad = [b for b in block_bad if b[0] != first]
+                    expected, h, r, t = column_layout(src, header_fields, header=header, head=head,
+                                                      relation=relation, tail=tail, columns=columns)
+                    layout = (expected, (h, r, t))
+            slow_rows += block_rows
+            rec_bad += block_bad
+            if layout is not None and len(plain_idx):
+                databuf = pa.py_buffer(data)
+
+                def split_block(idx: np.ndarray, data=data, databuf=databuf, starts=starts, ends=ends, cend=cend,
+                                plain=plain, base=base) -> _Chunk:
+                    return _split_chunk(data=data, databuf=databuf, starts=starts, ends=ends, cend=cend, idx=idx,
+                                        plain=plain, delimiter=delimiter, expected=layout[0], cols=layout[1],
+                                        base=base)
+
+                chunks = [plain_idx[a:a + SPLIT_LINES] for a in range(0, len(plain_idx), SPLIT_LINES)]
+                done += list(pool.map(split_block, chunks))
+            base += len(starts)
+            del data, buf, starts, ends, cend, slow, plain, plain_idx
     read_bad.sort(key=lambda b: b[1])  # line order, as read_lines reports them
-    plain_idx = np.flatnonzero(plain)
-    first_plain = int(plain_idx[0]) + 1 if len(plain_idx) else None
-    first_slow = min([r[0] for r in slow_rows] + [b[0] for b in rec_bad], default=None)
-    if first_plain is None and first_slow is None:
+    if layout is None:
         raise LoaderInputError(f"{src}: triples file is empty (no non-blank UTF-8 line)")
-
-    header_fields = None
-    if header:  # the first record is the header: parse it with the python rule, take it out of the data
-        first = min(x for x in (first_plain, first_slow) if x is not None)
-        if first == first_plain:
-            plain[first - 1] = False
-            plain_idx = plain_idx[1:]
-            rec = next(csv_records([(first, _text(data, starts[first - 1], cend[first - 1]))], delimiter, None))
-            header_fields = rec[1]
-        elif slow_rows and slow_rows[0][0] == first:
-            header_fields = slow_rows.pop(0)[1]
-        else:
-            rec_bad = [b for b in rec_bad if b[0] != first]
-    expected, h, r, t = column_layout(src, header_fields, header=header, head=head, relation=relation,
-                                      tail=tail, columns=columns)
-    cols = (h, r, t)
-
-    databuf = pa.py_buffer(data)
-    chunks = [plain_idx[a:a + SPLIT_LINES] for a in range(0, len(plain_idx), SPLIT_LINES)]
-
-    def split_block(idx: np.ndarray) -> _Chunk:
-        return _split_chunk(data=data, databuf=databuf, starts=starts, ends=ends, cend=cend, idx=idx, plain=plain,
-                            delimiter=delimiter, expected=expected, cols=cols)
-
-    with ThreadPoolExecutor(max_workers=THREADS) as pool:  # pyarrow kernels release the GIL
-        done = list(pool.map(split_block, chunks))
+    expected, cols = layout
     slow_text: dict[int, str] = {}
     slow_kept: list[tuple[int, list[str]]] = []
     for no, fields, raw in slow_rows:
@@ -449,18 +511,19 @@ def load_triples_vectorized(
     # ids: entities by sorted key, relations by sorted name (KGBuilder.tables), then duplicates
     keys, (hid, tid) = _global_ids([[c.fields[0] for c in done], [c.fields[2] for c in done]])
     rel_names, (rid,) = _global_ids([[c.fields[1] for c in done]])
+    del done
     if slow_kept:  # slow records come last: put every kept row back in line order
         order = np.argsort(lines, kind="stable")
         lines, hid, rid, tid = lines[order], hid[order], rid[order], tid[order]
     dup = duplicate_rows(hid, rid, tid, n_entities=len(keys), n_relations=len(rel_names))
-    for j in np.flatnonzero(dup).tolist():
-        no = int(lines[j])
-        text = slow_text[no] if no in slow_text else _text(data, starts[no - 1], cend[no - 1])
+    dup_lines = [int(lines[j]) for j in np.flatnonzero(dup).tolist()]
+    texts = line_texts(src, {no for no in dup_lines if no not in slow_text})  # a second read, of those lines only
+    for no in dup_lines:
+        text = slow_text[no] if no in slow_text else texts[no]
         rec_bad.append((no, "duplicate triple", text[:RECORD_CHARS]))
     keep = ~dup
     hid, rid, tid = hid[keep], rid[keep], tid[keep]
     # entities only of kept rows (a duplicate's entities are those of its first copy, so none is lost)
-    del data, buf
     rec_bad.sort(key=lambda x: x[0])
     bad: Bad = read_bad + [(f, no, reason, rec) for no, reason, rec in rec_bad]
 
