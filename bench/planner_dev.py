@@ -16,11 +16,9 @@ are gold answers): a retrieval figure, no LLM. ``oracle`` is the best pick's.
 
 Configurations (``configs`` in the JSON): ``cosine`` (the old zero-shot: cosine of the question and the relation
 names), ``ll`` (IBM-1 likelihood alone), ``ll+support+count+cue`` (no answer type), ``lexical`` (every feature,
-the default weights: ``zeroshot.Weights``, the smooth fit on all four since 2026-12-03),
-``lexical (leave-one-KG-out weights)`` (weights searched on the other three KGs: the
+the default weights), ``lexical (leave-one-KG-out weights)`` (weights searched on the other three KGs: the
 honest transfer figure), ``lexical + self-trained vote`` (source kg: pool texts labelled by the planner, vote
-weight w), ``lexical + lexicon`` / ``+ vote`` (source labelled, scored with ``zeroshot.LEXICON_WEIGHTS`` as relpath
-scores a lexicon's features), and the compositional check (a seeded fifth of
+weight w), ``lexical + lexicon`` / ``+ vote`` (source labelled), and the compositional check (a seeded fifth of
 the pool's relation sequences removed from the labels; the questions whose gold sequence was removed).
 With ``--wordnet``: ``lexical + WordNet`` and its leave-one-KG-out row, the same questions with WordNet's links
 between question words and relation-name words (``kgrag.index.wordnet``; issue 54); the ``type`` column is the
@@ -393,8 +391,7 @@ def main() -> None:
     sets = load_sets(args.per_hop, args.eval, args.pool)
     names = [n for n, *_ in sets]
     res: dict = {"machine": machine(), "metric": "expected Hit@1 of a random end of the chosen sequence (no LLM)",
-                 "weights": dict(zip(Z.FEATURES, Z.Weights().vector().round(3).tolist())),
-                 "lexicon_weights": dict(zip(Z.FEATURES, Z.LEXICON_WEIGHTS.vector().round(3).tolist())), "configs": {}}
+                 "weights": dict(zip(Z.FEATURES, Z.Weights().vector().round(3).tolist())), "configs": {}}
     feats = {n: feature_rows(kg, ev) for n, kg, ev, _ in sets}
     res["oracle"] = {n: round(float(np.mean([r[3].max() for r in feats[n]])), 4) for n in names}
     cfg = res["configs"]
@@ -461,8 +458,6 @@ def main() -> None:
         res["searched_weights"] = dict(zip(Z.FEATURES, search(feats, names).round(3).tolist()))
         w = fit_smooth(feats, names)
         res["smooth_fit_weights"] = dict(zip(Z.FEATURES, w.round(3).tolist()))
-        # the shipped zero-shot weights are this fit (2026-12-03): say when code and fit part
-        res["shipped_weights_are_the_smooth_fit"] = bool(np.allclose(w.round(3), Z.Weights().vector(), atol=1e-3))
         cfg["lexical (smooth fit on all four)"] = {n: score(feats[n], linear(w)) for n in names}
     if len(names) > 1:  # the honest transfer figure: each KG scored with weights searched on the others only
         for n in names:
@@ -473,7 +468,6 @@ def main() -> None:
             cfg.setdefault("lexical (leave-one-KG-out, smooth fit)", {})[n] = {**score(feats[n], linear(w)),
                                                                                "weights": w.round(3).tolist()}
     base = Z.Weights().vector()
-    lbase = Z.LEXICON_WEIGHTS.vector()  # what relpath scores with where a lexicon is given (zeroshot.weights_for)
     for n, kg, ev, pool in ([] if args.zero_shot_only else sets):
         # source kg: pool texts labelled by the planner, then the vote
         prow = feature_rows(kg, pool)
@@ -489,11 +483,11 @@ def main() -> None:
             words, _ = Z.content_words(Z.mask(q["text"], q["topics"]))
             lex.add(words, [(k, kg.relation_names[r], f) for k, r, f in Z.units(g)])
         lrows = feature_rows(kg, ev, lexicon=lex)
-        cfg.setdefault("lexical + lexicon", {})[n] = score(lrows, linear(lbase))
+        cfg.setdefault("lexical + lexicon", {})[n] = score(lrows, linear(base))
         share = vote([Z.mask(q["text"], q["topics"]) for q, _ in lab], [g for _, g in lab])
         for w in (10.0, 30.0, 100.0):
             cfg.setdefault(f"lexical + lexicon + vote (w {w:g})", {})[n] = score(
-                lrows, lambda q, seqs, f, w=w: f @ lbase + w * share(q, seqs))
+                lrows, lambda q, seqs, f, w=w: f @ base + w * share(q, seqs))
         # compositional: a seeded fifth of the pool's label sequences removed; the questions whose gold was removed
         named = sorted({tuple((kg.relation_names[r], f) for r, f in g) for _, g in lab})
         rng = np.random.default_rng(0)
@@ -511,7 +505,7 @@ def main() -> None:
             hrows = feature_rows(kg, held, lexicon=lex2)
             share2 = vote([Z.mask(q["text"], q["topics"]) for q, _ in kept], [g for _, g in kept])
             cfg.setdefault("compositional: removed sequences, lexicon + vote (w 30)", {})[n] = score(
-                hrows, lambda q, seqs, f: f @ lbase + 30.0 * share2(q, seqs))
+                hrows, lambda q, seqs, f: f @ base + 30.0 * share2(q, seqs))
             cfg.setdefault("compositional: removed sequences, lexical alone", {})[n] = score(
                 feature_rows(kg, held), linear(base))
         print(f"[planner_dev] {n}: " + ", ".join(f"{c} {v[n]['all']}" for c, v in cfg.items() if n in v),

@@ -109,37 +109,20 @@ FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
 
 @dataclass(frozen=True)
 class Weights:
-    """Weights of :data:`FEATURES` for a question with no lexicon of labelled questions (``relplan.source`` kg or
-    none, a KG with no labelled questions): the deterministic smooth fit of ``bench/planner_dev.py`` (``fit_smooth``)
-    on the dev parts of MetaQA, WC2014 and PathQuestion-Large. Chosen over the random coordinate search's weights by
-    leave-one-KG-out on dev (each KG scored with weights fitted on the others: mean 0.824 against 0.720, and
-    0.860 against 0.738 with the self-trained vote; docs/benchmarks.md "Leave-one-KG-out"). With a lexicon the
-    features read labelled wording and :data:`LEXICON_WEIGHTS` score them (:func:`weights_for`)."""
+    """Weights of :data:`FEATURES` (chosen on the dev parts of MetaQA, WC2014 and PathQuestion-Large by
+    ``bench/planner_dev.py``; docs/retrieval.md "The relation-path planner")."""
 
-    ll: float = 0.594
-    support: float = 23.273
-    count: float = 4.561
-    cue: float = 8.195
-    type: float = 28.556
-    length: float = -0.11
-    ends: float = -1.121
-    order: float = 2.941
+    ll: float = 8.068
+    support: float = 89.909
+    count: float = 4.419
+    cue: float = 58.584
+    type: float = 27.17
+    length: float = 0.175
+    ends: float = -2.576
+    order: float = 2.0
 
     def vector(self) -> np.ndarray:
         return np.asarray([getattr(self, f) for f in FEATURES], dtype=np.float64)
-
-
-#: the weights with a lexicon of labelled questions (``relplan.source: labelled``): the coordinate search's on the
-#: same dev parts (the zero-shot weights until 2026-12-03). A lexicon makes ``ll`` read the labelled wording, which
-#: these weigh 14x more than :class:`Weights`; with the smooth fit's weights instead, the labelled vote's dev
-#: score falls (MetaQA 0.987 -> 0.966, PathQuestion-Large 2H 0.988 -> 0.891; docs/benchmarks.md)
-LEXICON_WEIGHTS = Weights(ll=8.068, support=89.909, count=4.419, cue=58.584, type=27.17, length=0.175, ends=-2.576,
-                          order=2.0)
-
-
-def weights_for(lexicon: "Lexicon | None") -> Weights:
-    """:data:`LEXICON_WEIGHTS` when a lexicon with counts is given, else :class:`Weights` (zero-shot)."""
-    return LEXICON_WEIGHTS if lexicon is not None and lexicon.counts else Weights()
 
 
 def relation_phrase(name: str) -> str:

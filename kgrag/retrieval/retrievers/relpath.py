@@ -403,7 +403,6 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     if params.base == "lexical":
         vecs = _phrase_vectors(index)
         ent = getattr(index, "entity_vectors", None)
-        weights = zeroshot.weights_for(lexicon)  # a lexicon of labelled wording has its own weights
 
         def base_scores(seqs: list, ends: list) -> np.ndarray:
             feats = zeroshot.features(
@@ -411,7 +410,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
                 ends=ends, relation_names=kg.relation_names, vecs=vecs,
                 entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
                 lexicon=lexicon, lexicon_weight=params.lexicon_weight)
-            return ranking.rounded(zeroshot.scores(feats, weights), ranking.SCORE_DECIMALS)
+            return ranking.rounded(zeroshot.scores(feats, zeroshot.Weights()), ranking.SCORE_DECIMALS)
     else:
         entry = SCORERS.get(params.scorer)
         scorer_params = entry.params(**params.scorer_params)
