@@ -32,6 +32,7 @@ part is never read); MetaQA's dev check is ``bench/generalize.py --split dev``.
 
     python bench/transfer.py                                # every set, sources kg and labelled (~1.5 h)
     python bench/transfer.py --sets wc2014-p2 --sources none kg labelled
+    python bench/transfer.py --dev-protocol-only          # copy planner_dev.json's leave-one-KG-out rows in
 """
 
 from __future__ import annotations
@@ -228,12 +229,17 @@ def main() -> None:
     ap.add_argument("--set", dest="extra", action="append", default=[], help="another --set override (repeatable)")
     ap.add_argument("--retrieval-only", action="store_true",
                     help="stop after retrieve: the first end's Hit@1 and recall, no LLM (dev checks)")
+    ap.add_argument("--dev-protocol-only", action="store_true",
+                    help="only (re)write the dev_protocol section from reports/bench/planner_dev.json (no set is run)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}
     result.setdefault("sets", {})
     result["dev_protocol"] = dev_protocol()  # the choices' dev figures beside the test rows they chose
+    if args.dev_protocol_only:
+        write_result(str(out), result)
+        return
     result["note"] = ("test parts measured once with the weights chosen on dev (bench/planner_dev.py); IRN sets: the "
                       "irn loader's seeded halves (test_share 0.5, split_seed 7); MetaQA: per_hop questions of each "
                       "test file (seed 0), topics linked from the text; sources: kg = held-out texts only (no answer "
