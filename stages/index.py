@@ -6,15 +6,15 @@ import sys
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
-from kgrag.index.build import build_index
-from kgrag.kg.store import KGStore
+from kgrag.index.build import build_index, index_source
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     p = params_from_argv(__doc__, argv).index
     with timed("index", timings.stage_dir("index"), outputs=[io.INDEX / "relations.parquet"]) as info:
-        meta = build_index(KGStore(io.VALIDATED / "kg.duckdb"), io.INDEX, model=p.model, batch_size=p.batch_size,
+        kg = index_source(io.VALIDATED / "kg.duckdb", entities=p.entities, embed_triples=p.embed_triples)
+        meta = build_index(kg, io.INDEX, model=p.model, batch_size=p.batch_size,
                            embed_triples=p.embed_triples, entities=p.entities, log=lambda s: print(f"[index] {s}", file=sys.stderr))
         info.update(entities=meta["entities"], model=p.model)
 

@@ -51,6 +51,9 @@ SIDECAR_VERSION = "4"  # bump when the sidecar's tables change
 ROW_GROUP_SIZE = 16384  # rows per row group of the sidecar (zone-map granularity of a node lookup)
 INLIST_MAX = 64  # frontiers (and name look-ups) up to this size are an IN list (pruned per value); larger: a join
 CACHE_MAX = 500_000  # cached edges / degrees / names before the oldest are dropped
+#: share of the memory available when a connection opens that DuckDB may hold before it spills to disk (its own
+#: default, 80% of the machine, took the relplan stage to 17 GB at 100M triples: the mirror pass's self-join)
+DUCKDB_MEMORY_SHARE = 0.5
 HOP_COLS = ("node", "edge", S.HEAD, S.RELATION, S.TAIL, "head_degree", "tail_degree")
 
 
@@ -59,6 +62,17 @@ def sidecar_path(db: str | Path, cache_dir: str | Path) -> Path:
     st = Path(db).stat()
     key = f"{os.path.realpath(db)}|{st.st_size}|{st.st_mtime_ns}|{SIDECAR_VERSION}"
     return Path(cache_dir) / f"adjacency-{hashlib.sha256(key.encode()).hexdigest()[:16]}.duckdb"
+
+
+def bound_memory(con, spill: str | Path) -> None:
+    """Cap what DuckDB holds on ``con`` at ``DUCKDB_MEMORY_SHARE`` of the memory available now, spilling larger
+    sorts, joins and aggregates to the folder ``spill``."""
+    from kgrag.kg.store import available_memory
+
+    Path(spill).mkdir(parents=True, exist_ok=True)
+    mb = max(int(DUCKDB_MEMORY_SHARE * available_memory()) >> 20, 256)
+    con.execute(f"SET memory_limit='{mb}MB'")
+    con.execute(f"SET temp_directory='{Path(spill).resolve()}'")
 
 
 def build_adjacency(db: str | Path, out: str | Path, *, row_group_size: int = ROW_GROUP_SIZE,
@@ -70,6 +84,7 @@ def build_adjacency(db: str | Path, out: str | Path, *, row_group_size: int = RO
     tmp.unlink(missing_ok=True)
     con = duckdb.connect()
     try:
+        bound_memory(con, out.parent / "duckdb-spill")
         _write_sidecar(con, db, tmp, row_group_size, threads)
     except BaseException:  # a full disk: no partial sidecar left behind
         con.close()
@@ -228,6 +243,7 @@ class DuckKGStore:
         self._lock = threading.RLock()
         self._con = duckdb.connect(str(self.sidecar), read_only=True)
         self._con.execute(f"SET threads={int(threads)}")
+        bound_memory(self._con, self.sidecar.parent / "duckdb-spill")
         # DuckDB shares one database instance among a process's connections to a file: a second store on the
         # same sidecar finds the KG attached already
         if not self._con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'kg'").fetchone()[0]:
