@@ -92,20 +92,17 @@ def test_a_lazy_index_holds_no_entity_table_and_needs_its_kg(kg, tmp_path):
 
 
 def test_the_index_stage_reads_relation_names_alone_for_a_lazy_index(kg, tmp_path):
-    """``index_source`` gives a lazy index without triples the relation names read from the KG's DuckDB file (no
-    triple loaded): the same relation vectors file, byte for byte, as from the whole in-memory store; with entity
-    vectors or triples asked for, the whole store."""
-    from kgrag.index.build import RelationNames, index_source
+    """``RelationNames`` (what the index stage reads for a lazy index without triples) holds the relation names of
+    the KG's DuckDB file, no triple loaded: the same relation vectors file, byte for byte, as from the whole
+    in-memory store."""
+    from kgrag.index.build import RelationNames
 
-    db = kg.path
-    src = index_source(db, entities="lazy", embed_triples=False)
-    assert isinstance(src, RelationNames) and list(src.relation_names) == list(kg.relation_names)
+    src = RelationNames(kg.path)
+    assert list(src.relation_names) == list(kg.relation_names)
     build_index(src, tmp_path / "names", model=MODEL, entities="lazy")
     build_index(kg, tmp_path / "store", model=MODEL, entities="lazy")
     for f in ("relations.parquet", "meta.json"):
         assert (tmp_path / "names" / f).read_bytes() == (tmp_path / "store" / f).read_bytes(), f
-    assert not isinstance(index_source(db, entities="all", embed_triples=False), RelationNames)
-    assert not isinstance(index_source(db, entities="lazy", embed_triples=True), RelationNames)
 
 
 @pytest.mark.parametrize("method", RETRIEVERS.names())

@@ -26,16 +26,6 @@ class RelationNames:
         self.relation_names[ids] = rel.column(S.NAME).to_pylist()
 
 
-def index_source(db: str | Path, *, entities: str, embed_triples: bool):
-    """The KG view :func:`build_index` needs: :class:`RelationNames` for ``entities: lazy`` without triples (the
-    default), else the whole in-memory store."""
-    if entities == "lazy" and not embed_triples:
-        return RelationNames(db)
-    from kgrag.kg.store import KGStore
-
-    return KGStore(db)
-
-
 def build_index(kg, folder: str | Path, *, model: str, batch_size: int = 256, embed_triples: bool = False,
                 entities: str = "all", log=lambda s: None) -> dict:
     """Embed ``kg``'s entity names, relation names and (``embed_triples``) triples into ``folder``: the files

@@ -16,6 +16,7 @@ import numpy as np
 
 from kgrag import arrays
 from kgrag import schema as S
+from kgrag.kg.memory import available_memory
 from kgrag.kg.duckdb_io import TABLES, ensure_duckdb, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
 from kgrag.kg.kgview import Incident, KGView, Neighbourhood, khop_walk, undirected_csr  # noqa: F401 (re-exported)
 from kgrag.types import Question
@@ -347,22 +348,6 @@ def memory_estimate(triples: int, entities: int) -> int:
     """Bytes ``KGStore`` is estimated to need for a KG of ``triples`` and ``entities`` (see
     ``MEMORY_BYTES_PER_TRIPLE``)."""
     return int(MEMORY_BYTES_PER_TRIPLE * triples + MEMORY_BYTES_PER_ENTITY * entities)
-
-
-def available_memory() -> int:
-    """Bytes of memory available now: the system's (``psutil``: free plus reclaimable cache), or less when a
-    cgroup (a container) limits this process."""
-    import psutil
-
-    avail = int(psutil.virtual_memory().available)
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
-        if limit != "max":
-            avail = min(avail, max(int(limit) - used, 0))
-    except (OSError, ValueError):
-        pass
-    return avail
 
 
 def memory_budget(budget_gb: float | None) -> tuple[int, str]:

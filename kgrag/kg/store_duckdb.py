@@ -44,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from kgrag import schema as S
+from kgrag.kg.memory import available_memory
 from kgrag.kg.duckdb_io import NAME_LOOKUP, write_name_lookup
 from kgrag.kg.kgview import Incident, Neighbourhood, khop_walk, undirected_csr
 
@@ -67,8 +68,6 @@ def sidecar_path(db: str | Path, cache_dir: str | Path) -> Path:
 def bound_memory(con, spill: str | Path) -> None:
     """Cap what DuckDB holds on ``con`` at ``DUCKDB_MEMORY_SHARE`` of the memory available now, spilling larger
     sorts, joins and aggregates to the folder ``spill``."""
-    from kgrag.kg.store import available_memory
-
     Path(spill).mkdir(parents=True, exist_ok=True)
     mb = max(int(DUCKDB_MEMORY_SHARE * available_memory()) >> 20, 256)
     con.execute(f"SET memory_limit='{mb}MB'")
