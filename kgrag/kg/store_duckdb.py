@@ -271,6 +271,8 @@ class DuckKGStore:
         """Run ``sql`` (with Arrow ``tables`` registered under their names) and fetch numpy columns."""
         with self._lock:
             try:
+                if tables:  # register refuses while an earlier fetchone() left its result open: finish it first
+                    self._con.execute("SELECT 1").fetchall()
                 for name, t in (tables or {}).items():
                     self._con.register(name, t)
                 return self._con.execute(sql, params or {}).fetchnumpy()
@@ -300,6 +302,48 @@ class DuckKGStore:
             rows = self._query(f"SELECT {cols} FROM adjacency WHERE node IN (SELECT node FROM _frontier)",
                                tables={"_frontier": pa.table({"node": nodes})})
         return {c: np.asarray(rows[c], dtype=np.int64) for c in HOP_COLS}
+
+    @staticmethod
+    def _sides(cols: str, nodes: str) -> str:
+        """Each incident edge of the nodes of table ``nodes`` once per side: ``fwd`` true where the node is its head,
+        false where it is its tail (a self-loop is both, once each)."""
+        return (f"SELECT DISTINCT node, {S.RELATION}, edge, true AS fwd, {cols} FROM adjacency "
+                f"WHERE node IN (SELECT node FROM {nodes}) AND {S.HEAD} = node UNION ALL "
+                f"SELECT DISTINCT node, {S.RELATION}, edge, false AS fwd, {cols} FROM adjacency "
+                f"WHERE node IN (SELECT node FROM {nodes}) AND {S.TAIL} = node")
+
+    def group_sizes(self, nodes: np.ndarray) -> dict[str, np.ndarray]:
+        """Edges of each (node, relation, direction) group of ``nodes``, counted by SQL (no edge fetched):
+        ``node``, ``relation``, ``fwd`` (the node is the head) and ``n``."""
+        nodes = distinct(nodes)
+        rows = self._query(f"SELECT node, {S.RELATION}, fwd, count(*) AS n FROM ({self._sides(S.HEAD, '_frontier')}) "
+                           f"GROUP BY node, {S.RELATION}, fwd", tables={"_frontier": pa.table({"node": nodes})})
+        return {"node": np.asarray(rows["node"], dtype=np.int64),
+                "relation": np.asarray(rows[S.RELATION], dtype=np.int64),
+                "fwd": np.asarray(rows["fwd"], dtype=bool), "n": np.asarray(rows["n"], dtype=np.int64)}
+
+    def group_edges(self, node: np.ndarray, relation: np.ndarray, fwd: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """The edge at position ``pos`` (0-based, in edge-id order) of each (``node``, ``relation``, ``fwd``) group,
+        in the order asked; a group's other edges are never fetched to Python (their triples cached: ``_remember``)."""
+        if not len(pos):
+            return np.zeros(0, dtype=np.int64)
+        picks = pa.table({"i": np.arange(len(pos), dtype=np.int64), "node": np.asarray(node, dtype=np.int64),
+                          S.RELATION: np.asarray(relation, dtype=np.int64), "fwd": np.asarray(fwd, dtype=bool),
+                          "pos": np.asarray(pos, dtype=np.int64)})
+        cols = f"{S.HEAD}, {S.TAIL}, head_degree, tail_degree"
+        rows = self._query(
+            f"WITH g AS (SELECT *, row_number() OVER (PARTITION BY node, {S.RELATION}, fwd ORDER BY edge) - 1 AS pos "
+            f"FROM ({self._sides(cols, '_picks')})) "
+            f"SELECT p.i, g.edge, g.{S.HEAD}, g.{S.RELATION}, g.{S.TAIL}, g.head_degree, g.tail_degree FROM g "
+            f"JOIN _picks p ON p.node = g.node AND p.{S.RELATION} = g.{S.RELATION} AND p.fwd = g.fwd "
+            f"AND p.pos = g.pos ORDER BY p.i",
+            tables={"_picks": picks})  # one registered table: a second register found the first's result open
+        got = {c: np.asarray(rows[c], dtype=np.int64) for c in ("i", "edge", S.HEAD, S.RELATION, S.TAIL,
+                                                                   "head_degree", "tail_degree")}
+        if len(got["i"]) != len(pos):
+            raise IndexError("a group position past its group's size")
+        self._remember(got, np.arange(len(got["i"])))
+        return got["edge"]
 
     def _remember(self, rows: dict[str, np.ndarray], pick: np.ndarray) -> None:
         """Cache the triples and end degrees of rows ``pick`` (the kept edges)."""

@@ -217,6 +217,8 @@ def _step_sampled(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_front
     store) the frontier's edges are fetched and grouped the same way (same groups, same sample)."""
     frontier = arrays.unique(np.asarray(frontier, dtype=np.int64))
     n_rel = len(kg.relation_names)
+    if graph_id is None and hasattr(kg, "group_sizes"):  # the DuckDB store: sizes and the kept edges by SQL
+        return _step_sampled_sql(kg, frontier, skip, max_frontier, hub_edges, hub_seed, stats)
     groups = _groups_of(kg, graph_id)
     if groups is not None:
         gi = groups.at(frontier)
@@ -251,16 +253,45 @@ def _step_sampled(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_front
     if stats is not None:
         stats["edges"] = stats.get("edges", 0) + len(e)
         stats["sampled"] = stats.get("sampled", 0) + len(big)
-    gf = fwd[grp]
+    return _grouped_step(kg, e, src, fwd[grp], rel[grp], max_frontier)
+
+
+def _grouped_step(kg, e: np.ndarray, src: np.ndarray, gf: np.ndarray, rel: np.ndarray, max_frontier: int) -> dict:
+    """A step's kept edges ``e`` (from nodes ``src``, forward where ``gf``, of relations ``rel``) as ``_step``
+    returns them: by (relation, forward), each (edges, from, to) sorted by node then edge id; a group reaching more
+    than ``max_frontier`` nodes is left out."""
     dst = np.where(gf, kg.tails[e], kg.heads[e])
     out = {}
-    sk = rel[grp] * 2 + (~gf)  # by (relation, direction), then node, then edge id
+    sk = rel * 2 + (~gf)  # by (relation, direction), then node, then edge id
     order = np.lexsort((e, src, sk))
     sk, e, src, dst = sk[order], e[order], src[order], dst[order]
     for a, b in arrays.runs(sk):
         if len(arrays.unique(dst[a:b])) <= max_frontier:
             out[(int(sk[a] // 2), bool(sk[a] % 2 == 0))] = (e[a:b], src[a:b], dst[a:b])
     return out
+
+
+def _step_sampled_sql(kg, frontier: np.ndarray, skip: frozenset, max_frontier: int, hub_edges: int, hub_seed: int,
+                      stats: dict | None) -> dict:
+    """``_step_sampled`` on the DuckDB store: the groups' sizes by SQL, then only the kept edges fetched (a small
+    group's all, a hub group's ``_hub_sample``), the same edges as the fetch-then-sample path."""
+    g = kg.group_sizes(frontier)
+    keep = ~np.isin(g["relation"], np.fromiter(skip, dtype=np.int64, count=len(skip)))
+    node, rel, fwd, n = g["node"][keep], g["relation"][keep], g["fwd"][keep], g["n"][keep]
+    small = n <= hub_edges
+    pos = [arrays.ranges(np.zeros(int(small.sum()), dtype=np.int64), n[small])]
+    grp = [np.repeat(np.flatnonzero(small), n[small])]
+    big = np.flatnonzero(~small)
+    for i in big.tolist():
+        pos.append(np.asarray(_hub_sample(int(n[i]), hub_edges, hub_seed, int(node[i]), int(rel[i]), bool(fwd[i])),
+                              dtype=np.int64))
+        grp.append(np.full(hub_edges, i, dtype=np.int64))
+    pos, grp = np.concatenate(pos), np.concatenate(grp)
+    e = kg.group_edges(node[grp], rel[grp], fwd[grp], pos)
+    if stats is not None:
+        stats["edges"] = stats.get("edges", 0) + len(e)
+        stats["sampled"] = stats.get("sampled", 0) + len(big)
+    return _grouped_step(kg, e, node[grp], fwd[grp], rel[grp], max_frontier)
 
 
 def _walk_back(steps: list, ends: np.ndarray) -> list[int]:
