@@ -40,6 +40,7 @@ ALLOWED = {
     ("bench/reasoners.py", "Sampling"),  # fixed sampling for the batching comparison
     ("bench/relplan_scale.py", "KGStore"),  # builds synthetic KGs of given sizes and times the plan on each
     ("bench/relplan_scale.py", "DuckKGStore"),  # the same KG files read through the DuckDB store (--store duckdb)
+    ("bench/relpath_hubs.py", "DuckKGStore"),  # relpath timed through the DuckDB store (--store duckdb)
     ("bench/relpath_hubs.py", "KGStore"),  # a synthetic KG of a given size, relpath with hub sampling on and off
     ("bench/relplan_labels.py", "KGStore"),  # stores an IRN release's tables (dev only) to time relplan's labels
     ("bench/linking.py", "DuckKGStore"),  # linking time on a synthetic DuckDB store, outside any experiment
