@@ -245,17 +245,17 @@ class DuckKGStore:
         bound_memory(self._con, self.sidecar.parent / "duckdb-spill")
         # DuckDB shares one database instance among a process's connections to a file: a second store on the
         # same sidecar finds the KG attached already
-        if not self._con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'kg'").fetchone()[0]:
+        if not self._scalar("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'kg'"):
             self._con.execute(f"ATTACH '{Path(self.path).resolve()}' AS kg (READ_ONLY)")
-        n_ent = self._con.execute(f"SELECT coalesce(max({S.ENTITY_ID}) + 1, 0) FROM kg.entities").fetchone()[0]
-        n_rel = self._con.execute(f"SELECT coalesce(max({S.RELATION_ID}) + 1, 0) FROM kg.relations").fetchone()[0]
+        n_ent = self._scalar(f"SELECT coalesce(max({S.ENTITY_ID}) + 1, 0) FROM kg.entities")
+        n_rel = self._scalar(f"SELECT coalesce(max({S.RELATION_ID}) + 1, 0) FROM kg.relations")
         self.num_entities = int(n_ent)
-        self._num_triples = int(self._con.execute("SELECT count(*) FROM kg.triples").fetchone()[0])
+        self._num_triples = int(self._scalar("SELECT count(*) FROM kg.triples"))
         cols = {r[0] for r in self._con.execute("SELECT column_name FROM duckdb_columns() "
                                                 "WHERE database_name = 'kg' AND table_name = 'triples'").fetchall()}
         self._has_graph_col = S.GRAPH_ID in cols
-        own = self._con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'kg' "
-                                f"AND table_name = '{NAME_LOOKUP}'").fetchone()[0]
+        own = self._scalar("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'kg' "
+                           f"AND table_name = '{NAME_LOOKUP}'")
         self.name_lookup_table = f"kg.{NAME_LOOKUP}" if own else NAME_LOOKUP  # the KG file's, else the sidecar's
         self._has_graphs: bool | None = None
         self.heads, self.relations, self.tails = EdgeColumn(self, 0), EdgeColumn(self, 1), EdgeColumn(self, 2)
@@ -267,12 +267,15 @@ class DuckKGStore:
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
+    def _scalar(self, sql: str):
+        """The one value ``sql`` returns, its result read to the end (``fetchone`` leaves it open, and DuckDB then
+        refuses to register a table on the connection)."""
+        return self._con.execute(sql).fetchall()[0][0]
+
     def _query(self, sql: str, params: dict | None = None, tables: dict[str, pa.Table] | None = None) -> dict:
         """Run ``sql`` (with Arrow ``tables`` registered under their names) and fetch numpy columns."""
         with self._lock:
             try:
-                if tables:  # register refuses while an earlier fetchone() left its result open: finish it first
-                    self._con.execute("SELECT 1").fetchall()
                 for name, t in (tables or {}).items():
                     self._con.register(name, t)
                 return self._con.execute(sql, params or {}).fetchnumpy()
@@ -337,7 +340,7 @@ class DuckKGStore:
             f"SELECT p.i, g.edge, g.{S.HEAD}, g.{S.RELATION}, g.{S.TAIL}, g.head_degree, g.tail_degree FROM g "
             f"JOIN _picks p ON p.node = g.node AND p.{S.RELATION} = g.{S.RELATION} AND p.fwd = g.fwd "
             f"AND p.pos = g.pos ORDER BY p.i",
-            tables={"_picks": picks})  # one registered table: a second register found the first's result open
+            tables={"_picks": picks})
         got = {c: np.asarray(rows[c], dtype=np.int64) for c in ("i", "edge", S.HEAD, S.RELATION, S.TAIL,
                                                                    "head_degree", "tail_degree")}
         if len(got["i"]) != len(pos):
@@ -428,7 +431,7 @@ class DuckKGStore:
         if self._has_graphs is None:
             q = f"SELECT count(*) FROM kg.triples WHERE {S.GRAPH_ID} IS NOT NULL"
             with self._lock:
-                self._has_graphs = self._has_graph_col and bool(self._con.execute(q).fetchone()[0])
+                self._has_graphs = self._has_graph_col and bool(self._scalar(q))
         return self._has_graphs
 
     def _global_only(self, graph_id: str | None) -> None:

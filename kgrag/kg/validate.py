@@ -199,8 +199,7 @@ def validate_tables(tables: dict[str, pa.Table]) -> ValidationResult:
         mask = pa.array(keep)
         clean[name] = tables[name].filter(mask)
         if name == "questions" and kept[name]:  # unknown topic ids leave the kept rows (as if none was linked)
-            ents = known_refs
-            topics = [[i for i in (t or []) if i is not None and i in ents] if r in kept[name] else t
+            topics = [[i for i in (t or []) if i is not None and i in known_refs] if r in kept[name] else t
                       for r, t in enumerate(tables[name].column(S.TOPIC_IDS).to_pylist())]
             col = clean[name].schema.get_field_index(S.TOPIC_IDS)
             clean[name] = clean[name].set_column(col, clean[name].schema.field(col),

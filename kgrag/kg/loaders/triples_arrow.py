@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import functools
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -473,17 +474,12 @@ def load_triples_vectorized(
                     layout = (expected, (h, r, t))
             slow_rows += block_rows
             rec_bad += block_bad
-            if layout is not None and len(plain_idx):
-                databuf = pa.py_buffer(data)
-
-                def split_block(idx: np.ndarray, data=data, databuf=databuf, starts=starts, ends=ends, cend=cend,
-                                plain=plain, base=base) -> _Chunk:
-                    return _split_chunk(data=data, databuf=databuf, starts=starts, ends=ends, cend=cend, idx=idx,
-                                        plain=plain, delimiter=delimiter, expected=layout[0], cols=layout[1],
-                                        base=base)
-
+            if layout is not None and len(plain_idx):  # this block's plain lines, split before the next is read
+                split_one = functools.partial(_split_chunk, data=data, databuf=pa.py_buffer(data), starts=starts,
+                                          ends=ends, cend=cend, plain=plain, delimiter=delimiter, expected=layout[0],
+                                          cols=layout[1], base=base)
                 chunks = [plain_idx[a:a + SPLIT_LINES] for a in range(0, len(plain_idx), SPLIT_LINES)]
-                done += list(pool.map(split_block, chunks))
+                done += list(pool.map(lambda idx: split_one(idx=idx), chunks))
             base += len(starts)
             del data, buf, starts, ends, cend, slow, plain, plain_idx
     read_bad.sort(key=lambda b: b[1])  # line order, as read_lines reports them

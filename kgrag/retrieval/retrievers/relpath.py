@@ -212,86 +212,61 @@ def _groups_of(kg, graph_id) -> _Groups | None:
 def _step_sampled(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_frontier: int, hub_edges: int,
                   hub_seed: int, stats: dict | None) -> dict:
     """``_step`` with hub sampling: each (node, relation, direction) group of the frontier's edges with more than
-    ``hub_edges`` edges keeps the :func:`_hub_sample` of them. On a KG held as arrays (global questions) the group
-    sizes come from :class:`_Groups` and only the kept edges are read; elsewhere (per-question graphs, the DuckDB
-    store) the frontier's edges are fetched and grouped the same way (same groups, same sample)."""
+    ``hub_edges`` edges keeps the :func:`_hub_sample` of them. The group sizes come first and only the kept edges
+    are read: from :class:`_Groups` on a KG held as arrays (global questions), by SQL on the DuckDB store
+    (``group_sizes`` / ``group_edges``); on per-question graphs the frontier's edges are fetched and grouped the
+    same way. Same groups, same sample, same edges on every path."""
     frontier = arrays.unique(np.asarray(frontier, dtype=np.int64))
     n_rel = len(kg.relation_names)
-    if graph_id is None and hasattr(kg, "group_sizes"):  # the DuckDB store: sizes and the kept edges by SQL
-        return _step_sampled_sql(kg, frontier, skip, max_frontier, hub_edges, hub_seed, stats)
-    groups = _groups_of(kg, graph_id)
-    if groups is not None:
-        gi = groups.at(frontier)
-        key, lo, hi = groups.keys[gi], groups.starts[gi], groups.starts[gi + 1]
-        pick = lambda pos: groups.edge[pos].astype(np.int64)  # noqa: E731
+    if graph_id is None and hasattr(kg, "group_sizes"):  # the DuckDB store
+        g = kg.group_sizes(frontier)
+        node, rel, fwd, n = g["node"], g["relation"], g["fwd"], g["n"]
+        fetch = lambda gi, off: kg.group_edges(node[gi], rel[gi], fwd[gi], off)  # noqa: E731
     else:
-        nb = kg.question_neighbourhood(frontier, 1, 10**9, graph_id=graph_id)
-        e = np.asarray(nb.edges, dtype=np.int64)
-        h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
-        fw, bw = np.isin(h, frontier), np.isin(t, frontier)
-        ek = np.concatenate([(h[fw] * 2) * n_rel + r[fw], (t[bw] * 2 + 1) * n_rel + r[bw]])
-        ee = np.concatenate([e[fw], e[bw]])
-        order = np.lexsort((ee, ek))
-        ek, ee = ek[order], ee[order]
-        first = np.flatnonzero(np.concatenate([[True], ek[1:] != ek[:-1]])) if len(ek) else np.zeros(0, np.int64)
-        key, lo, hi = ek[first], first, np.append(first[1:], len(ek)).astype(np.int64)
-        pick = lambda pos: ee[pos]  # noqa: E731
-    node, fwd, rel = key // (2 * n_rel), (key // n_rel) % 2 == 0, key % n_rel
-    keep = ~np.isin(rel, np.fromiter(skip, dtype=np.int64, count=len(skip)))
-    node, fwd, rel, lo, hi = node[keep], fwd[keep], rel[keep], lo[keep], hi[keep]
-    big = np.flatnonzero(hi - lo > hub_edges)
-    pos = [arrays.ranges(lo[hi - lo <= hub_edges], hi[hi - lo <= hub_edges])]
-    src = [np.repeat(node[hi - lo <= hub_edges], (hi - lo)[hi - lo <= hub_edges])]
-    grp = [np.repeat(np.flatnonzero(hi - lo <= hub_edges), (hi - lo)[hi - lo <= hub_edges])]
+        groups = _groups_of(kg, graph_id)
+        if groups is not None:
+            at = groups.at(frontier)
+            key, lo, hi = groups.keys[at], groups.starts[at], groups.starts[at + 1]
+            fetch = lambda gi, off: groups.edge[lo[gi] + off].astype(np.int64)  # noqa: E731
+        else:
+            nb = kg.question_neighbourhood(frontier, 1, 10**9, graph_id=graph_id)
+            e = np.asarray(nb.edges, dtype=np.int64)
+            h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
+            fw, bw = np.isin(h, frontier), np.isin(t, frontier)
+            ek = np.concatenate([(h[fw] * 2) * n_rel + r[fw], (t[bw] * 2 + 1) * n_rel + r[bw]])
+            ee = np.concatenate([e[fw], e[bw]])
+            order = np.lexsort((ee, ek))
+            ek, ee = ek[order], ee[order]
+            first = np.flatnonzero(np.concatenate([[True], ek[1:] != ek[:-1]])) if len(ek) else np.zeros(0, np.int64)
+            key, lo, hi = ek[first], first, np.append(first[1:], len(ek)).astype(np.int64)
+            fetch = lambda gi, off: ee[lo[gi] + off]  # noqa: E731
+        node, fwd, rel, n = key // (2 * n_rel), (key // n_rel) % 2 == 0, key % n_rel, hi - lo
+    sel = np.flatnonzero(~np.isin(rel, np.fromiter(skip, dtype=np.int64, count=len(skip))))
+    # which edges each kept group gives: all of a group of at most hub_edges, the hub sample of a larger one, as
+    # (group, position in the group's edge-id order)
+    small = n[sel] <= hub_edges
+    off = [arrays.ranges(np.zeros(int(small.sum()), dtype=np.int64), n[sel][small])]
+    gi = [np.repeat(sel[small], n[sel][small])]
+    big = sel[~small]
     for i in big.tolist():
-        pos.append(lo[i] + _hub_sample(int(hi[i] - lo[i]), hub_edges, hub_seed, int(node[i]), int(rel[i]),
-                                       bool(fwd[i])))
-        src.append(np.full(hub_edges, node[i], dtype=np.int64))
-        grp.append(np.full(hub_edges, i, dtype=np.int64))
-    pos, src, grp = np.concatenate(pos), np.concatenate(src), np.concatenate(grp)
-    e = pick(pos)
+        off.append(np.asarray(_hub_sample(int(n[i]), hub_edges, hub_seed, int(node[i]), int(rel[i]), bool(fwd[i])),
+                              dtype=np.int64))
+        gi.append(np.full(hub_edges, i, dtype=np.int64))
+    gi, off = np.concatenate(gi), np.concatenate(off)
+    e = fetch(gi, off)
     if stats is not None:
         stats["edges"] = stats.get("edges", 0) + len(e)
         stats["sampled"] = stats.get("sampled", 0) + len(big)
-    return _grouped_step(kg, e, src, fwd[grp], rel[grp], max_frontier)
-
-
-def _grouped_step(kg, e: np.ndarray, src: np.ndarray, gf: np.ndarray, rel: np.ndarray, max_frontier: int) -> dict:
-    """A step's kept edges ``e`` (from nodes ``src``, forward where ``gf``, of relations ``rel``) as ``_step``
-    returns them: by (relation, forward), each (edges, from, to) sorted by node then edge id; a group reaching more
-    than ``max_frontier`` nodes is left out."""
-    dst = np.where(gf, kg.tails[e], kg.heads[e])
+    dst = np.where(fwd[gi], kg.tails[e], kg.heads[e])
     out = {}
-    sk = rel * 2 + (~gf)  # by (relation, direction), then node, then edge id
+    sk = rel[gi] * 2 + (~fwd[gi])  # by (relation, direction), then node, then edge id
+    src = node[gi]
     order = np.lexsort((e, src, sk))
     sk, e, src, dst = sk[order], e[order], src[order], dst[order]
     for a, b in arrays.runs(sk):
         if len(arrays.unique(dst[a:b])) <= max_frontier:
             out[(int(sk[a] // 2), bool(sk[a] % 2 == 0))] = (e[a:b], src[a:b], dst[a:b])
     return out
-
-
-def _step_sampled_sql(kg, frontier: np.ndarray, skip: frozenset, max_frontier: int, hub_edges: int, hub_seed: int,
-                      stats: dict | None) -> dict:
-    """``_step_sampled`` on the DuckDB store: the groups' sizes by SQL, then only the kept edges fetched (a small
-    group's all, a hub group's ``_hub_sample``), the same edges as the fetch-then-sample path."""
-    g = kg.group_sizes(frontier)
-    keep = ~np.isin(g["relation"], np.fromiter(skip, dtype=np.int64, count=len(skip)))
-    node, rel, fwd, n = g["node"][keep], g["relation"][keep], g["fwd"][keep], g["n"][keep]
-    small = n <= hub_edges
-    pos = [arrays.ranges(np.zeros(int(small.sum()), dtype=np.int64), n[small])]
-    grp = [np.repeat(np.flatnonzero(small), n[small])]
-    big = np.flatnonzero(~small)
-    for i in big.tolist():
-        pos.append(np.asarray(_hub_sample(int(n[i]), hub_edges, hub_seed, int(node[i]), int(rel[i]), bool(fwd[i])),
-                              dtype=np.int64))
-        grp.append(np.full(hub_edges, i, dtype=np.int64))
-    pos, grp = np.concatenate(pos), np.concatenate(grp)
-    e = kg.group_edges(node[grp], rel[grp], fwd[grp], pos)
-    if stats is not None:
-        stats["edges"] = stats.get("edges", 0) + len(e)
-        stats["sampled"] = stats.get("sampled", 0) + len(big)
-    return _grouped_step(kg, e, node[grp], fwd[grp], rel[grp], max_frontier)
 
 
 def _walk_back(steps: list, ends: np.ndarray) -> list[int]:
