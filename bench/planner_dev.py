@@ -67,6 +67,7 @@ from bench.common import machine, write_result  # noqa: E402
 from kgrag import schema as S  # noqa: E402
 from kgrag.index import zeroshot as Z  # noqa: E402
 from kgrag.index.embed import encode  # noqa: E402
+from kgrag.index.relplan import co_step_mask, is_co_step  # noqa: E402
 from kgrag.registry import LOADERS  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
@@ -85,7 +86,7 @@ class ArrayKG:
         self.n = len(self.names)
         self.out = self._csr(self.h, self.t)
         self.inn = self._csr(self.t, self.h)
-        self.skip = self._mirrors()
+        self.skip, self.back = self._mirrors()
 
     def _csr(self, src, dst):
         o = np.argsort(src, kind="stable")
@@ -93,13 +94,17 @@ class ArrayKG:
         np.cumsum(np.bincount(src, minlength=self.n), out=ptr[1:])
         return ptr, dst[o], self.r[o]
 
-    def _mirrors(self) -> frozenset:
-        from kgrag.index.relplan import mirrored_relations
+    def _mirrors(self) -> tuple[frozenset, frozenset]:
+        """Ids of the mirrored relations (skipped, as relplan's plan skips them) and of the relations they mirror
+        (a co-step on one keeps its return: ``relplan.co_step_mask``'s ``back``)."""
+        from kgrag.index.relplan import mirror_pairs, mirrored_relations
 
         class V:  # the KGView fields mirrored_relations reads
             heads, relations, tails, num_entities, relation_names = self.h, self.r, self.t, self.n, self.relation_names
         by = {n: i for i, n in enumerate(self.relation_names)}
-        return frozenset(by[m] for m in mirrored_relations(V))
+        skip = frozenset(by[m] for m in mirrored_relations(V))
+        pairs = mirror_pairs(V)
+        return skip, frozenset(by[b] for m, b in pairs.items() if by.get(m) in skip and b in by)
 
     def expand(self, frontier, cap=20000):
         out = {}
@@ -122,10 +127,11 @@ class ArrayKG:
                 if len(fr) > 2000:
                     continue
                 for k, d in self.expand(fr).items():
-                    if s and prev is not None and Z.units(s + (k,))[-1][0] == "co":
-                        d = d[~np.isin(d, prev)]  # a co-step does not return to what it left
-                        if not len(d):
-                            continue  # and reaching nothing else, it is no candidate (relpath's _co_step)
+                    if prev is not None and is_co_step(s + (k,)):  # relpath's walk rule for a co-step
+                        keep = co_step_mask(s + (k,), d, prev, self.back)
+                        if keep is None:
+                            continue
+                        d = d[keep]
                     nxt[s + (k,)] = (d, fr)
             res.update({s: v[0] for s, v in nxt.items()})
             layer = nxt

@@ -257,3 +257,62 @@ def test_relplan_reads_every_question_of_a_file_and_metaqa_keeps_its_per_hop_sam
     tabs, _ = _held_out_tables(load(ROOT / "params.yaml", [f"data.path={METAQA}", f"data.input={METAQA}",
                                                             "relplan.questions=30"]), "relplan", None)
     assert [t.questions.num_rows for t in tabs] == [30, 30, 30]
+
+
+def _club_kg(tmp_path):
+    """A WorldCup2014-shaped KG: each player's club and country stored both ways (``plays_in_club`` and its mirror
+    ``plays_in_club_inverse``, likewise for the country), each club's country. ``Lone`` is his club's only player;
+    ``Ann`` and ``Bob`` share a club."""
+    from kgrag.kg.store import KGStore
+
+    rows = []
+    for p, club, country in (("Lone", "Jets", "Australia"), ("Ann", "Rovers", "Spain"), ("Bob", "Rovers", "Chile")):
+        rows += [(p, "plays_in_club", club), (club, "plays_in_club_inverse", p),
+                 (p, "plays_for_country", country), (country, "plays_for_country_inverse", p)]
+    rows += [("Jets", "is_in_country", "Australia"), ("Rovers", "is_in_country", "Spain")]
+    write_duckdb(tmp_path / "kg.duckdb", tiny_tables(rows))
+    return KGStore(tmp_path / "kg.duckdb")
+
+
+def test_a_co_step_on_a_mirrored_relation_keeps_its_return_but_must_reach_something_else(tmp_path):
+    """The co-step rule (``co_step_mask``) with ``back``: a relation walked back by its skipped mirror keeps the
+    return to the nodes it left only where it reaches something else too. "Lone's club's players" are Lone alone: the
+    walk through them is no candidate (it repeats the shorter walk without it: on WorldCup2014 "players of X's club,
+    then their country" was a candidate whose only end was X's own country, and won 79 of 368 dev questions over the
+    club's country until 2026-12-03); "Ann's club's players" are Ann and Bob, and both are kept."""
+    from kgrag.index.relplan import co_step_mask, mirror_pairs
+
+    kg = _club_kg(tmp_path)
+    names = [str(r) for r in kg.relation_names]
+    pairs = mirror_pairs(kg)
+    assert pairs == {"plays_for_country_inverse": "plays_for_country", "plays_in_club_inverse": "plays_in_club"}
+    skip = frozenset(names.index(m) for m in pairs)
+    back = frozenset(names.index(b) for b in pairs.values())
+    club, country = names.index("plays_in_club"), names.index("plays_for_country")
+    lone, ann, bob = kg.ids_of(["Lone"]), kg.ids_of(["Ann"]), kg.ids_of(["Bob"])
+    seq = ((club, True), (club, False))
+    assert co_step_mask(seq, np.asarray(lone), np.asarray(lone), back) is None
+    assert co_step_mask(seq, np.asarray(ann + bob), np.asarray(ann), back).tolist() == [True, True]
+    assert co_step_mask(seq, np.asarray(ann + bob), np.asarray(ann), frozenset()).tolist() == [False, True]
+    # the labelling walk: Lone's country by his club's players is no sequence; Ann's is (through Ann and Bob)
+    through = (("plays_in_club", True), ("plays_in_club", False), ("plays_for_country", True))
+    assert through not in sequence_scores(kg, lone, kg.ids_of(["Australia"]), None, skip=skip, back=back)
+    got = sequence_scores(kg, ann, kg.ids_of(["Spain"]), None, skip=skip, back=back)
+    assert got[through] == (1.0, 0.5)  # Spain and Chile: Ann's return kept
+    # relpath (every kept sequence listed: beam and paths past the candidates' number) walks by the same rule
+    from kgrag.index.embed import EmbeddingIndex, encode
+
+    m = "all-MiniLM-L6-v2"
+    model, _ = train_plan(kg=kg, questions=[], encode=lambda t: np.ones((len(t), 2)), model=m)
+    model.save(tmp_path / "plan")
+    index = EmbeddingIndex(model=m, entity_vectors=encode(kg.names(np.arange(kg.num_entities)), model=m),
+                           relation_vectors=encode(names, model=m))
+    params = RetrieveParams(method="relpath", relpath={"plan": str(tmp_path / "plan"), "beam": 100, "paths": 100})
+    text = "plays in club, plays in club, plays for country"
+    seen = {}
+    for who in ("Lone", "Ann"):
+        q = Question(question_id=who, text=f"where is the club of {who} ?", topic_ids=kg.ids_of([who]),
+                     answer_ids=[], hops=None)
+        sub, _ = retrieve_one(question=q, query_vec=index.encode([q.text])[0], kg=kg, index=index, params=params)
+        seen[who] = text in sub.trace["sequences"]
+    assert seen == {"Lone": False, "Ann": True}

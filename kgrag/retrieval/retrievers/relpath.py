@@ -280,14 +280,15 @@ def _walk_back(steps: list, ends: np.ndarray) -> list[int]:
     return out
 
 
-def _co_step(step: tuple, left: np.ndarray) -> tuple | None:
-    """A relation walked back right after it was walked (a co-step: "films that share a director with X") does
-    not return to the nodes it left, ``left``; None where it reaches nothing else: such a walk ends where it began
-    (the topic again, "players from Spain" back to Spain), and a longer walk through it repeats a shorter one, so
-    it is no candidate (on dev it won 53 of 300 WorldCup2014 questions, none rightly: docs/retrieval.md)."""
+def _co_step(seq: tuple, step: tuple, left: np.ndarray, back: frozenset) -> tuple | None:
+    """A relation walked back right after it was walked (a co-step: "films that share a director with X") under
+    :func:`kgrag.index.relplan.co_step_mask`: it does not return to the nodes it left, ``left`` (unless its relation
+    is walked back by a skipped mirror, ``back``), and where it reaches nothing else it is None, no candidate: such a
+    walk ends where it began (the topic again, "players from Spain" back to Spain), and a longer walk through it
+    repeats a shorter one (on dev it won 53 of 300 WorldCup2014 questions, none rightly: docs/retrieval.md)."""
     e, src, dst = step
-    keep = ~np.isin(dst, left)
-    return (e[keep], src[keep], dst[keep]) if keep.any() else None
+    keep = relplan.co_step_mask(seq, dst, left, back)
+    return None if keep is None else (e[keep], src[keep], dst[keep])
 
 
 def _shared_answer(question, topics: np.ndarray, search, base_scores, params) -> tuple | None:
@@ -332,7 +333,7 @@ def _phrase_vectors(index) -> zeroshot.PhraseVectors:
     return _VECS[key]
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="10")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="11")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
@@ -386,7 +387,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     prefix: dict = {}
     whole: dict = {}
     skip: frozenset = frozenset()
-    back: frozenset = frozenset()  # relations walked back by their (skipped) mirror: a return is not blocked
+    back: frozenset = frozenset()  # relations walked back by their (skipped) mirror: a co-step keeps its return
     lexicon = None
     declared = int(question.hops) if question.hops else None  # only with retrieve.oracle_hops
     topic_names = kg.names(topics)
@@ -447,8 +448,8 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
             for seq, steps in beam.items():
                 for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier,
                                        params.hub_edges, params.hub_seed, hubs).items():
-                    if seq and relplan.blocks_return(seq + (key,), back):
-                        step = _co_step(step, arrays.unique(steps[-1][1]))
+                    if relplan.is_co_step(seq + (key,)):
+                        step = _co_step(seq + (key,), step, arrays.unique(steps[-1][1]), back)
                         if step is None:
                             continue
                     cands[seq + (key,)] = steps + [step]
