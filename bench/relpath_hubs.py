@@ -68,14 +68,15 @@ def build(n: int, questions: int, hops: tuple[int, ...], max_answers: int, seed:
 
 
 class FetchOnly:
-    """A store without the DuckDB store's SQL group sizes: relpath's hub step then fetches every edge of the frontier
-    and samples afterwards (what it did on the DuckDB store before 2026-12-03); the in-memory store is unchanged."""
+    """A store without the DuckDB store's edge groups (``edge_groups``): relpath's hub step then fetches every edge of
+    the frontier and samples afterwards (what it did on the DuckDB store before 2026-12-03); the in-memory store is
+    unchanged."""
 
     def __init__(self, store) -> None:
         self._store = store
 
     def __getattr__(self, name: str):
-        if name in ("group_sizes", "group_edges"):
+        if name == "edge_groups":
             raise AttributeError(name)
         return getattr(self._store, name)
 
@@ -110,7 +111,8 @@ def run_size(size: str, args) -> dict:
             encode = staticmethod(lambda t: encode(t, model=MODEL))
             entity_vectors = np.zeros((0, 384), dtype=np.float32)
 
-        if args.store == "duckdb":  # the same KG through the DuckDB store (no triple loaded; hub steps by SQL)
+        if args.store == "duckdb":  # the same KG through the DuckDB store (no triple loaded; hub steps from its
+            # memory-mapped edge groups, written on first use: groups_build_s)
             from kgrag.kg.store_duckdb import DuckKGStore
 
             del store
@@ -126,7 +128,7 @@ def run_size(size: str, args) -> dict:
                     for s in args.hub_edges}
         fetch_only = FetchOnly(store)  # "<n>-fetch": the DuckDB store's step before 2026-12-03 (fetch, then sample)
         t0 = time.perf_counter()
-        relpath._groups_of(store, None)  # the per-(node, relation) counts, built once per store (hub_edges on)
+        relpath._groups_of(store, None)  # the edge groups, built once per store (DuckDB: written to disk)
         info["groups_build_s"] = round(time.perf_counter() - t0, 1)
         kept: list[int] = [0]
         real = relpath._step

@@ -15,6 +15,9 @@ It reads a *sidecar* DuckDB file built once per KG file (``build_adjacency``; ca
   counts twice, as in ``KGStore``), so a hop also brings the degrees PPR needs;
 - ``degree(node, degree)``: the degree of every node with an edge;
 - ``names(entity_id PRIMARY KEY, name)``: the entity names with an ART index, for point look-ups;
+- beside it, the KG's *edge groups* (:mod:`kgrag.kg.groups`, written on first use by ``edge_groups``): every edge
+  end grouped by (node, direction, relation) in ``.npy`` files, memory-mapped: relpath's hub step reads group sizes
+  and the kept edges from them;
 - ``name_lookup``: only when the KG file lacks its own (a file written before it held one): every name and alias
   by linking key, indexed (``kgrag.kg.duckdb_io.write_name_lookup``).
 
@@ -46,6 +49,7 @@ import pyarrow as pa
 from kgrag import schema as S
 from kgrag.kg.memory import available_memory
 from kgrag.kg.duckdb_io import NAME_LOOKUP, write_name_lookup
+from kgrag.kg.groups import EdgeGroups, groups_folder, open_groups, write_groups
 from kgrag.kg.kgview import Incident, Neighbourhood, khop_walk, undirected_csr
 
 SIDECAR_VERSION = "4"  # bump when the sidecar's tables change
@@ -241,7 +245,8 @@ class DuckKGStore:
         self.sidecar = ensure_adjacency(self.path, cache_dir or CACHE / "duckstore")
         self._lock = threading.RLock()
         self._con = duckdb.connect(str(self.sidecar), read_only=True)
-        self._con.execute(f"SET threads={int(threads)}")
+        self._threads = int(threads)
+        self._con.execute(f"SET threads={self._threads}")
         bound_memory(self._con, self.sidecar.parent / "duckdb-spill")
         # DuckDB shares one database instance among a process's connections to a file: a second store on the
         # same sidecar finds the KG attached already
@@ -264,6 +269,7 @@ class DuckKGStore:
         self._edges = _Cache(3)
         self._degrees = _Cache(1)
         self._csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # question_adjacency, on first use
+        self._groups: EdgeGroups | None = None  # edge_groups, on first use
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
@@ -306,47 +312,24 @@ class DuckKGStore:
                                tables={"_frontier": pa.table({"node": nodes})})
         return {c: np.asarray(rows[c], dtype=np.int64) for c in HOP_COLS}
 
-    @staticmethod
-    def _sides(cols: str, nodes: str) -> str:
-        """Each incident edge of the nodes of table ``nodes`` once per side: ``fwd`` true where the node is its head,
-        false where it is its tail (a self-loop is both, once each)."""
-        return (f"SELECT DISTINCT node, {S.RELATION}, edge, true AS fwd, {cols} FROM adjacency "
-                f"WHERE node IN (SELECT node FROM {nodes}) AND {S.HEAD} = node UNION ALL "
-                f"SELECT DISTINCT node, {S.RELATION}, edge, false AS fwd, {cols} FROM adjacency "
-                f"WHERE node IN (SELECT node FROM {nodes}) AND {S.TAIL} = node")
-
-    def group_sizes(self, nodes: np.ndarray) -> dict[str, np.ndarray]:
-        """Edges of each (node, relation, direction) group of ``nodes``, counted by SQL (no edge fetched):
-        ``node``, ``relation``, ``fwd`` (the node is the head) and ``n``."""
-        nodes = distinct(nodes)
-        rows = self._query(f"SELECT node, {S.RELATION}, fwd, count(*) AS n FROM ({self._sides(S.HEAD, '_frontier')}) "
-                           f"GROUP BY node, {S.RELATION}, fwd", tables={"_frontier": pa.table({"node": nodes})})
-        return {"node": np.asarray(rows["node"], dtype=np.int64),
-                "relation": np.asarray(rows[S.RELATION], dtype=np.int64),
-                "fwd": np.asarray(rows["fwd"], dtype=bool), "n": np.asarray(rows["n"], dtype=np.int64)}
-
-    def group_edges(self, node: np.ndarray, relation: np.ndarray, fwd: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        """The edge at position ``pos`` (0-based, in edge-id order) of each (``node``, ``relation``, ``fwd``) group,
-        in the order asked; a group's other edges are never fetched to Python (their triples cached: ``_remember``)."""
-        if not len(pos):
-            return np.zeros(0, dtype=np.int64)
-        picks = pa.table({"i": np.arange(len(pos), dtype=np.int64), "node": np.asarray(node, dtype=np.int64),
-                          S.RELATION: np.asarray(relation, dtype=np.int64), "fwd": np.asarray(fwd, dtype=bool),
-                          "pos": np.asarray(pos, dtype=np.int64)})
-        cols = f"{S.HEAD}, {S.TAIL}, head_degree, tail_degree"
-        rows = self._query(
-            f"WITH g AS (SELECT *, row_number() OVER (PARTITION BY node, {S.RELATION}, fwd ORDER BY edge) - 1 AS pos "
-            f"FROM ({self._sides(cols, '_picks')})) "
-            f"SELECT p.i, g.edge, g.{S.HEAD}, g.{S.RELATION}, g.{S.TAIL}, g.head_degree, g.tail_degree FROM g "
-            f"JOIN _picks p ON p.node = g.node AND p.{S.RELATION} = g.{S.RELATION} AND p.fwd = g.fwd "
-            f"AND p.pos = g.pos ORDER BY p.i",
-            tables={"_picks": picks})
-        got = {c: np.asarray(rows[c], dtype=np.int64) for c in ("i", "edge", S.HEAD, S.RELATION, S.TAIL,
-                                                                   "head_degree", "tail_degree")}
-        if len(got["i"]) != len(pos):
-            raise IndexError("a group position past its group's size")
-        self._remember(got, np.arange(len(got["i"])))
-        return got["edge"]
+    def edge_groups(self) -> EdgeGroups:
+        """The KG's edge groups by (node, direction, relation) (:mod:`kgrag.kg.groups`), written once per KG file beside
+        the sidecar (DuckDB sorts 2 x triples rows under the store's memory cap, on every core) and memory-mapped:
+        relpath's hub step reads a frontier's group sizes and kept edges from them without a query."""
+        with self._lock:
+            if self._groups is None:
+                folder = groups_folder(self.sidecar)
+                if not (folder / "groups.json").exists():
+                    cur = self._con.cursor()
+                    try:
+                        cur.execute(f"SET threads={os.cpu_count() or 1}")
+                        write_groups(cur, folder, num_triples=self.num_triples, num_entities=self.num_entities,
+                                     n_rel=len(self.relation_names))
+                    finally:
+                        cur.execute(f"SET threads={self._threads}")
+                        cur.close()
+                self._groups = open_groups(folder)
+            return self._groups
 
     def _remember(self, rows: dict[str, np.ndarray], pick: np.ndarray) -> None:
         """Cache the triples and end degrees of rows ``pick`` (the kept edges)."""

@@ -25,6 +25,7 @@ from kgrag import arrays
 from kgrag import ranking
 
 from kgrag.index import relplan, zeroshot
+from kgrag.kg.groups import EdgeGroups
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag.retrieval.lego.types import Context
 from kgrag.registry import RETRIEVERS
@@ -173,39 +174,22 @@ def _hub_sample(n: int, k: int, seed: int, node: int, relation: int, fwd: bool) 
     return np.sort(np.random.default_rng([seed, node, relation, int(fwd)]).choice(n, k, replace=False))
 
 
-class _Groups:
-    """Every edge end of a KG held as arrays, grouped by (node, direction, relation) with the edges of a group by id:
-    the per-(node, relation, direction) counts hub sampling reads before any edge. Built once per store (a sort of
-    2 x triples keys; 8-12 bytes per edge end held)."""
-
-    def __init__(self, heads: np.ndarray, relations: np.ndarray, tails: np.ndarray, n_rel: int) -> None:
-        n = len(heads)
-        self.n_rel = n_rel
-        key = (np.concatenate([heads * 2, tails * 2 + 1]) * n_rel + np.concatenate([relations, relations]))
-        order = np.argsort(key, kind="stable")  # stable: a group's edges by id
-        key = key[order]
-        first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if n else np.zeros(0, np.int64)
-        self.keys = key[first]
-        self.starts = np.append(first, 2 * n).astype(np.int64)
-        self.edge = (order % max(n, 1)).astype(np.int32 if n < 2**31 else np.int64)
-
-    def at(self, frontier: np.ndarray) -> np.ndarray:
-        """Indices of the groups of the ``frontier`` nodes (sorted ids), by (node, direction, relation)."""
-        span = 2 * self.n_rel
-        return arrays.ranges(np.searchsorted(self.keys, frontier * span),
-                             np.searchsorted(self.keys, (frontier + 1) * span))
+_GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its EdgeGroups
 
 
-_GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its _Groups
-
-
-def _groups_of(kg, graph_id) -> _Groups | None:
-    """The store's ``_Groups`` (built on first use, kept while the store lives) for a global-KG question on a KG held
-    as arrays without per-question graphs; None elsewhere (the step then groups the edges it fetched)."""
-    if graph_id is not None or not isinstance(getattr(kg, "heads", None), np.ndarray) or kg.has_graphs:
+def _groups_of(kg, graph_id) -> EdgeGroups | None:
+    """The KG's :class:`~kgrag.kg.groups.EdgeGroups` for a global-KG question on a KG without per-question graphs: the
+    DuckDB store's, memory-mapped from disk (``edge_groups``); on a KG held as arrays, built on first use and kept
+    while the store lives (a sort of 2 x triples keys; 8-12 bytes per edge end held); None elsewhere (the step then
+    groups the edges it fetched)."""
+    if graph_id is not None or kg.has_graphs:
+        return None
+    if hasattr(kg, "edge_groups"):
+        return kg.edge_groups()
+    if not isinstance(getattr(kg, "heads", None), np.ndarray):
         return None
     if kg not in _GROUPS:
-        _GROUPS[kg] = _Groups(kg.heads, kg.relations, kg.tails, len(kg.relation_names))
+        _GROUPS[kg] = EdgeGroups.from_arrays(kg.heads, kg.relations, kg.tails, len(kg.relation_names))
     return _GROUPS[kg]
 
 
@@ -213,34 +197,33 @@ def _step_sampled(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_front
                   hub_seed: int, stats: dict | None) -> dict:
     """``_step`` with hub sampling: each (node, relation, direction) group of the frontier's edges with more than
     ``hub_edges`` edges keeps the :func:`_hub_sample` of them. The group sizes come first and only the kept edges
-    are read: from :class:`_Groups` on a KG held as arrays (global questions), by SQL on the DuckDB store
-    (``group_sizes`` / ``group_edges``); on per-question graphs the frontier's edges are fetched and grouped the
-    same way. Same groups, same sample, same edges on every path."""
+    are read, from the KG's :class:`~kgrag.kg.groups.EdgeGroups` (in memory for a KG held as arrays, memory-mapped
+    files for the DuckDB store, whose rows also hold the node each edge reaches); on per-question graphs the
+    frontier's edges are fetched and grouped the same way. Same groups, same sample, same edges on every path."""
     frontier = arrays.unique(np.asarray(frontier, dtype=np.int64))
     n_rel = len(kg.relation_names)
-    if graph_id is None and hasattr(kg, "group_sizes"):  # the DuckDB store
-        g = kg.group_sizes(frontier)
-        node, rel, fwd, n = g["node"], g["relation"], g["fwd"], g["n"]
-        fetch = lambda gi, off: kg.group_edges(node[gi], rel[gi], fwd[gi], off)  # noqa: E731
+    groups = _groups_of(kg, graph_id)
+    other = None
+    if groups is not None:
+        at = groups.at(frontier)
+        key, lo = np.asarray(groups.keys[at], dtype=np.int64), np.asarray(groups.starts[at], dtype=np.int64)
+        hi = np.asarray(groups.starts[at + 1], dtype=np.int64)
+        fetch = lambda gi, off: np.asarray(groups.edge[lo[gi] + off], dtype=np.int64)  # noqa: E731
+        if groups.other is not None:
+            other = lambda gi, off: np.asarray(groups.other[lo[gi] + off], dtype=np.int64)  # noqa: E731
     else:
-        groups = _groups_of(kg, graph_id)
-        if groups is not None:
-            at = groups.at(frontier)
-            key, lo, hi = groups.keys[at], groups.starts[at], groups.starts[at + 1]
-            fetch = lambda gi, off: groups.edge[lo[gi] + off].astype(np.int64)  # noqa: E731
-        else:
-            nb = kg.question_neighbourhood(frontier, 1, 10**9, graph_id=graph_id)
-            e = np.asarray(nb.edges, dtype=np.int64)
-            h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
-            fw, bw = np.isin(h, frontier), np.isin(t, frontier)
-            ek = np.concatenate([(h[fw] * 2) * n_rel + r[fw], (t[bw] * 2 + 1) * n_rel + r[bw]])
-            ee = np.concatenate([e[fw], e[bw]])
-            order = np.lexsort((ee, ek))
-            ek, ee = ek[order], ee[order]
-            first = np.flatnonzero(np.concatenate([[True], ek[1:] != ek[:-1]])) if len(ek) else np.zeros(0, np.int64)
-            key, lo, hi = ek[first], first, np.append(first[1:], len(ek)).astype(np.int64)
-            fetch = lambda gi, off: ee[lo[gi] + off]  # noqa: E731
-        node, fwd, rel, n = key // (2 * n_rel), (key // n_rel) % 2 == 0, key % n_rel, hi - lo
+        nb = kg.question_neighbourhood(frontier, 1, 10**9, graph_id=graph_id)
+        e = np.asarray(nb.edges, dtype=np.int64)
+        h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
+        fw, bw = np.isin(h, frontier), np.isin(t, frontier)
+        ek = np.concatenate([(h[fw] * 2) * n_rel + r[fw], (t[bw] * 2 + 1) * n_rel + r[bw]])
+        ee = np.concatenate([e[fw], e[bw]])
+        order = np.lexsort((ee, ek))
+        ek, ee = ek[order], ee[order]
+        first = np.flatnonzero(np.concatenate([[True], ek[1:] != ek[:-1]])) if len(ek) else np.zeros(0, np.int64)
+        key, lo, hi = ek[first], first, np.append(first[1:], len(ek)).astype(np.int64)
+        fetch = lambda gi, off: ee[lo[gi] + off]  # noqa: E731
+    node, fwd, rel, n = key // (2 * n_rel), (key // n_rel) % 2 == 0, key % n_rel, hi - lo
     sel = np.flatnonzero(~np.isin(rel, np.fromiter(skip, dtype=np.int64, count=len(skip))))
     # which edges each kept group gives: all of a group of at most hub_edges, the hub sample of a larger one, as
     # (group, position in the group's edge-id order)
@@ -254,10 +237,10 @@ def _step_sampled(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_front
         gi.append(np.full(hub_edges, i, dtype=np.int64))
     gi, off = np.concatenate(gi), np.concatenate(off)
     e = fetch(gi, off)
+    dst = other(gi, off) if other is not None else np.where(fwd[gi], kg.tails[e], kg.heads[e])
     if stats is not None:
         stats["edges"] = stats.get("edges", 0) + len(e)
         stats["sampled"] = stats.get("sampled", 0) + len(big)
-    dst = np.where(fwd[gi], kg.tails[e], kg.heads[e])
     out = {}
     sk = rel[gi] * 2 + (~fwd[gi])  # by (relation, direction), then node, then edge id
     src = node[gi]
