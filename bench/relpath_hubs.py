@@ -190,7 +190,9 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     old = json.loads(out.read_text()) if out.exists() else {}
-    result = {"machine": machine(), "synthetic": True, "synth_params": SYNTH, "sizes": old.get("sizes", {}),
+    # the kept sizes' stamps go with them (bench._machine.finish moves the file's run into earlier_runs)
+    result = {**{k: old[k] for k in ("run", "earlier_runs") if k in old},
+              "machine": machine(), "synthetic": True, "synth_params": SYNTH, "sizes": old.get("sizes", {}),
               "setup": {"questions": args.questions, "hops": args.hops, "max_answers": args.max_answers,
                         "seed": args.seed, "hub_edges": args.hub_edges, "max_hops": args.max_hops,
                         "relpath": "zero-shot (plan null), paths 1, fallback null, no entity vectors"},
