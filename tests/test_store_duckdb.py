@@ -100,7 +100,7 @@ def test_names_degrees_and_lookups_agree(metaqa):
 
 def test_lookups_past_the_cache_cap_are_right(synth, tmp_path, monkeypatch):
     """A lookup whose uncached rows, once added, push the same call's cached rows out of the cache (CACHE_MAX)
-    still returns every row from the KG: the scale bench's 1M-triple run had read evicted rows as zeros (head 0,
+    still returns every row (triples, degrees, names) from the KG: the scale bench's 1M-triple run had read evicted rows as zeros (head 0,
     tail 0), which the LEGO push extractor then mapped through uninitialized local indices."""
     import kgrag.kg.store_duckdb as D
 
@@ -121,6 +121,10 @@ def test_lookups_past_the_cache_cap_are_right(synth, tmp_path, monkeypatch):
         assert np.array_equal(duck.degree(nodes), mem.degree(nodes))
         both = np.concatenate([nodes, more])
         assert np.array_equal(duck.degree(both), mem.degree(both))
+        # names too: the 100M retrieve stage failed with a KeyError when a call's new names cleared the cache of its
+        # cached ones (LazyNames.fetch)
+        assert duck.names(nodes) == mem.names(nodes)
+        assert duck.names(both) == mem.names(both)
     finally:
         duck.close()
 

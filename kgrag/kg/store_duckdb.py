@@ -209,11 +209,13 @@ class LazyNames:
 
     def fetch(self, ids) -> None:
         """Load the names of ``ids`` that are not cached yet, in one query."""
-        want = [i for i in set(np.asarray(ids, dtype=np.int64).reshape(-1).tolist()) if i not in self._cache]
+        asked = set(np.asarray(ids, dtype=np.int64).reshape(-1).tolist())
+        want = [i for i in asked if i not in self._cache]
         if not want:
             return
         if len(self._cache) + len(want) > CACHE_MAX:
-            self._cache.clear()
+            self._cache.clear()  # the ids asked for are read right after: all of them are fetched again
+            want = sorted(asked)
         if len(want) <= INLIST_MAX:
             rows = self._store._query(f"SELECT {self._id}, {S.NAME} FROM {self._table} "
                                       f"WHERE {self._id} IN ({', '.join(map(str, want))})")
