@@ -126,9 +126,9 @@ def test_same_seed_same_sample_other_seed_another(kg, index):
 
 
 def test_the_sample_depends_on_the_hub_alone_and_both_paths_agree(kg, monkeypatch, tmp_path):
-    """A hub's sample does not depend on the rest of the frontier; the step from per-(node, relation) counts (a KG
-    held as arrays) and the step that fetches and groups the frontier's edges (the DuckDB store; per-question
-    graphs) give the same edges."""
+    """A hub's sample does not depend on the rest of the frontier; the step from the edge groups (built in memory for
+    a KG held as arrays, memory-mapped from disk on the DuckDB store) and the step that fetches and groups the
+    frontier's edges (per-question graphs) give the same edges."""
     noir, western = kg.ids_of(["Noir", "Western"])
     films = np.asarray(kg.ids_of([f"Film {i:03d}" for i in range(0, FILMS, 7)]), dtype=np.int64)
     alone = relpath._step(kg, np.array([noir]), None, frozenset(), 10**6, HUB, 0)
@@ -138,7 +138,7 @@ def test_the_sample_depends_on_the_hub_alone_and_both_paths_agree(kg, monkeypatc
     frontiers = [np.array([noir]), np.array([noir, western]), films, np.concatenate([films, [noir]])]
     skip = frozenset({int(np.flatnonzero(kg.relation_names == "release_year")[0])})
     counted = [relpath._step(kg, f, None, s, 10**6, HUB, 3) for f in frontiers for s in (frozenset(), skip)]
-    duck = DuckKGStore(kg.path, cache_dir=tmp_path / "duck")  # fetches a hop's edges by SQL, then samples
+    duck = DuckKGStore(kg.path, cache_dir=tmp_path / "duck")  # its edge groups, memory-mapped from disk
     fetched = [relpath._step(duck, f, None, s, 10**6, HUB, 3) for f in frontiers for s in (frozenset(), skip)]
     monkeypatch.setattr(relpath, "_groups_of", lambda kg, graph_id: None)
     fetched += [relpath._step(kg, f, None, s, 10**6, HUB, 3) for f in frontiers for s in (frozenset(), skip)]
