@@ -97,14 +97,13 @@ class ArrayKG:
     def _mirrors(self) -> tuple[frozenset, frozenset]:
         """Ids of the mirrored relations (skipped, as relplan's plan skips them) and of the relations they mirror
         (a co-step on one keeps its return: ``relplan.co_step_mask``'s ``back``)."""
-        from kgrag.index.relplan import mirror_pairs, mirrored_relations
+        from kgrag.index.relplan import mirror_pairs
 
-        class V:  # the KGView fields mirrored_relations reads
+        class V:  # the KGView fields mirror_pairs reads
             heads, relations, tails, num_entities, relation_names = self.h, self.r, self.t, self.n, self.relation_names
         by = {n: i for i, n in enumerate(self.relation_names)}
-        skip = frozenset(by[m] for m in mirrored_relations(V))
-        pairs = mirror_pairs(V)
-        return skip, frozenset(by[b] for m, b in pairs.items() if by.get(m) in skip and b in by)
+        pairs = mirror_pairs(V)  # one pass: mirrored_relations is its keys
+        return frozenset(by[m] for m in pairs), frozenset(by[b] for b in pairs.values())
 
     def expand(self, frontier, cap=20000):
         out = {}
