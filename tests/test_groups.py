@@ -87,3 +87,20 @@ def test_a_failed_build_leaves_no_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(G, "_write", real)
     got = store.edge_groups()
     assert (folder / "groups.json").exists() and len(got.edge) == 2 * store.num_triples
+
+
+def test_a_second_writer_of_the_same_groups_returns_the_first_ones(tmp_path):
+    """Two processes that open the store at once (a Dask run's workers) both write the groups; the one whose rename
+    comes second finds the folder whole and uses it instead of failing its shard, and leaves no temporary behind."""
+    store = _kg(tmp_path)
+    store.edge_groups()
+    folder = G.groups_folder(store.sidecar)
+    before = _sha(folder)
+    cur = store._con.cursor()
+    try:  # what the later worker does: it had not seen the folder, writes its own and renames onto the first
+        got = G.write_groups(cur, folder, num_triples=store.num_triples, num_entities=store.num_entities,
+                             n_rel=len(store.relation_names))
+    finally:
+        cur.close()
+    assert got == folder and _sha(folder) == before
+    assert [p.name for p in folder.parent.glob(f"{folder.name}*")] == [folder.name]

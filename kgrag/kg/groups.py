@@ -76,7 +76,8 @@ def write_groups(con, out: str | Path, *, num_triples: int, num_entities: int, n
                  triples: str = "kg.triples") -> Path:
     """Write the groups of the triples table ``triples`` (on DuckDB connection ``con``) into the folder ``out``,
     atomically: written under a temporary name and renamed when whole, so a full disk or a kill leaves no folder a
-    later run would take as complete."""
+    later run would take as complete. Processes that write the same groups at once (a Dask run's workers) all
+    return ``out``: the first rename wins, the others' files are dropped."""
     out = Path(out)
     tmp = out.with_name(f"{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -86,8 +87,8 @@ def write_groups(con, out: str | Path, *, num_triples: int, num_entities: int, n
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if out.exists() and not (out / "groups.json").exists():
-            shutil.rmtree(out, ignore_errors=True)
+        if (out / "groups.json").exists():  # another process (a Dask worker) finished the same files first
+            return out
         raise
     return out
 
