@@ -36,6 +36,19 @@ FILES = ("keys", "starts", "edge", "other")
 BATCH_ROWS = 1 << 22  # rows streamed from DuckDB at a time while writing
 
 
+def group_keys(nodes: np.ndarray, backward: np.ndarray, relations: np.ndarray, n_rel: int) -> np.ndarray:
+    """Group keys ``(node * 2 + backward) * n_rel + relation`` (``backward``: the node is the edge's tail), the order
+    of :attr:`EdgeGroups.keys` (and of :func:`write_groups`' SQL)."""
+    nodes, relations = np.asarray(nodes, dtype=np.int64), np.asarray(relations, dtype=np.int64)
+    return (nodes * 2 + np.asarray(backward, dtype=np.int64)) * int(n_rel) + relations
+
+
+def split_keys(keys: np.ndarray, n_rel: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(node, forward, relation) of group keys (:func:`group_keys`)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    return keys // (2 * n_rel), (keys // n_rel) % 2 == 0, keys % n_rel
+
+
 @dataclass(frozen=True)
 class EdgeGroups:
     """The groups of a KG's edge ends (module docstring); arrays in memory or memory-mapped."""
@@ -50,7 +63,8 @@ class EdgeGroups:
     def from_arrays(heads: np.ndarray, relations: np.ndarray, tails: np.ndarray, n_rel: int) -> "EdgeGroups":
         """The groups of a KG held as arrays (``other`` left out: the step reads the KG's own arrays)."""
         n = len(heads)
-        key = (np.concatenate([heads * 2, tails * 2 + 1]) * n_rel + np.concatenate([relations, relations]))
+        key = group_keys(np.concatenate([heads, tails]), np.repeat(np.array([0, 1], dtype=np.int64), n),
+                         np.concatenate([relations, relations]), n_rel)
         order = np.argsort(key, kind="stable")  # stable: a group's edges by id
         key = key[order]
         first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if n else np.zeros(0, np.int64)

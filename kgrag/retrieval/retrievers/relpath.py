@@ -25,7 +25,7 @@ from kgrag import arrays
 from kgrag import ranking
 
 from kgrag.index import relplan, zeroshot
-from kgrag.kg.groups import EdgeGroups
+from kgrag.kg.groups import EdgeGroups, group_keys, split_keys
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag.retrieval.lego.types import Context
 from kgrag.registry import RETRIEVERS
@@ -216,14 +216,15 @@ def _step_sampled(kg, frontier: np.ndarray, graph_id, skip: frozenset, max_front
         e = np.asarray(nb.edges, dtype=np.int64)
         h, r, t = kg.heads[e], kg.relations[e], kg.tails[e]
         fw, bw = np.isin(h, frontier), np.isin(t, frontier)
-        ek = np.concatenate([(h[fw] * 2) * n_rel + r[fw], (t[bw] * 2 + 1) * n_rel + r[bw]])
+        ek = group_keys(np.concatenate([h[fw], t[bw]]), np.repeat([0, 1], [int(fw.sum()), int(bw.sum())]),
+                        np.concatenate([r[fw], r[bw]]), n_rel)
         ee = np.concatenate([e[fw], e[bw]])
         order = np.lexsort((ee, ek))
         ek, ee = ek[order], ee[order]
         first = np.flatnonzero(np.concatenate([[True], ek[1:] != ek[:-1]])) if len(ek) else np.zeros(0, np.int64)
         key, lo, hi = ek[first], first, np.append(first[1:], len(ek)).astype(np.int64)
         fetch = lambda gi, off: ee[lo[gi] + off]  # noqa: E731
-    node, fwd, rel, n = key // (2 * n_rel), (key // n_rel) % 2 == 0, key % n_rel, hi - lo
+    (node, fwd, rel), n = split_keys(key, n_rel), hi - lo
     sel = np.flatnonzero(~np.isin(rel, np.fromiter(skip, dtype=np.int64, count=len(skip))))
     # which edges each kept group gives: all of a group of at most hub_edges, the hub sample of a larger one, as
     # (group, position in the group's edge-id order)
