@@ -12,6 +12,7 @@ from kgrag.experiment import Files
 from kgrag.index.embed import index_files_hash
 from kgrag.kg.duckdb_io import kg_hash, questions_file
 from kgrag.kg.store import resolve_store
+from kgrag.retrieval.run import prepare_store
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,11 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     # task opens the store chosen (auto resolved to memory is store: memory: same store, same cache key)
     params = resolve_store(params, db)
     store = params.retrieve.store
-    if store == "duckdb":  # the DuckDB store's sidecar is built once, here, not by every shard task at once
-        from kgrag.kg.duckdb_io import ensure_duckdb
-        from kgrag.kg.store_duckdb import ensure_adjacency
-
-        ensure_adjacency(ensure_duckdb(db), io.CACHE / "duckstore")
+    # the DuckDB store's sidecar (and relpath's edge groups) are built once, here, not by every shard task at once
+    prepare_store(params.retrieve, db, io.CACHE / "duckstore")
     out = io.RETRIEVE / "retrieved.parquet"
     with timed("retrieve", timings.stage_dir("retrieve"), outputs=[out]) as info:
         # the fine-tuned scorer model (presets lego-05/12/18) and relpath's plan are inputs too

@@ -104,3 +104,22 @@ def test_a_second_writer_of_the_same_groups_returns_the_first_ones(tmp_path):
         cur.close()
     assert got == folder and _sha(folder) == before
     assert [p.name for p in folder.parent.glob(f"{folder.name}*")] == [folder.name]
+
+
+def test_the_retrieve_stage_writes_the_groups_once_before_its_shards(tmp_path):
+    """``prepare_store`` (the retrieve stage, before any shard task) writes the edge groups for relpath with hub
+    sampling on the DuckDB store, the ones a store then opens; nothing for another retriever, for relpath without hub
+    sampling or for the in-memory store."""
+    from kgrag.params import RetrieveParams
+    from kgrag.retrieval.run import prepare_store
+
+    store = _kg(tmp_path)
+    db, cache = tmp_path / "kg.duckdb", tmp_path / "duck"
+    folder = G.groups_folder(store.sidecar)
+    cases = [({"store": "memory"}, False), ({"store": "duckdb", "method": "lego"}, False),
+             ({"store": "duckdb", "relpath": {"hub_edges": None}}, False), ({"store": "duckdb"}, True)]
+    for params, writes in cases:
+        prepare_store(RetrieveParams(**params), db, cache)
+        assert (folder / "groups.json").exists() == writes, params
+    before = _sha(folder)
+    assert store.edge_groups().keys.size and _sha(folder) == before  # opened, not written again

@@ -37,6 +37,25 @@ def key_hash(params: RetrieveParams) -> str:
     return section_hash(params, drop=STORE_CHOICE_KEYS + (() if reads else NEIGHBOURHOOD_KEYS))
 
 
+def prepare_store(params: RetrieveParams, db, cache_dir) -> None:
+    """Build, once and before any shard task starts, what every shard task of the DuckDB store (``params.store``,
+    resolved) reads: the sidecar, and relpath's edge groups when it samples hubs (``hub_edges``). Without it the first
+    shard task of each process built them, a Dask run's workers on a cold store all at once (the groups: a sort of 2
+    x triples rows, 22 s at 100M triples, paid once per worker). Nothing for the in-memory store."""
+    if params.store != "duckdb":
+        return
+    from kgrag.kg.duckdb_io import ensure_duckdb
+    from kgrag.kg.store_duckdb import DuckKGStore, ensure_adjacency
+
+    ensure_adjacency(ensure_duckdb(db), cache_dir)
+    if params.method == "relpath" and getattr(params.module_params(), "hub_edges", None) is not None:
+        kg = DuckKGStore(db, cache_dir=cache_dir)
+        try:
+            kg.edge_groups()
+        finally:
+            kg.close()
+
+
 def retrieve_one(
     *, question: Question, query_vec: np.ndarray, kg: KGView, index: EmbeddingIndex, params: RetrieveParams
 ) -> tuple[Subgraph, float]:
