@@ -31,6 +31,12 @@ cosine row and the vote keep MiniLM (the entity vectors are MiniLM's). ``--phras
 similarity-scale constant of ``kgrag.index.zeroshot`` (STEM_SIM, BACKGROUND_SIM, SUPPORT, MENTION, TEMPERATURE,
 ...) for those rows only.
 
+With ``--pseudo N`` (issue 54's per-KG self-supervision): ``N`` pseudo-questions of each KG, walks of 1-3 steps from
+the pool's topics (never its answers or gold sequences) worded from the relation names alone ("what is the
+nationality of the one whose spouse is X?", :func:`verbalise`), and two rows scored on the real dev questions:
+weights fitted by ``fit_smooth`` on that KG's pseudo-questions alone, and on the other KGs' real questions plus that
+KG's pseudo-questions (``--pseudo-seed`` draws other walks).
+
 Every score also gives the set's *paraphrase subset* (``paraphrase``, ``paraphrase_questions``): the questions
 whose gold sequence reaches an answer and none of whose content words shares a 4-letter stem with a relation name
 on it (``kgrag.index.zeroshot.echoes``), where the planner must read the wording rather than match names.
@@ -46,6 +52,7 @@ chose).
     python bench/planner_dev.py --wordnet       # also the rows with WordNet's links (kgrag/index/wordnet.py)
     python bench/planner_dev.py --wordnet --zero-shot-only --out /tmp/x.json  # those and the zero-shot rows alone
     python bench/planner_dev.py --phrase-model /tmp/all-mpnet-base-v2 --zero-shot-only --loko-seeds 5 --out /tmp/m.json
+    python bench/planner_dev.py --zero-shot-only --pseudo 300 --out /tmp/p.json  # the pseudo-question fits (~3 min)
 """
 
 from __future__ import annotations
@@ -151,7 +158,7 @@ def questions(tabs, kg: ArrayKG) -> list[dict]:
             ends = [x for x in e.tolist() if x not in top] or e.tolist()
             return len(gold & set(ends)) / max(len(ends), 1)
 
-        row = {"text": q[S.TEXT], "topics": [kg.names[x] for x in topics], "hops": q[S.HOPS],
+        row = {"text": q[S.TEXT], "topics": [kg.names[x] for x in topics], "topic_ids": topics, "hops": q[S.HOPS],
                "seqs": seqs, "p": {s: p(e) for s, e in seqs.items()}}
         row["paraphrase"] = paraphrased(row, kg.relation_names)
         out.append(row)
@@ -362,6 +369,55 @@ def constants(pairs: list[str]):
             setattr(Z, k, v)
 
 
+def verbalise(seq, topic: str, relation_names) -> str:
+    """A pseudo-question for the walk ``seq`` from ``topic``, worded from the relation names alone (issue 54's
+    per-KG self-supervision): each forward step "the <relation> of <it>", each backward step "the one whose
+    <relation> is <it>", a relation walked there and back (a co-step) "the others with the same <relation> as
+    <it>", read from the topic outwards ("what is the nationality of the spouse of X?")."""
+    it = topic
+    for kind, r, fwd in Z.units(seq):
+        ph = Z.relation_phrase(relation_names[r])
+        if kind == "co":
+            it = f"the others with the same {ph} as {it}"
+        else:
+            it = f"the {ph} of {it}" if fwd else f"the one whose {ph} is {it}"
+    return f"what is {it}?"
+
+
+def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_ends: int = 50) -> list[dict]:
+    """``n`` pseudo-questions of ``kg`` with no label read: topics of the pool's questions (their linked topics only,
+    never their answers or gold sequences), a walk of 1-3 steps drawn from each (a length first, uniformly among
+    those the topic has, then a sequence of it that reaches 1..``max_ends`` entities besides the topic), worded by
+    :func:`verbalise`; its gold answers are the entities the walk reaches. Rows as :func:`questions` makes them."""
+    rng = np.random.default_rng(seed)
+    out = []
+    order = rng.permutation(len(pool))
+    for i in order.tolist():
+        if len(out) >= n:
+            break
+        q = pool[i]
+        top = set(q["topic_ids"])
+        by_len: dict[int, list] = {}
+        for sq, e in sorted(q["seqs"].items()):
+            ends = [x for x in e.tolist() if x not in top]
+            if sq and all(r >= 0 for r, _ in sq) and 0 < len(ends) <= max_ends:
+                by_len.setdefault(len(sq), []).append(sq)
+        if not by_len:
+            continue
+        k = sorted(by_len)[int(rng.integers(len(by_len)))]
+        sq = by_len[k][int(rng.integers(len(by_len[k])))]
+        gold_ids = {x for x in q["seqs"][sq].tolist() if x not in top}
+
+        def p(e):
+            ends = [x for x in e.tolist() if x not in top] or e.tolist()
+            return len(gold_ids & set(ends)) / max(len(ends), 1)
+        out.append({"text": verbalise(sq, q["topics"][0], kg.relation_names), "topics": q["topics"],
+                    "topic_ids": q["topic_ids"], "hops": k,
+                    "seqs": q["seqs"], "p": {s: p(e) for s, e in q["seqs"].items()}, "paraphrase": False,
+                    "pseudo_of": sq})
+    return out
+
+
 def gold(q):
     return max(sorted(q["seqs"]), key=lambda s: (q["p"][s], -len(s))) if q["seqs"] else None
 
@@ -391,6 +447,10 @@ def main() -> None:
     ap.add_argument("--phrase-const", action="append", default=[], metavar="NAME=VALUE",
                     help="a zeroshot constant (STEM_SIM, BACKGROUND_SIM, SUPPORT, MENTION, ...) for the "
                          "--phrase-model rows only; repeatable")
+    ap.add_argument("--pseudo", type=int, default=0,
+                    help="also the rows fitted on N pseudo-questions of each KG (walks from the pool's topics worded "
+                         "from the relation names, no label read: issue 54's per-KG self-supervision)")
+    ap.add_argument("--pseudo-seed", type=int, default=0, help="seed of the pseudo-questions' draw")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     sets = load_sets(args.per_hop, args.eval, args.pool)
@@ -472,6 +532,22 @@ def main() -> None:
             w = fit_smooth(feats, others(names, n))
             cfg.setdefault("lexical (leave-one-KG-out, smooth fit)", {})[n] = {**score(feats[n], linear(w)),
                                                                                "weights": w.round(3).tolist()}
+    if args.pseudo:  # per-KG self-supervision: weights fitted on the KG's own pseudo-questions (no label read)
+        pfeats = {}
+        for n, kg, ev, pool in sets:
+            pq_ = pseudo_questions(kg, pool, args.pseudo, seed=args.pseudo_seed)
+            pfeats[n] = feature_rows(kg, pq_)
+            res.setdefault("pseudo", {})[n] = {
+                "questions": len(pfeats[n]), "seed": args.pseudo_seed, "examples": [q["text"] for q in pq_[:3]],
+                "shipped weights on them": score(pfeats[n], linear(Z.Weights().vector()))}
+        for n in names:
+            w = fit_smooth(pfeats, [n])
+            cfg.setdefault("lexical (smooth fit on this KG's pseudo-questions)", {})[n] = {
+                **score(feats[n], linear(w)), "weights": w.round(3).tolist()}
+            both = {**{m: feats[m] for m in others(names, n)}, f"{n} pseudo": pfeats[n]}
+            w = fit_smooth(both, list(both))
+            cfg.setdefault("lexical (smooth fit: other KGs + this KG's pseudo-questions)", {})[n] = {
+                **score(feats[n], linear(w)), "weights": w.round(3).tolist()}
     base = Z.Weights().vector()
     for n, kg, ev, pool in ([] if args.zero_shot_only else sets):
         # source kg: pool texts labelled by the planner, then the vote

@@ -74,3 +74,26 @@ def test_transfer_json_carries_the_dev_protocol_rows_of_planner_dev(tmp_path):
     assert "leave-one-KG-out, coordinate search, mean of 3 seeds" in k1 and not any("weights" in v for v in k1.values())
     assert list(got["kgs"]["k2"].values())[0]["all"] == 0.9
     assert dev_protocol(tmp_path / "absent.json") is None
+
+
+def test_pseudo_questions_read_no_label_and_their_gold_is_the_walk():
+    """Issue 54's pseudo-questions: worded from the relation names (a co-step as "the same"), drawn from the pool's
+    topics and walks; the pool's answers and gold scores are never read (they are poisoned here), and each pseudo
+    question's gold ends are those of the walk it words."""
+    a, b, c, d = 0, 1, 2, 3
+    seqs = {((0, True),): np.array([b, c]), ((0, True), (1, True)): np.array([d]),
+            ((0, True), (0, False)): np.array([a, d])}
+    pool = [{"text": "poisoned", "topics": ["Ann"], "topic_ids": [a], "hops": 9, "seqs": seqs,
+             "p": {s: float("nan") for s in seqs}, "answers": "poisoned"} for _ in range(5)]
+
+    class KG:
+        relation_names = ["married_to", "countryOfBirth"]
+    out = P.pseudo_questions(KG, pool, 5, seed=0)
+    assert len(out) == 5 and {q["text"] for q in out} <= {
+        "what is the married to of Ann?", "what is the country Of Birth of the married to of Ann?",
+        "what is the others with the same married to as Ann?"}
+    for q in out:
+        walk = q["pseudo_of"]
+        assert q["p"][walk] == 1.0 and q["hops"] == len(walk) and q["topic_ids"] == [a]
+        assert all(not np.isnan(v) for v in q["p"].values())
+    assert P.verbalise([(1, False)], "X", KG.relation_names) == "what is the one whose country Of Birth is X?"
