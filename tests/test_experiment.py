@@ -22,6 +22,7 @@ BUILDERS = {"open_store", "open_index", "client_for", "KGStore", "DuckKGStore", 
 ALLOWED = {
     # the builders' own modules (definitions and their process-wide caches)
     ("kgrag/kg/store.py", "KGStore"), ("kgrag/kg/store.py", "DuckKGStore"), ("kgrag/index/embed.py", "EmbeddingIndex.load"),
+    ("kgrag/kg/store_duckdb.py", "DuckKGStore"),  # ensure_edge_groups: the KG file's groups, written once a stage
     ("kgrag/reasoning/generate.py", "Sampling"),  # sampling_of: the reasoners' settings from Params
     ("kgrag/reasoning/reasoners/core.py", "Sampling"),  # ReasonInput's default (tests, reasoners run alone)
     ("kgrag/llm/clients.py", "client_for"),  # llm_client: a retrieval module's own LLM (retrieve.lego.llm)

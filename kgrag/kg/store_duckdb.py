@@ -135,6 +135,18 @@ def ensure_adjacency(db: str | Path, cache_dir: str | Path) -> Path:
     return path
 
 
+def ensure_edge_groups(db: str | Path, cache_dir: str | Path) -> Path:
+    """The edge groups of the KG file ``db`` (:meth:`DuckKGStore.edge_groups`), written on first use beside its sidecar;
+    returns their folder. The retrieve stage calls it once before its shard tasks start
+    (``kgrag.retrieval.run.prepare_store``)."""
+    kg = DuckKGStore(db, cache_dir=cache_dir)
+    try:
+        kg.edge_groups()
+        return groups_folder(kg.sidecar)
+    finally:
+        kg.close()
+
+
 def distinct(a: np.ndarray) -> np.ndarray:
     """Sorted distinct values of an int array (``np.unique``'s result; sorting is far faster than its hash
     path for int64 in numpy 2.4)."""

@@ -45,15 +45,11 @@ def prepare_store(params: RetrieveParams, db, cache_dir) -> None:
     if params.store != "duckdb":
         return
     from kgrag.kg.duckdb_io import ensure_duckdb
-    from kgrag.kg.store_duckdb import DuckKGStore, ensure_adjacency
+    from kgrag.kg.store_duckdb import ensure_adjacency, ensure_edge_groups
 
     ensure_adjacency(ensure_duckdb(db), cache_dir)
     if params.method == "relpath" and getattr(params.module_params(), "hub_edges", None) is not None:
-        kg = DuckKGStore(db, cache_dir=cache_dir)
-        try:
-            kg.edge_groups()
-        finally:
-            kg.close()
+        ensure_edge_groups(db, cache_dir)
 
 
 def retrieve_one(
