@@ -369,14 +369,26 @@ def constants(pairs: list[str]):
             setattr(Z, k, v)
 
 
-def verbalise(seq, topic: str, relation_names) -> str:
+def reword(phrase: str, wordnet, rng) -> str:
+    """``phrase`` with each word of 4 letters or more replaced, with probability 1/2, by one of its WordNet synonyms
+    or derivations (drawn by ``rng``; the word kept when it has none): pseudo-questions that do not echo every
+    relation word, as people's questions do not."""
+    out = []
+    for w in phrase.split():
+        near = sorted(x for x, k in wordnet.near(w.lower()).items() if k in ("synonym", "derivation")
+                      and x != w.lower() and "_" not in x) if len(w) >= 4 else []
+        out.append(near[int(rng.integers(len(near)))] if near and rng.random() < 0.5 else w)
+    return " ".join(out)
+
+
+def verbalise(seq, topic: str, relation_names, phrase=Z.relation_phrase) -> str:
     """A pseudo-question for the walk ``seq`` from ``topic``, worded from the relation names alone (issue 54's
     per-KG self-supervision): each forward step "the <relation> of <it>", each backward step "the one whose
     <relation> is <it>", a relation walked there and back (a co-step) "the others with the same <relation> as
     <it>", read from the topic outwards ("what is the nationality of the spouse of X?")."""
     it = topic
     for kind, r, fwd in Z.units(seq):
-        ph = Z.relation_phrase(relation_names[r])
+        ph = phrase(relation_names[r])
         if kind == "co":
             it = f"the others with the same {ph} as {it}"
         else:
@@ -384,7 +396,8 @@ def verbalise(seq, topic: str, relation_names) -> str:
     return f"what is {it}?"
 
 
-def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_ends: int = 50) -> list[dict]:
+def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_ends: int = 50,
+                     wordnet=None) -> list[dict]:
     """``n`` pseudo-questions of ``kg`` with no label read: topics of the pool's questions (their linked topics only,
     never their answers or gold sequences), a walk of 1-3 steps drawn from each (a length first, uniformly among
     those the topic has, then a sequence of it that reaches 1..``max_ends`` entities besides the topic), worded by
@@ -411,7 +424,9 @@ def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_e
         def p(e):
             ends = [x for x in e.tolist() if x not in top] or e.tolist()
             return len(gold_ids & set(ends)) / max(len(ends), 1)
-        out.append({"text": verbalise(sq, q["topics"][0], kg.relation_names), "topics": q["topics"],
+        phrase = Z.relation_phrase if wordnet is None else (
+            lambda name: reword(Z.relation_phrase(name), wordnet, rng))
+        out.append({"text": verbalise(sq, q["topics"][0], kg.relation_names, phrase), "topics": q["topics"],
                     "topic_ids": q["topic_ids"], "hops": k,
                     "seqs": q["seqs"], "p": {s: p(e) for s, e in q["seqs"].items()}, "paraphrase": False,
                     "pseudo_of": sq})
@@ -451,6 +466,8 @@ def main() -> None:
                     help="also the rows fitted on N pseudo-questions of each KG (walks from the pool's topics worded "
                          "from the relation names, no label read: issue 54's per-KG self-supervision)")
     ap.add_argument("--pseudo-seed", type=int, default=0, help="seed of the pseudo-questions' draw")
+    ap.add_argument("--pseudo-wordnet", action="store_true",
+                    help="reword half the pseudo-questions' relation words by WordNet synonyms / derivations")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     sets = load_sets(args.per_hop, args.eval, args.pool)
@@ -535,10 +552,15 @@ def main() -> None:
     if args.pseudo:  # per-KG self-supervision: weights fitted on the KG's own pseudo-questions (no label read)
         pfeats = {}
         for n, kg, ev, pool in sets:
-            pq_ = pseudo_questions(kg, pool, args.pseudo, seed=args.pseudo_seed)
+            wn = None
+            if args.pseudo_wordnet:
+                from kgrag.index import wordnet as W
+                wn = W.load()
+            pq_ = pseudo_questions(kg, pool, args.pseudo, seed=args.pseudo_seed, wordnet=wn)
             pfeats[n] = feature_rows(kg, pq_)
             res.setdefault("pseudo", {})[n] = {
-                "questions": len(pfeats[n]), "seed": args.pseudo_seed, "examples": [q["text"] for q in pq_[:3]],
+                "questions": len(pfeats[n]), "seed": args.pseudo_seed, "wordnet": args.pseudo_wordnet,
+                "examples": [q["text"] for q in pq_[:3]],
                 "shipped weights on them": score(pfeats[n], linear(Z.Weights().vector()))}
         for n in names:
             w = fit_smooth(pfeats, [n])
