@@ -271,9 +271,12 @@ def test_two_queued_experiments_run_in_parallel_without_interference(shared_proj
         assert set(exps) == {"short", "long"}
         for name, m in exps.items():
             assert m["questions"] == E2E_SAMPLE and m["failed"] == 0
-        # each one alone, in the workspace
+        # each one alone, in the workspace, generate and what follows it forced: without -f DVC's run cache would
+        # restore the queued runs' own outputs (only `report` ran), and the comparison could not fail
         for name, tokens in (("short", 16), ("long", 40)):
-            run(["dvc", "exp", "run", *common, "-S", f"generate.max_tokens={tokens}"], project)
+            out = run(["dvc", "exp", "run", "-f", "--downstream", "generate", *common,
+                       "-S", f"generate.max_tokens={tokens}"], project)
+            assert "Running stage 'generate'" in out and "Running stage 'evaluate'" in out, out[-2000:]
             alone = json.loads((project / "reports" / "metrics.json").read_text())
             for k in ("hit_at_1", "hit_any", "f1", "retrieval_recall", "context_triples_mean", "failed"):
                 assert exps[name][k] == alone[k], (name, k)
