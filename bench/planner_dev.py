@@ -72,6 +72,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import machine, write_result  # noqa: E402
 
 from kgrag import schema as S  # noqa: E402
+from kgrag.index import pseudo as P  # noqa: E402
 from kgrag.index import zeroshot as Z  # noqa: E402
 from kgrag.index.embed import encode  # noqa: E402
 from kgrag.index.relplan import co_step_mask, is_co_step  # noqa: E402
@@ -296,31 +297,11 @@ def search(feats: dict, names: list[str], iters: int = 400, seed: int = 0, start
 
 
 def fit_smooth(feats: dict, names: list[str], lam: float = 1e-4):
-    """Deterministic fit of the feature weights: maximize each question's expected score under a softmax over its
-    sequences (``softmax(f @ w) @ p``, the smooth form of the score) with an L2 penalty ``lam`` on the weights
-    scaled by each feature's standard deviation over ``names``' candidates, by L-BFGS from zero. KG families
-    weigh equally (``set_weights``). No seed, no start that a KG chose."""
-    from scipy.optimize import minimize
-    from scipy.special import logsumexp
-
+    """Deterministic fit of the feature weights on the sets ``names`` (``kgrag.index.pseudo.fit_smooth``: each
+    question's expected score under a softmax over its sequences, L2 on the spread-scaled weights, L-BFGS from
+    zero), KG families weighing equally (``set_weights``). No seed, no start that a KG chose."""
     share = set_weights(names)
-    data = [(share[n], [(np.asarray(f, np.float64), np.asarray(p, np.float64)) for _, _, f, p in feats[n]
-                        if len(p) > 1]) for n in names]
-    std = np.vstack([f for _, qs in data for f, _ in qs]).std(axis=0)
-    std[std == 0] = 1.0
-
-    def loss(u):
-        w = u / std
-        total, grad = 0.0, np.zeros_like(u)
-        for k, qs in data:
-            for f, p in qs:
-                z = f @ w
-                pr = np.exp(z - logsumexp(z))
-                e = float(pr @ p)
-                total -= k * e / len(qs)
-                grad -= k * (f.T @ (pr * (p - e))) / len(qs)
-        return total + lam * float(u @ u), grad / std + 2 * lam * u
-    return minimize(loss, np.zeros(len(Z.FEATURES)), jac=True, method="L-BFGS-B").x / std
+    return P.fit_smooth([(share[n], [(f, p) for _, _, f, p in feats[n]]) for n in names], lam)
 
 
 def vote(pool_texts, pool_labels, k=16):
@@ -381,19 +362,7 @@ def reword(phrase: str, wordnet, rng) -> str:
     return " ".join(out)
 
 
-def verbalise(seq, topic: str, relation_names, phrase=Z.relation_phrase) -> str:
-    """A pseudo-question for the walk ``seq`` from ``topic``, worded from the relation names alone (issue 54's
-    per-KG self-supervision): each forward step "the <relation> of <it>", each backward step "the one whose
-    <relation> is <it>", a relation walked there and back (a co-step) "the others with the same <relation> as
-    <it>", read from the topic outwards ("what is the nationality of the spouse of X?")."""
-    it = topic
-    for kind, r, fwd in Z.units(seq):
-        ph = phrase(relation_names[r])
-        if kind == "co":
-            it = f"the others with the same {ph} as {it}"
-        else:
-            it = f"the {ph} of {it}" if fwd else f"the one whose {ph} is {it}"
-    return f"what is {it}?"
+verbalise = P.verbalise  # the relplan stage's wording of a walk (kgrag.index.pseudo)
 
 
 def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_ends: int = 50,

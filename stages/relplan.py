@@ -11,6 +11,7 @@ import numpy as np
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
 from kgrag.index.embed import encode
+from kgrag.index.pseudo import fit_for_kg
 from kgrag.experiment import Experiment, Files, own_graphs_experiment
 from kgrag.index.relplan import PlanModel, mirror_pairs, train_plan
 from kgrag.kg.heldout import held_out_split
@@ -88,12 +89,22 @@ def main(argv: list[str] | None = None) -> None:
         pairs = mirror_pairs(kg)
         train_mirrors = pairs if train_kg is kg else None  # train_plan's mirrors: these, unless it walks other graphs
         mirrors = sorted(pairs)
+        # source kg: the zero-shot planner's weights fitted on the KG's own pseudo-questions (relplan.pseudo)
+        weights, fit = None, {}
+        if source == "kg" and p.pseudo:
+            if too_big is not None or own is not None:
+                fit = {"pseudo_questions": 0, "pseudo_note": "not drawn: " + (
+                    "the KG is over the memory budget" if too_big is not None else "the questions bring their own "
+                    "graphs") + "; the shipped weights"}
+            else:
+                weights, fit = fit_for_kg(kg, exp.index, pairs, [q.topic_ids for q in qs], p.pseudo, p.seed)
+                log(f"weights fitted on {fit['pseudo_questions']} pseudo-questions of the KG: {fit['weights']}")
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
         PlanModel(model=params.index.model, texts=[], hops=np.zeros(0, np.int64), labels=[],
                   vectors=np.zeros((0, 1), np.float32), mirrors=tuple(mirrors),
-                  mirror_of=tuple(sorted(pairs.items()))).save(
-            out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors})
-        stats: dict = {"mirrored_relations": mirrors, "labelled": 0}
+                  mirror_of=tuple(sorted(pairs.items())), weights=weights).save(
+            out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors, **fit})
+        stats: dict = {"mirrored_relations": mirrors, "labelled": 0, **fit}
         if source == "labelled":
             model, stats = train_plan(kg=train_kg, questions=qs, encode=encoder, model=params.index.model, log=log,
                                       mirror_of=train_mirrors)
@@ -105,10 +116,12 @@ def main(argv: list[str] | None = None) -> None:
                                       log=log, label=zero_shot_labeller(train_kg, train.index, out, unlabelled),
                                       mirror_of=train_mirrors)
             note = f"{note}: texts only, labelled by the zero-shot planner"
-            model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
+            stats = {**stats, **fit}
+            replace(model, weights=weights).save(out, {**stats, "source": source, "note": note, "split": p.split,
+                                                       "seed": p.seed})
         elif source == "kg":
             PlanModel.load(out).save(out, {"source": source, "note": f"{note}: the zero-shot planner alone",
-                                           "labelled": 0, "mirrored_relations": mirrors})
+                                           "labelled": 0, "mirrored_relations": mirrors, **fit})
         print(f"[relplan] source {source}: {stats}", file=sys.stderr)
         info.update({**stats, "source": source})
 

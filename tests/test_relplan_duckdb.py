@@ -100,3 +100,23 @@ def test_over_the_budget_labelled_stops_and_auto_learns_from_the_texts(project, 
     assert meta["source"] == "kg" and "over the memory budget" in meta["note"]
     _, meta = _relplan(project, monkeypatch, "-S", "relplan.source=auto")
     assert meta["source"] == "labelled"
+
+
+def test_source_kg_with_pseudo_writes_fitted_weights_the_retriever_reads(project, monkeypatch):
+    """relplan.pseudo (issue 54): the stage fits the planner's weights on the KG's pseudo-questions and writes them to
+    plan.json, where relpath reads them (PlanModel.weights); over the memory budget it draws none and says why; 0
+    (the default) writes no weights, so the plan is byte for byte the one before."""
+    from kgrag.index.relplan import PlanModel
+    from kgrag.index.zeroshot import FEATURES, Weights
+
+    _, meta = _relplan(project, monkeypatch, "-S", "relplan.source=kg", "-S", "relplan.pseudo=6")
+    assert meta["pseudo_questions"] > 0 and set(meta["weights"]) == set(FEATURES)
+    assert sum(meta["pseudo_by_hops"].values()) == meta["pseudo_questions"]
+    plan = PlanModel.load(project[0] / "data" / "relplan")
+    assert plan.weights == Weights(**meta["weights"]) and plan.weights != Weights()
+    _, over = _relplan(project, monkeypatch, "-S", "relplan.source=kg", "-S", "relplan.pseudo=6",
+                       "-S", f"retrieve.memory_budget_gb={TINY}")
+    assert "weights" not in over and over["pseudo_questions"] == 0 and "memory budget" in over["pseudo_note"]
+    _, off = _relplan(project, monkeypatch, "-S", "relplan.source=kg")
+    assert "weights" not in off and "pseudo_questions" not in off
+    assert PlanModel.load(project[0] / "data" / "relplan").weights is None

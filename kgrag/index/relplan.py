@@ -392,6 +392,9 @@ class PlanModel:
     #: (mirror, the relation it mirrors) pairs (:func:`mirror_pairs`): the relations walked back by a mirror of their
     #: own, whose return the co-step rule keeps (:func:`co_step_mask`)
     mirror_of: tuple[tuple[str, str], ...] = ()
+    #: the zero-shot planner's weights fitted on this KG's pseudo-questions (``relplan.pseudo``,
+    #: :mod:`kgrag.index.pseudo`); None: the shipped :class:`~kgrag.index.zeroshot.Weights`
+    weights: zeroshot.Weights | None = None
 
     def walked_back(self, relation_names: Sequence) -> frozenset:
         """Ids (in ``relation_names``) of the relations a mirror of :attr:`mirror_of` mirrors: ``back`` of
@@ -413,8 +416,9 @@ class PlanModel:
         rows = self.lexicon.to_rows() if self.lexicon is not None else []
         io.write_parquet(folder / LEXICON_FILE, pa.Table.from_pylist(rows, schema=S.LEXICON))
         pairs = {"mirror_of": dict(self.mirror_of)} if self.mirror_of else {}  # a KG without mirrors: as before
+        fitted = {"weights": dict(zip(zeroshot.FEATURES, self.weights.vector().tolist()))} if self.weights else {}
         io.write_json(folder / META_FILE, {"model": self.model, "questions": len(self.texts),
-                                           "mirrors": list(self.mirrors), **pairs, **(extra or {})})
+                                           "mirrors": list(self.mirrors), **pairs, **fitted, **(extra or {})})
 
     @staticmethod
     def load(folder: str | Path) -> "PlanModel":
@@ -435,7 +439,8 @@ class PlanModel:
         return PlanModel(model=meta["model"], texts=t[S.TEXT].to_pylist(), hops=np.asarray(t[S.HOPS].to_pylist()),
                          labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs,
                          mirrors=tuple(meta.get("mirrors", ())), lexicon=lex,
-                         mirror_of=tuple(sorted(meta.get("mirror_of", {}).items())))
+                         mirror_of=tuple(sorted(meta.get("mirror_of", {}).items())),
+                         weights=zeroshot.Weights(**meta["weights"]) if meta.get("weights") else None)
 
     def nearest(self, query_vec: np.ndarray, k: int, hops: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest training questions to ``query_vec``: (their rows, nearest first; their cosines

@@ -393,6 +393,8 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
 
     if params.base == "lexical":
         vecs = _phrase_vectors(index)
+        # the plan's weights where relplan fitted them on the KG's pseudo-questions (relplan.pseudo), else shipped
+        weights = (plan.weights if params.plan is not None else None) or zeroshot.Weights()
         ent = getattr(index, "entity_vectors", None)
 
         def base_scores(seqs: list, ends: list) -> np.ndarray:
@@ -401,7 +403,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
                 ends=ends, relation_names=kg.relation_names, vecs=vecs,
                 entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
                 lexicon=lexicon, lexicon_weight=params.lexicon_weight)
-            return ranking.rounded(zeroshot.scores(feats, zeroshot.Weights()), ranking.SCORE_DECIMALS)
+            return ranking.rounded(zeroshot.scores(feats, weights), ranking.SCORE_DECIMALS)
     else:
         entry = SCORERS.get(params.scorer)
         scorer_params = entry.params(**params.scorer_params)

@@ -1,0 +1,221 @@
+"""Pseudo-questions from a KG's own relation paths, and the zero-shot planner's weights fitted on them.
+
+A KG with no labelled question still has its relation names and its walks. From each of a set of topic entities
+(the held-out questions' linked topics, or a seeded sample of the KG's entities) one walk of 1-3 steps is drawn
+and worded from the relation names alone ("what is the nationality of the one whose spouse is X?",
+:func:`verbalise`); the entities it reaches are its answers. The eight weights of
+:class:`kgrag.index.zeroshot.Weights` are then fitted on those pseudo-questions (:func:`fit_smooth`: the expected
+share of answers at the end of the chosen sequence, under a softmax of the linear score, L-BFGS from zero), so the
+planner's balance of its features is learnt for the user's KG instead of taken from the four dev KGs it was chosen
+on. Nothing here reads an answer or a labelled question (issue 54's per-KG self-supervision).
+
+Measured on dev (``bench/planner_dev.py --pseudo 300``, 3 seeds, docs/benchmarks.md): fitted on each KG's own
+pseudo-questions, MetaQA 0.857, PathQuestion-Large 2H 0.979 / 3H 0.916, WorldCup2014 0.644 (expected Hit@1 of the
+first end, no LLM), against weights fitted on the other dev KGs (what the shipped weights are to a new KG)
+0.810 / 0.943 / 0.908 / 0.633, and the shipped weights (fitted on all four, these KGs included)
+0.865 / 0.990 / 0.957 / 0.833.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from kgrag.index import zeroshot
+from kgrag.index.relplan import MAX_FRONTIER, Adjacency, adjacency, co_step_mask, is_co_step
+from kgrag.kg.kgview import KGView
+
+Step = tuple[int, bool]
+
+#: a walk is drawn only where it reaches 1..MAX_ENDS entities besides its topics (a question has a few answers)
+MAX_ENDS = 50
+#: a sequence whose ends are more than this many nodes is not walked further (the candidates' enumeration stays
+#: bounded on hubs; relpath's beam walks such sequences, but a pseudo-question needs no more of them)
+MAX_EXPAND = 2000
+#: L2 penalty of the fit, on the weights scaled by each feature's spread over the candidates
+LAMBDA = 1e-4
+#: decimals the fitted weights are rounded to (a fit on another CPU moves no score's ranking)
+DECIMALS = 4
+
+
+@dataclass(frozen=True)
+class Pseudo:
+    """One pseudo-question: its text, its topics' names, every candidate sequence from its topics (walking order)
+    with the entity ids it reaches, and each candidate's share of the walk's answers among its ends (``p``)."""
+
+    text: str
+    topic_names: tuple[str, ...]
+    walk: tuple[Step, ...]
+    seqs: tuple[tuple[Step, ...], ...]
+    ends: tuple[np.ndarray, ...]
+    p: np.ndarray
+
+
+def walks(adj: Adjacency, topics: np.ndarray, max_hops: int = 3, back: frozenset = frozenset(),
+          max_frontier: int = MAX_FRONTIER, max_expand: int = MAX_EXPAND) -> dict[tuple[Step, ...], np.ndarray]:
+    """Every relation sequence of 1..``max_hops`` steps from ``topics`` over ``adj`` (mirrors left out when it was
+    built), with the sorted entity ids it reaches, in walking order (shorter first; at each step forward steps
+    before reversed ones, each by relation id). ``relpath``'s walk rules: a step that reaches more than
+    ``max_frontier`` nodes is not walked, a co-step does not return to the nodes it left (except on a relation in
+    ``back``) and is no candidate where it reaches nothing else (:func:`~kgrag.index.relplan.co_step_mask`); a
+    sequence that reaches more than ``max_expand`` nodes is not extended."""
+    out: dict = {}
+    layer = {(): (np.unique(np.asarray(topics, np.int64)), None)}
+    for _ in range(max_hops):
+        nxt: dict = {}
+        for seq, (frontier, left) in layer.items():
+            if len(frontier) > max_expand:
+                continue
+            for key, dst in sorted(adj.expand(frontier).items(), key=lambda kv: (not kv[0][1], kv[0][0])):
+                if len(dst) > max_frontier:
+                    continue
+                s = seq + (key,)
+                if left is not None and is_co_step(s):
+                    keep = co_step_mask(s, dst, left, back)
+                    if keep is None:
+                        continue
+                    dst = dst[keep]
+                nxt[s] = (dst, frontier)
+        out.update({s: v[0] for s, v in nxt.items()})
+        layer = nxt
+    return out
+
+
+def verbalise(seq: Sequence[Step], topic: str, relation_names: Sequence[str],
+              phrase: Callable[[str], str] = zeroshot.relation_phrase) -> str:
+    """A pseudo-question for the walk ``seq`` from ``topic``, worded from the relation names alone: each forward
+    step "the <relation> of <it>", each backward step "the one whose <relation> is <it>", a relation walked there
+    and back (a co-step) "the others with the same <relation> as <it>", read from the topic outwards ("what is the
+    nationality of the spouse of X?")."""
+    it = topic
+    for kind, r, fwd in zeroshot.units(seq):
+        ph = phrase(str(relation_names[r]))
+        if kind == "co":
+            it = f"the others with the same {ph} as {it}"
+        else:
+            it = f"the {ph} of {it}" if fwd else f"the one whose {ph} is {it}"
+    return f"what is {it}?"
+
+
+def draw(adj: Adjacency, topic_sets: Sequence[Sequence[int]], names: Callable[[np.ndarray], Sequence[str]],
+         relation_names: Sequence[str], n: int, seed: int = 0, back: frozenset = frozenset(),
+         max_ends: int = MAX_ENDS) -> list[Pseudo]:
+    """Up to ``n`` pseudo-questions: the topic sets are taken in a seeded order; from each, a length is drawn
+    uniformly among those with a sequence that reaches 1..``max_ends`` entities besides the topics, then one such
+    sequence uniformly (in sorted order); its text is :func:`verbalise`'s from the first topic's name, its answers the entities it
+    reaches. A topic set with no such sequence is passed over. ``names(ids)``: entity names by id."""
+    rng = np.random.default_rng(seed)
+    out: list[Pseudo] = []
+    for i in rng.permutation(len(topic_sets)).tolist():
+        if len(out) >= n:
+            break
+        topics = np.unique(np.asarray([x for x in topic_sets[i] if x is not None and 0 <= x < adj.n], np.int64))
+        if not len(topics):
+            continue
+        cands = walks(adj, topics, back=back)
+        by_len: dict[int, list] = {}
+        for s, e in sorted(cands.items()):  # by sequence (relation id, then direction): the draw's order
+            k = int((~np.isin(e, topics)).sum())
+            if 0 < k <= max_ends:
+                by_len.setdefault(len(s), []).append(s)
+        if not by_len:
+            continue
+        k = sorted(by_len)[int(rng.integers(len(by_len)))]
+        walk = by_len[k][int(rng.integers(len(by_len[k])))]
+        gold = cands[walk][~np.isin(cands[walk], topics)]
+        seqs = tuple(cands)
+
+        def share(e: np.ndarray) -> float:
+            ends = e[~np.isin(e, topics)]
+            ends = ends if len(ends) else e
+            return float(np.isin(ends, gold).sum()) / max(len(ends), 1)
+
+        topic_names = tuple(str(x) for x in names(topics))
+        out.append(Pseudo(text=verbalise(walk, topic_names[0], relation_names), topic_names=topic_names, walk=walk,
+                          seqs=seqs, ends=tuple(cands[s] for s in seqs),
+                          p=np.asarray([share(cands[s]) for s in seqs], dtype=np.float64)))
+    return out
+
+
+def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarray]]]],
+               lam: float = LAMBDA) -> np.ndarray:
+    """Weights of :data:`~kgrag.index.zeroshot.FEATURES` maximizing each question's expected score under a
+    softmax over its candidates (``softmax(f @ w) @ p``, the smooth form of "the share of answers at the end of the
+    chosen sequence"), with an L2 penalty ``lam`` on the weights scaled by each feature's standard deviation over
+    the candidates, by L-BFGS from zero: deterministic, no seed, no start that a KG chose.
+
+    ``groups``: (its share of the objective, its questions as (features: candidates x features, p: each
+    candidate's score)) pairs; a question with one candidate teaches nothing and is left out."""
+    from scipy.optimize import minimize
+    from scipy.special import logsumexp
+
+    data = [(share, [(np.asarray(f, np.float64), np.asarray(p, np.float64)) for f, p in qs if len(p) > 1])
+            for share, qs in groups]
+    rows = [f for _, qs in data for f, _ in qs]
+    if not rows:
+        raise ValueError("fit_smooth: no question with two candidates or more")
+    std = np.vstack(rows).std(axis=0)
+    std[std == 0] = 1.0
+
+    def loss(u):
+        w = u / std
+        total, grad = 0.0, np.zeros_like(u)
+        for k, qs in data:
+            for f, p in qs:
+                z = f @ w
+                pr = np.exp(z - logsumexp(z))
+                e = float(pr @ p)
+                total -= k * e / len(qs)
+                grad -= k * (f.T @ (pr * (p - e))) / len(qs)
+        return total + lam * float(u @ u), grad / std + 2 * lam * u
+
+    return minimize(loss, np.zeros(len(zeroshot.FEATURES)), jac=True, method="L-BFGS-B").x / std
+
+
+def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vecs: zeroshot.PhraseVectors,
+                entity_vectors: Callable[[np.ndarray], np.ndarray] | None) -> tuple[zeroshot.Weights, dict]:
+    """The planner's weights fitted on ``pseudos`` (:func:`fit_smooth`, rounded to :data:`DECIMALS`), and what the
+    fit saw: pseudo-questions, their lengths, and the expected score of the first choice on them under the shipped
+    weights and under the fitted ones (in-sample: how far the fit moved, not a held-out figure)."""
+    rows = []
+    for q in pseudos:
+        f = zeroshot.features(question=q.text, topic_names=q.topic_names, seqs=q.seqs, ends=q.ends,
+                              relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors)
+        rows.append((f, q.p))
+    w = np.round(fit_smooth([(1.0, rows)]), DECIMALS)
+    weights = zeroshot.Weights(**{k: float(v) for k, v in zip(zeroshot.FEATURES, w)})
+
+    def first(wv: np.ndarray) -> float:
+        return round(float(np.mean([p[int(np.argmax(f @ wv))] for f, p in rows])), 4)
+
+    stats = {"pseudo_questions": len(pseudos),
+             "pseudo_by_hops": {str(k): sum(len(q.walk) == k for q in pseudos)
+                                for k in sorted({len(q.walk) for q in pseudos})},
+             "pseudo_score_shipped": first(zeroshot.Weights().vector()), "pseudo_score_fitted": first(w),
+             "weights": dict(zip(zeroshot.FEATURES, w.tolist()))}
+    return weights, stats
+
+
+def fit_for_kg(kg: KGView, index, pairs: dict[str, str], topic_sets: Sequence[Sequence[int]], n: int, seed: int = 0
+               ) -> tuple[zeroshot.Weights | None, dict]:
+    """The zero-shot planner's weights fitted on ``n`` pseudo-questions of ``kg`` (the relplan stage's ``source:
+    kg``), and what the fit saw (:func:`fit_weights`). The walks skip the mirrors of ``pairs``
+    (:func:`~kgrag.index.relplan.mirror_pairs`) and walk their relations back; they start from ``topic_sets``
+    (the held-out questions' linked topics; where none links, a seeded sample of the KG's entities, ten for each
+    pseudo-question). No answer is read."""
+    by_name = {str(x): i for i, x in enumerate(kg.relation_names)}
+    skip = frozenset(by_name[m] for m in pairs if m in by_name)
+    back = frozenset(by_name[b] for b in pairs.values() if b in by_name)
+    adj = adjacency(kg, skip)
+    sets = [t for t in topic_sets if any(x is not None for x in t)]
+    if not sets:
+        rng = np.random.default_rng(seed)
+        sets = [[int(x)] for x in rng.choice(kg.num_entities, size=min(10 * n, kg.num_entities), replace=False)]
+    drawn = draw(adj, sets, kg.names, kg.relation_names, n, seed=seed, back=back)
+    if not drawn:
+        return None, {"pseudo_questions": 0, "pseudo_note": "no walk of 1-3 steps found; the shipped weights"}
+    ent = getattr(index, "entity_vectors", None)
+    return fit_weights(drawn, relation_names=kg.relation_names, vecs=zeroshot.PhraseVectors(index.encode),
+                       entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None)
