@@ -102,6 +102,8 @@ def test_fit_smooth_finds_the_deciding_feature_and_is_deterministic():
     held = _synthetic(np.random.default_rng(1))
     hit = np.mean([p[int(np.argmax(f @ w))] for f, p in held])
     assert hit > 0.9  # on other questions of the same kind
+    kept = fit_smooth([(1.0, rows)], fixed={1: 0.0, 5: -2.5})  # the deciding feature held at 0: others fitted
+    assert kept[1] == 0.0 and kept[5] == -2.5 and np.abs(np.delete(kept, [1, 5])).max() > 0
     with pytest.raises(ValueError, match="two candidates"):
         fit_smooth([(1.0, [(np.zeros((1, len(zeroshot.FEATURES))), np.ones(1))])])
 
