@@ -296,12 +296,13 @@ def search(feats: dict, names: list[str], iters: int = 400, seed: int = 0, start
     return best
 
 
-def fit_smooth(feats: dict, names: list[str], lam: float = 1e-4, fixed: dict[int, float] | None = None):
+def fit_smooth(feats: dict, names: list[str], lam: float = 1e-4, fixed: dict[int, float] | None = None,
+               prior=None):
     """Deterministic fit of the feature weights on the sets ``names`` (``kgrag.index.pseudo.fit_smooth``: each
     question's expected score under a softmax over its sequences, L2 on the spread-scaled weights, L-BFGS from
     zero), KG families weighing equally (``set_weights``). No seed, no start that a KG chose."""
     share = set_weights(names)
-    return P.fit_smooth([(share[n], [(f, p) for _, _, f, p in feats[n]]) for n in names], lam, fixed)
+    return P.fit_smooth([(share[n], [(f, p) for _, _, f, p in feats[n]]) for n in names], lam, fixed, prior)
 
 
 def vote(pool_texts, pool_labels, k=16):
@@ -435,6 +436,8 @@ def main() -> None:
                     help="also the rows fitted on N pseudo-questions of each KG (walks from the pool's topics worded "
                          "from the relation names, no label read: issue 54's per-KG self-supervision)")
     ap.add_argument("--pseudo-seed", type=int, default=0, help="seed of the pseudo-questions' draw")
+    ap.add_argument("--pseudo-prior-lams", type=float, nargs="*", default=[],
+                    help="also the pseudo-question fits penalised towards the other KGs' smooth fit with these lam")
     ap.add_argument("--pseudo-wordnet", action="store_true",
                     help="reword half the pseudo-questions' relation words by WordNet synonyms / derivations")
     ap.add_argument("--out", default=str(OUT))
@@ -542,6 +545,12 @@ def main() -> None:
             w = fit_smooth(pfeats, [n], fixed={j: float(loko[j])})
             cfg.setdefault("lexical (smooth fit on this KG's pseudo-questions, length kept from the other KGs)",
                            {})[n] = {**score(feats[n], linear(w)), "weights": w.round(3).tolist()}
+            # a scale-free prior: the fit starts from the other KGs' weights and is penalised towards them (lam on
+            # the spread-scaled difference), so the pseudo-questions move what they can teach
+            for lam in args.pseudo_prior_lams:
+                w = fit_smooth(pfeats, [n], lam=lam, prior=loko)
+                cfg.setdefault(f"lexical (pseudo-question fit towards the other KGs' weights, lam {lam:g})", {})[n] = {
+                    **score(feats[n], linear(w)), "weights": w.round(3).tolist()}
             both = {**{m: feats[m] for m in others(names, n)}, f"{n} pseudo": pfeats[n]}
             w = fit_smooth(both, list(both))
             cfg.setdefault("lexical (smooth fit: other KGs + this KG's pseudo-questions)", {})[n] = {

@@ -329,9 +329,10 @@ class RelPlanParams(Strict):
     seed: int = Field(0, description="seed of the question sample and of the pseudo-questions' walks")
     pseudo: int = Field(0, ge=0, description="source kg: n > 0 fits the zero-shot planner's 8 weights on n "
                         "pseudo-questions drawn from the KG's own walks (1-3 steps from the held-out questions' "
-                        "topics, worded from the relation names; no answer read; kgrag/index/pseudo.py, plan.json "
-                        "weights); 0 = the shipped weights, fitted on the four dev KGs (on dev the fit lost to them "
-                        "on WorldCup2014: docs/retrieval.md). Source labelled keeps the shipped weights")
+                        "topics, worded from the relation names; no answer read), from and towards the shipped "
+                        "weights (kgrag/index/pseudo.py, plan.json weights); 0 = the shipped weights, fitted on the "
+                        "four dev KGs (docs/retrieval.md has the dev figures). Source labelled keeps the shipped "
+                        "weights")
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "

@@ -43,6 +43,12 @@ DECIMALS = 4
 #: moved WorldCup2014's 2-hop set 0.451 -> 0.669 and its two-topic set 0.888 -> 0.618 (the kept weight does not
 #: scale with the fitted ones); docs/retrieval.md
 KEEP: tuple[str, ...] = ()
+#: the fit starts from the shipped weights and is penalised towards them with this lam (on the spread-scaled
+#: difference), so the pseudo-questions move what they can teach and no more. Chosen on dev (bench/planner_dev.py
+#: --pseudo 300 --pseudo-prior-lams, seed 0, the prior the other KGs' fit as the shipped weights are to a new KG):
+#: lam 0.1 gave MetaQA 0.826, PQL 0.943 / 0.912, WC2014 0.683, each at least the other KGs' fit alone
+#: (0.810 / 0.943 / 0.908 / 0.633); 0.01 0.882 / 0.950 / 0.930 / 0.620; no prior 0.851 / 0.977 / 0.917 / 0.530
+PRIOR_LAM = 0.1
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,8 @@ def draw(adj: Adjacency, topic_sets: Sequence[Sequence[int]], names: Callable[[n
 
 
 def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarray]]]],
-               lam: float = LAMBDA, fixed: dict[int, float] | None = None) -> np.ndarray:
+               lam: float = LAMBDA, fixed: dict[int, float] | None = None,
+               prior: np.ndarray | None = None) -> np.ndarray:
     """Weights of :data:`~kgrag.index.zeroshot.FEATURES` maximizing each question's expected score under a
     softmax over its candidates (``softmax(f @ w) @ p``, the smooth form of "the share of answers at the end of the
     chosen sequence"), with an L2 penalty ``lam`` on the weights scaled by each feature's standard deviation over
@@ -153,7 +160,8 @@ def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarr
 
     ``groups``: (its share of the objective, its questions as (features: candidates x features, p: each
     candidate's score)) pairs; a question with one candidate teaches nothing and is left out. ``fixed``: feature
-    index -> a weight kept as given (its column a constant offset of each score, not fitted)."""
+    index -> a weight kept as given (its column a constant offset of each score, not fitted). ``prior``: weights the
+    fit starts from and is penalised towards (``lam`` on the spread-scaled difference) instead of zero."""
     from scipy.optimize import minimize
     from scipy.special import logsumexp
 
@@ -167,7 +175,7 @@ def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarr
 
     fixed = dict(fixed or {})
     free = np.asarray([j not in fixed for j in range(len(zeroshot.FEATURES))])
-    base = np.zeros(len(zeroshot.FEATURES))
+    base = np.zeros(len(zeroshot.FEATURES)) if prior is None else np.asarray(prior, np.float64).copy()
     for j, v in fixed.items():
         base[j] = v
 
@@ -189,10 +197,11 @@ def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarr
 
 
 def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vecs: zeroshot.PhraseVectors,
-                entity_vectors: Callable[[np.ndarray], np.ndarray] | None, keep: Sequence[str] = KEEP
-                ) -> tuple[zeroshot.Weights, dict]:
+                entity_vectors: Callable[[np.ndarray], np.ndarray] | None, keep: Sequence[str] = KEEP,
+                prior: bool = True) -> tuple[zeroshot.Weights, dict]:
     """The planner's weights fitted on ``pseudos`` (:func:`fit_smooth`, rounded to :data:`DECIMALS`; the features
-    in ``keep`` at their shipped weights), and what the fit saw: pseudo-questions, their lengths, and the expected score of the first choice on them under the shipped
+    in ``keep`` at their shipped weights; ``prior``: from and towards the shipped weights with :data:`PRIOR_LAM`,
+    else from zero with :data:`LAMBDA`), and what the fit saw: pseudo-questions, their lengths, and the expected score of the first choice on them under the shipped
     weights and under the fitted ones (in-sample: how far the fit moved, not a held-out figure)."""
     rows = []
     for q in pseudos:
@@ -200,8 +209,9 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
                               relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors)
         rows.append((f, q.p))
     shipped = zeroshot.Weights()
-    w = np.round(fit_smooth([(1.0, rows)], fixed={zeroshot.FEATURES.index(k): getattr(shipped, k) for k in keep}),
-                 DECIMALS)
+    w = np.round(fit_smooth([(1.0, rows)], lam=PRIOR_LAM if prior else LAMBDA,
+                            fixed={zeroshot.FEATURES.index(k): getattr(shipped, k) for k in keep},
+                            prior=shipped.vector() if prior else None), DECIMALS)
     weights = zeroshot.Weights(**{k: float(v) for k, v in zip(zeroshot.FEATURES, w)})
 
     def first(wv: np.ndarray) -> float:
