@@ -18,6 +18,10 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 # llama.cpp and torch wait through OpenMP: sleeping, not spinning, keeps a shared 2-core machine usable
 export OMP_WAIT_POLICY := PASSIVE
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# Bytecode caches for the clone's own code and tests: an environment that sets PYTHONDONTWRITEBYTECODE (this
+# workplace's shells do) made every process compile kgrag/ and pytest re-write every test module's asserts (test
+# collection 21.8 -> 10 s a worker with the caches; docs/testing.md). __pycache__ is in .gitignore and .dvcignore.
+unexport PYTHONDONTWRITEBYTECODE
 # llama-cpp-python is an sdist, built once per machine into a wheel cache outside the clone (every clone,
 # CI's and check_repro's included, reuses it) for a portable x86-64 target (AVX2, no AVX512/AMX): a
 # -march=native build crashed at the first decode on these VMs, and CI machines may have other CPUs.

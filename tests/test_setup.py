@@ -80,6 +80,7 @@ def test_this_venv_is_a_copy_of_the_machines_locked_environment():
     assert Path(kgrag.__file__).resolve().is_relative_to(ROOT)
 
 
+@pytest.mark.slow  # a Prefect server on a new database (its migrations): 24 s on 2 cores
 def test_with_api_gives_a_command_one_api_and_stops_it(tmp_path):
     """`python -m flows.with_api CMD`: CMD and everything it starts see one running API (no temporary server
     per process), on the project's own Prefect home; it exits with CMD's code, and the server stops with it."""
