@@ -105,13 +105,11 @@ class ArrayKG:
     def _mirrors(self) -> tuple[frozenset, frozenset]:
         """Ids of the mirrored relations (skipped, as relplan's plan skips them) and of the relations they mirror
         (a co-step on one keeps its return: ``relplan.co_step_mask``'s ``back``)."""
-        from kgrag.index.relplan import mirror_pairs
+        from kgrag.index.relplan import mirror_ids, mirror_pairs
 
         class V:  # the KGView fields mirror_pairs reads
             heads, relations, tails, num_entities, relation_names = self.h, self.r, self.t, self.n, self.relation_names
-        by = {n: i for i, n in enumerate(self.relation_names)}
-        pairs = mirror_pairs(V)  # one pass: mirrored_relations is its keys
-        return frozenset(by[m] for m in pairs), frozenset(by[b] for b in pairs.values())
+        return mirror_ids(self.relation_names, mirror_pairs(V))  # one pass: mirrored_relations is its keys
 
     def expand(self, frontier, cap=20000):
         out = {}

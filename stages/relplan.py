@@ -92,13 +92,10 @@ def main(argv: list[str] | None = None) -> None:
         # source kg: the zero-shot planner's weights fitted on the KG's own pseudo-questions (relplan.pseudo)
         weights, fit = None, {}
         if source == "kg" and p.pseudo:
-            if too_big is not None or own is not None:
-                fit = {"pseudo_questions": 0, "pseudo_note": "not drawn: " + (
-                    "the KG is over the memory budget" if too_big is not None else "the questions bring their own "
-                    "graphs") + "; the shipped weights"}
-            else:
-                weights, fit = fit_for_kg(kg, exp.index, pairs, [q.topic_ids for q in qs], p.pseudo, p.seed)
-                log(f"weights fitted on {fit['pseudo_questions']} pseudo-questions of the KG: {fit['weights']}")
+            weights, fit = fit_for_kg(kg, exp.index if own is None else None, pairs, [q.topic_ids for q in qs],
+                                      p.pseudo, p.seed, over_budget=too_big is not None, own_graphs=own is not None)
+            log(f"weights fitted on {fit['pseudo_questions']} pseudo-questions of the KG: {fit.get('weights')}"
+                if weights is not None else f"pseudo-questions: {fit['pseudo_note']}")
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
         PlanModel(model=params.index.model, texts=[], hops=np.zeros(0, np.int64), labels=[],
                   vectors=np.zeros((0, 1), np.float32), mirrors=tuple(mirrors),

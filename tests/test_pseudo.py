@@ -15,7 +15,7 @@ import pytest
 from kgrag.index import zeroshot
 from kgrag.index.embed import EmbeddingIndex, encode
 from kgrag.index.pseudo import draw, fit_for_kg, fit_smooth, verbalise, walks
-from kgrag.index.relplan import PlanModel, adjacency, mirror_pairs
+from kgrag.index.relplan import PlanModel, adjacency, mirror_ids, mirror_pairs
 from kgrag.kg.duckdb_io import write_duckdb
 from kgrag.kg.store import KGStore
 from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
@@ -79,6 +79,22 @@ def test_the_draw_is_seeded_reads_topics_only_and_scores_its_own_walk_1(kg):
         assert q.p[q.seqs.index(q.walk)] == 1.0  # the drawn walk reaches exactly its answers
         assert 1 <= len(q.walk) <= 3 and q.text.startswith("what is ") and q.topic_names[0] in q.text
         assert len(q.seqs) == len(q.ends) == len(q.p) and ((0 <= q.p) & (q.p <= 1)).all()
+
+
+def test_mirror_ids_and_the_draws_not_taken(kg):
+    """mirror_ids gives train_plan's, the fit's and the plan's skip / back sets from one place; fit_for_kg draws
+    nothing, and says why, for a KG over the memory budget or questions that bring their own graphs."""
+    names = [str(x) for x in kg.relation_names]
+    skip, back = mirror_ids(names, {"spouse": "nationality", "gone": "spouse"})
+    assert skip == {_rid(kg, "spouse")} and back == {_rid(kg, "nationality"), _rid(kg, "spouse")}
+    plan = PlanModel(model=MODEL, texts=[], hops=np.zeros(0, np.int64), labels=[], vectors=np.zeros((0, 1)),
+                     mirror_of=(("spouse", "nationality"),))
+    assert plan.walked_back(names) == {_rid(kg, "nationality")}
+    for flags, why in (({"over_budget": True}, "memory budget"), ({"own_graphs": True}, "own graphs")):
+        w, fit = fit_for_kg(kg, None, {}, [], n=10, **flags)  # no index read: nothing is drawn
+        assert w is None and fit["pseudo_questions"] == 0 and why in fit["pseudo_note"], fit
+    w, fit = fit_for_kg(kg, _index(kg), {}, [kg.ids_of(["Alice"])], n=10)
+    assert fit["pseudo_questions"] > 0 and w is not None
 
 
 def _synthetic(rng, n=60):

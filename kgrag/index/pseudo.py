@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from kgrag.index import zeroshot
-from kgrag.index.relplan import MAX_FRONTIER, Adjacency, adjacency, co_step_mask, is_co_step
+from kgrag.index.relplan import MAX_FRONTIER, Adjacency, adjacency, co_step_mask, is_co_step, mirror_ids
 from kgrag.kg.kgview import KGView
 
 Step = tuple[int, bool]
@@ -225,16 +225,21 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
     return weights, stats
 
 
-def fit_for_kg(kg: KGView, index, pairs: dict[str, str], topic_sets: Sequence[Sequence[int]], n: int, seed: int = 0
-               ) -> tuple[zeroshot.Weights | None, dict]:
+def fit_for_kg(kg: KGView, index, pairs: dict[str, str], topic_sets: Sequence[Sequence[int]], n: int, seed: int = 0,
+               *, over_budget: bool = False, own_graphs: bool = False) -> tuple[zeroshot.Weights | None, dict]:
     """The zero-shot planner's weights fitted on ``n`` pseudo-questions of ``kg`` (the relplan stage's ``source:
     kg``), and what the fit saw (:func:`fit_weights`). The walks skip the mirrors of ``pairs``
     (:func:`~kgrag.index.relplan.mirror_pairs`) and walk their relations back; they start from ``topic_sets``
     (the held-out questions' linked topics; where none links, a seeded sample of the KG's entities, ten for each
-    pseudo-question). No answer is read."""
-    by_name = {str(x): i for i, x in enumerate(kg.relation_names)}
-    skip = frozenset(by_name[m] for m in pairs if m in by_name)
-    back = frozenset(by_name[b] for b in pairs.values() if b in by_name)
+    pseudo-question). No answer is read.
+
+    None are drawn (the shipped weights, and a note that says why) for a KG ``over_budget`` (the walks read the
+    whole adjacency in memory) or for questions that bring their ``own_graphs`` (the walks would cross the
+    evaluated KG, not the graphs they are asked on)."""
+    if over_budget or own_graphs:
+        why = "the KG is over the memory budget" if over_budget else "the questions bring their own graphs"
+        return None, {"pseudo_questions": 0, "pseudo_note": f"not drawn: {why}; the shipped weights"}
+    skip, back = mirror_ids(kg.relation_names, pairs)
     adj = adjacency(kg, skip)
     sets = [t for t in topic_sets if any(x is not None for x in t)]
     if not sets:

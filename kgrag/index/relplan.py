@@ -357,6 +357,13 @@ def mirror_pairs(kg: KGView) -> dict[str, str]:
     return out
 
 
+def mirror_ids(relation_names: Sequence, pairs: dict[str, str]) -> tuple[frozenset, frozenset]:
+    """Ids (in ``relation_names``) of the mirrors of ``pairs`` (:func:`mirror_pairs`: never walked, the ``skip``
+    of :func:`sequence_scores`) and of the relations they mirror (walked back: ``back`` of :func:`co_step_mask`)."""
+    ids = {str(n): i for i, n in enumerate(relation_names)}
+    return frozenset(ids[m] for m in pairs if m in ids), frozenset(ids[b] for b in pairs.values() if b in ids)
+
+
 def _pair_counts(kg: KGView):
     """:func:`mirror_pairs`' counts from the triple arrays: (triples, distinct pairs) per relation, and the
     count of ``a``'s pairs reversed in ``b`` as a function, computed only for the relation pairs of like size."""
@@ -399,8 +406,7 @@ class PlanModel:
     def walked_back(self, relation_names: Sequence) -> frozenset:
         """Ids (in ``relation_names``) of the relations a mirror of :attr:`mirror_of` mirrors: ``back`` of
         :func:`co_step_mask`."""
-        ids = {str(n): i for i, n in enumerate(relation_names)}
-        return frozenset(ids[b] for _, b in self.mirror_of if b in ids)
+        return mirror_ids(relation_names, dict(self.mirror_of))[1]
 
     def save(self, folder: str | Path, extra: dict | None = None) -> None:
         """Write ``plan.parquet`` (``schema.RELPLAN``), ``vectors.parquet`` (row i = training question i) and
@@ -512,9 +518,8 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
     """
     pairs = mirror_pairs(kg) if mirror_of is None else mirror_of
     mirrors = sorted(pairs)
+    skip, back = mirror_ids(kg.relation_names, pairs)
     by_name = {str(n): i for i, n in enumerate(kg.relation_names)}
-    skip = frozenset(by_name[m] for m in mirrors if m in by_name)
-    back = frozenset(by_name[a] for a in pairs.values() if a in by_name)
     lexicon = zeroshot.Lexicon() if label is None else None
     texts, hops, labels, rec, prec, skipped = [], [], [], [], [], 0
     relabelled = 0
