@@ -115,6 +115,19 @@ def test_relplan_split_must_be_held_out():
         Params.model_validate({"data": {"split": "dev"}, "finetune": {"split": "test"}, "relplan": {"split": "dev"}})
 
 
+def test_the_leak_checks_read_the_selected_loaders_split():
+    """finetune's check, like relplan's, compares the selected loader's split: MetaQA's data.split, an IRN file's
+    data.irn.split (its dev / test parts are disjoint), not MetaQA's field whatever the loader."""
+    irn = {"dataset": "irn", "input": "kb", "irn": {"kb": "kb/k.txt", "questions": "kb/q.txt", "split": "test"}}
+    with pytest.raises(ValueError, match=r"finetune.split: 'test' is also data.irn.split"):
+        Params.model_validate({"data": irn, "finetune": {"split": "test"}})
+    # MetaQA's data.split plays no part for another loader: its default 'test' beside finetune.split test is fine
+    assert Params.model_validate({"data": {**irn, "irn": {**irn["irn"], "split": "dev"}}, "finetune": {"split": "test"},
+                                  "relplan": {"split": "test"}}).finetune.split == "test"
+    with pytest.raises(ValueError, match=r"finetune.split: 'test' is also data.split"):
+        Params.model_validate({"data": {"split": "test"}, "finetune": {"split": "test"}})
+
+
 @pytest.mark.slow
 def test_real_metaqa_plan_from_dev_finds_3hop_answers(tmp_path):
     """Real MetaQA: a plan learnt from 150 dev 3-hop questions lifts relpath's answer recall on 30 test 3-hop
