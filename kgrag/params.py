@@ -327,12 +327,12 @@ class RelPlanParams(Strict):
                                 "(labelling ~13 ms a 3-hop question, PathQuestion-Large 3H); n = a seeded sample of n")
     hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
     seed: int = Field(0, description="seed of the question sample and of the pseudo-questions' walks")
-    pseudo: int = Field(0, ge=0, description="source kg: n > 0 fits the zero-shot planner's 8 weights on n "
+    pseudo: int = Field(300, ge=0, description="source kg: n > 0 fits the zero-shot planner's 8 weights on n "
                         "pseudo-questions drawn from the KG's own walks (1-3 steps from the held-out questions' "
                         "topics, worded from the relation names; no answer read), from and towards the shipped "
-                        "weights (kgrag/index/pseudo.py, plan.json weights); 0 = the shipped weights, fitted on the "
-                        "four dev KGs (docs/retrieval.md has the dev figures). Source labelled keeps the shipped "
-                        "weights")
+                        "weights (kgrag/index/pseudo.py, plan.json weights; docs/retrieval.md has the dev and test "
+                        "figures); 0 = the shipped weights, fitted on the four dev KGs. Source labelled keeps the "
+                        "shipped weights")
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "

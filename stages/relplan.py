@@ -92,8 +92,10 @@ def main(argv: list[str] | None = None) -> None:
         # source kg: the zero-shot planner's weights fitted on the KG's own pseudo-questions (relplan.pseudo)
         weights, fit = None, {}
         if source == "kg" and p.pseudo:
-            weights, fit = fit_for_kg(kg, exp.index if own is None else None, pairs, [q.topic_ids for q in qs],
-                                      p.pseudo, p.seed, over_budget=too_big is not None, own_graphs=own is not None)
+            # the index's model embeds the phrases; its entity vectors, where the index stage wrote any, as relpath
+            ent = getattr(exp.index, "entity_vectors", None) if own is None else None
+            weights, fit = fit_for_kg(kg, encoder, pairs, [q.topic_ids for q in qs], p.pseudo, p.seed,
+                                      entity_vectors=ent, over_budget=too_big is not None, own_graphs=own is not None)
             log(f"weights fitted on {fit['pseudo_questions']} pseudo-questions of the KG: {fit.get('weights')}"
                 if weights is not None else f"pseudo-questions: {fit['pseudo_note']}")
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller

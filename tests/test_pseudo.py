@@ -91,9 +91,9 @@ def test_mirror_ids_and_the_draws_not_taken(kg):
                      mirror_of=(("spouse", "nationality"),))
     assert plan.walked_back(names) == {_rid(kg, "nationality")}
     for flags, why in (({"over_budget": True}, "memory budget"), ({"own_graphs": True}, "own graphs")):
-        w, fit = fit_for_kg(kg, None, {}, [], n=10, **flags)  # no index read: nothing is drawn
+        w, fit = fit_for_kg(kg, None, {}, [], n=10, **flags)  # no encoder called: nothing is drawn
         assert w is None and fit["pseudo_questions"] == 0 and why in fit["pseudo_note"], fit
-    w, fit = fit_for_kg(kg, _index(kg), {}, [kg.ids_of(["Alice"])], n=10)
+    w, fit = fit_for_kg(kg, _index(kg).encode, {}, [kg.ids_of(["Alice"])], n=10)
     assert fit["pseudo_questions"] > 0 and w is not None
 
 
@@ -166,13 +166,13 @@ def test_fit_for_kg_on_worldcup2014_moves_the_first_choice_on_its_pseudo_questio
     kg = KGStore(tmp_path / "kg.duckdb")
     index = _index(kg)
     topics = tabs.questions[S.TOPIC_IDS].to_pylist()
-    weights, stats = fit_for_kg(kg, index, mirror_pairs(kg), topics, n=80, seed=0)
+    weights, stats = fit_for_kg(kg, index.encode, mirror_pairs(kg), topics, n=80, seed=0)
     assert stats["pseudo_questions"] == 80 and sum(stats["pseudo_by_hops"].values()) == 80
     assert weights is not None and weights != zeroshot.Weights()
     assert stats["pseudo_score_fitted"] > stats["pseudo_score_shipped"], stats
-    again, stats2 = fit_for_kg(kg, index, mirror_pairs(kg), topics, n=80, seed=0)
+    again, stats2 = fit_for_kg(kg, index.encode, mirror_pairs(kg), topics, n=80, seed=0)
     assert again == weights and stats2 == stats
-    _, other = fit_for_kg(kg, index, mirror_pairs(kg), topics, n=80, seed=1)
+    _, other = fit_for_kg(kg, index.encode, mirror_pairs(kg), topics, n=80, seed=1)
     assert other["weights"] != stats["weights"]  # other walks, another fit
 
 

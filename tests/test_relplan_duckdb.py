@@ -75,7 +75,8 @@ def test_the_mirrors_counted_by_sql_are_those_of_the_arrays(project):
 def test_over_the_budget_the_zero_shot_plan_is_made_on_the_duckdb_store_and_is_the_same(project, monkeypatch):
     import kgrag.kg.store as store_mod
 
-    mem_plan, mem_meta = _relplan(project, monkeypatch, "-S", "relplan.source=kg")
+    # the shipped weights on both sides: over the budget no pseudo-questions are drawn (the next test)
+    mem_plan, mem_meta = _relplan(project, monkeypatch, "-S", "relplan.source=kg", "-S", "relplan.pseudo=0")
     store_mod._open_store.cache_clear()
     opened = []
     real = store_mod._open_store.__wrapped__
@@ -85,7 +86,7 @@ def test_over_the_budget_the_zero_shot_plan_is_made_on_the_duckdb_store_and_is_t
         return real(path, mode)
     monkeypatch.setattr(store_mod, "_open_store", spy)
     monkeypatch.setattr(KGStore, "__init__", lambda *a, **k: pytest.fail("KGStore loaded over the budget"))
-    duck_plan, duck_meta = _relplan(project, monkeypatch, "-S", "relplan.source=kg",
+    duck_plan, duck_meta = _relplan(project, monkeypatch, "-S", "relplan.source=kg", "-S", "relplan.pseudo=0",
                                     "-S", f"retrieve.memory_budget_gb={TINY}")
     assert "duckdb" in opened
     assert mem_meta["labelled"] == duck_meta["labelled"] > 0
@@ -105,7 +106,7 @@ def test_over_the_budget_labelled_stops_and_auto_learns_from_the_texts(project, 
 def test_source_kg_with_pseudo_writes_fitted_weights_the_retriever_reads(project, monkeypatch):
     """relplan.pseudo (issue 54): the stage fits the planner's weights on the KG's pseudo-questions and writes them to
     plan.json, where relpath reads them (PlanModel.weights); over the memory budget it draws none and says why; 0
-    (the default) writes no weights, so the plan is byte for byte the one before."""
+    writes no weights (the shipped ones)."""
     from kgrag.index.relplan import PlanModel
     from kgrag.index.zeroshot import FEATURES, Weights
 
@@ -117,6 +118,6 @@ def test_source_kg_with_pseudo_writes_fitted_weights_the_retriever_reads(project
     _, over = _relplan(project, monkeypatch, "-S", "relplan.source=kg", "-S", "relplan.pseudo=6",
                        "-S", f"retrieve.memory_budget_gb={TINY}")
     assert "weights" not in over and over["pseudo_questions"] == 0 and "memory budget" in over["pseudo_note"]
-    _, off = _relplan(project, monkeypatch, "-S", "relplan.source=kg")
+    _, off = _relplan(project, monkeypatch, "-S", "relplan.source=kg", "-S", "relplan.pseudo=0")
     assert "weights" not in off and "pseudo_questions" not in off
     assert PlanModel.load(project[0] / "data" / "relplan").weights is None

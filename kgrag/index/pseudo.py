@@ -225,10 +225,13 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
     return weights, stats
 
 
-def fit_for_kg(kg: KGView, index, pairs: dict[str, str], topic_sets: Sequence[Sequence[int]], n: int, seed: int = 0,
-               *, over_budget: bool = False, own_graphs: bool = False) -> tuple[zeroshot.Weights | None, dict]:
+def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pairs: dict[str, str],
+               topic_sets: Sequence[Sequence[int]], n: int, seed: int = 0, *, entity_vectors: np.ndarray | None = None,
+               over_budget: bool = False, own_graphs: bool = False) -> tuple[zeroshot.Weights | None, dict]:
     """The zero-shot planner's weights fitted on ``n`` pseudo-questions of ``kg`` (the relplan stage's ``source:
-    kg``), and what the fit saw (:func:`fit_weights`). The walks skip the mirrors of ``pairs``
+    kg``), and what the fit saw (:func:`fit_weights`). ``encode`` embeds relation phrases and question texts (the
+    index's model); ``entity_vectors`` (row = entity id), where there are any, give the planner its entity
+    feature, as the index's do in relpath. The walks skip the mirrors of ``pairs``
     (:func:`~kgrag.index.relplan.mirror_pairs`) and walk their relations back; they start from ``topic_sets``
     (the held-out questions' linked topics; where none links, a seeded sample of the KG's entities, ten for each
     pseudo-question). No answer is read.
@@ -248,6 +251,6 @@ def fit_for_kg(kg: KGView, index, pairs: dict[str, str], topic_sets: Sequence[Se
     drawn = draw(adj, sets, kg.names, kg.relation_names, n, seed=seed, back=back)
     if not drawn:
         return None, {"pseudo_questions": 0, "pseudo_note": "no walk of 1-3 steps found; the shipped weights"}
-    ent = getattr(index, "entity_vectors", None)
-    return fit_weights(drawn, relation_names=kg.relation_names, vecs=zeroshot.PhraseVectors(index.encode),
+    ent = entity_vectors
+    return fit_weights(drawn, relation_names=kg.relation_names, vecs=zeroshot.PhraseVectors(encode),
                        entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None)
