@@ -93,7 +93,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     },
     # report.html's view of a reasoner's trace (a reasoner without one gets the generic table and the scored
     # decisions); a plugin reasoner registers its own with @TRACE_VIEWS.register(name)
-    "trace_view": {name: "kgrag.reporting.report_html" for name in ("agent", "explore", "fasttog", "tog")},
+    "trace_view": {name: "kgrag.reporting.trace_views" for name in ("agent", "explore", "fasttog", "tog")},
     "graph_encoder": {
         "gat": "kgrag.gretriever.encoders",
         "gcn": "kgrag.gretriever.encoders",

@@ -129,7 +129,7 @@ TASK_RUNNERS: Registry[Any] = Registry("task_runner")
 GRAPH_ENCODERS: Registry[Any] = Registry("graph_encoder")
 METRICS: Registry[Any] = Registry("metric")
 #: report.html's view of a reasoner's trace, registered under the reasoner's name:
-#: ``(trace, graph_index, marks, question_data, uid) -> html`` (``kgrag.reporting.report_html``)
+#: ``(trace, graph_index, marks, question_data, uid) -> html`` (``kgrag.reporting.trace_views``)
 TRACE_VIEWS: Registry[Any] = Registry("trace_view")
 
 ALL: dict[str, Registry[Any]] = {

@@ -193,6 +193,7 @@ def test_demos_with_real_smollm2_and_minilm(gkg, tmp_path):
 def test_report_view_shows_the_demonstrations_and_path_scores(gkg, plan):
     """report.html's ToG view lists the demonstrations, the path-end decision, and every path option's score."""
     from kgrag.reporting import report_html as R
+    from kgrag.reporting import trace_views as T
     from tests.test_report_html import _all_edges, _gen_row
 
     b = ScriptedScores(copier(answer={"City Q": -0.3}))
@@ -365,6 +366,7 @@ def test_report_views_of_explore_and_agent_show_demos_and_path_scores(gkg, plan)
     """report.html's explore and agent views list the demonstrations and the answer's path; every path
     decision (explore's relation_scores and path_end, the agent's action scores) is drawn with its scores."""
     from kgrag.reporting import report_html as R
+    from kgrag.reporting import trace_views as T
     from tests.test_report_html import _all_edges, _gen_row
 
     for name, runner in (("explore", run_explore), ("agent", run_agent)):
@@ -376,7 +378,7 @@ def test_report_views_of_explore_and_agent_show_demos_and_path_scores(gkg, plan)
         assert '<ul class="demos"><li>who directed the films X starred in → <code>starred_actors (reverse) -&gt; ' \
                'directed_by</code></li></ul>' in view, name
         assert "likeliest whole path <code>starred_actors (reverse) -&gt; directed_by</code>" in view, name
-        where = [w for w, _ in R.scored_decisions(res.trace)]
+        where = [w for w, _ in T.scored_decisions(res.trace)]
         if name == "explore":
             assert "steps[0].explored[1].relation_scores" in where and "steps[0].explored[1].path_end" in where
             assert "steps[0].explored[1].relation_scores: 2 options scored" in view
@@ -631,6 +633,7 @@ def test_report_view_of_fasttog_shows_demos_paths_and_scores(gkg, plan):
     """report.html's FastToG view lists the demonstrations and the answer's path; each pruning's community scores
     and node paths are drawn."""
     from kgrag.reporting import report_html as R
+    from kgrag.reporting import trace_views as T
     from tests.test_report_html import _all_edges, _gen_row
 
     b = ScriptedScores(copier(answer={"Dir X": -0.5}))
@@ -641,7 +644,7 @@ def test_report_view_of_fasttog_shows_demos_paths_and_scores(gkg, plan):
     assert '<ul class="demos"><li>who directed the films X starred in → <code>starred_actors (reverse) -&gt; ' \
            'directed_by</code></li></ul>' in view
     assert "likeliest whole path <code>starred_actors (reverse) -&gt; directed_by</code>" in view
-    where = [w for w, _ in R.scored_decisions(res.trace)]
+    where = [w for w, _ in T.scored_decisions(res.trace)]
     assert "initial" in where and "depths[0].pruning[0]" in where
     assert "depths[0].pruning[0]: 2 options scored" in view and "likeliest node path per option" in view
 

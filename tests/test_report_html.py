@@ -11,7 +11,9 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
+from kgrag.reporting import graph_svg as G
 from kgrag.reporting import report_html as R
+from kgrag.reporting import trace_views as T
 from kgrag import schema as S
 from kgrag.kg.duckdb_io import write_duckdb
 from kgrag.kg.store import KGStore
@@ -74,9 +76,9 @@ def test_graph_has_a_node_element_per_subgraph_node_and_marks_roles(kg):
 
 def test_layout_is_deterministic_and_inside_the_box():
     edges = [(i, (i * 7 + 3) % 40) for i in range(40)] + [(i, i + 1) for i in range(39)]
-    a = R.layout(40, edges, seed=0, width=900, height=600)
-    assert a == R.layout(40, edges, seed=0, width=900, height=600)
-    assert a != R.layout(40, edges, seed=1, width=900, height=600)
+    a = G.layout(40, edges, seed=0, width=900, height=600)
+    assert a == G.layout(40, edges, seed=0, width=900, height=600)
+    assert a != G.layout(40, edges, seed=1, width=900, height=600)
     assert all(0 <= x <= 900 and 0 <= y <= 600 for x, y in a)
     assert len({(round(x), round(y)) for x, y in a}) == 40  # no two nodes on one spot
 
@@ -210,7 +212,7 @@ def test_got_agent_search_is_drawn_as_a_tree(kg, index):
 
     ((res, calls),), _ = run("agent", [q("who directed the movie of [Al Pacino]")], reply, kg, index,
                              strategy="got", branching=2, breadth=1, max_steps=3)
-    tree = R.search_tree(res.trace["all_steps"], res.trace["search"], R._agent_done)
+    tree = T.search_tree(res.trace["all_steps"], res.trace["search"], T._agent_done)
     merge = next(n for n in tree if n["entry"].get("parent") == "merge")
     step1 = [n["id"] for n in tree if n["step"] == 1 and n is not merge]
     assert merge["parents"] == step1 and merge["kept"]  # the merge joins both step-1 thoughts and is kept
@@ -308,7 +310,7 @@ def test_explore_got_view_marks_named_entities_and_draws_the_merge(kg, index):
     els = Elements(view)
     marked = {a["data-name"] for a in els.find("g", "node") if a["data-chains"]}
     assert marked == {"Heat", "Top Gun"}  # the entities the step-1 thoughts named
-    tree = R.search_tree(res.trace["steps"], res.trace["search"],
+    tree = T.search_tree(res.trace["steps"], res.trace["search"],
                          lambda e: "extraction" not in e and e.get("parent") != "merge")
     merge = next(n for n in tree if n["entry"].get("parent") == "merge")
     assert sorted(merge["parents"]) == [0, 1] and merge["kept"]
@@ -322,7 +324,7 @@ def test_scored_decisions_are_drawn_for_every_reasoner(gkg):
 
     res, calls = run(gkg, ScriptedScores(prefer("directed_by", "Film A", answer={"Dir X": -0.5})),
                      width=1, depth=2, decide="score", answer="rank")
-    found = R.scored_decisions(res.trace)
+    found = T.scored_decisions(res.trace)
     # the relation decisions, depth 2's entities and rank (one end, Dir X) had one option for W = 1: no call,
     # nothing scored to draw
     assert [w for w, _ in found] == ["depths[0].entities", "depths[0].reasoning", "depths[1].reasoning"]
@@ -345,7 +347,7 @@ def test_scored_decisions_are_drawn_for_every_reasoner(gkg):
     res, calls = run(gkg, ScriptedScores(prefer("directed_by", "Film B", "Film A",
                                                 answer={"Dir X": -2.0, "Dir Y": -1.0})),
                      width=2, depth=2, decide="score", answer="rank", margin=0.0)
-    assert [w for w, _ in R.scored_decisions(res.trace)][-1] == "rank_top"
+    assert [w for w, _ in T.scored_decisions(res.trace)][-1] == "rank_top"
     view = R.question_view(R.QuestionData(row=_gen_row(res, calls, "tog"), subgraph=_all_edges(gkg)))
     last = view.split('<div class="decisions">')[1].split('<table class="scores">')[-1]
     assert "-2.0" in last and "-1.0" in last and "Dir Y" in last.split("<tr class=best>")[1].split("</tr>")[0]

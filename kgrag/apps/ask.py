@@ -86,9 +86,9 @@ class Asker:
                       parsed=answers_of(res, p.evaluate.answer_separator), reasoner=p.reason.method)
 
     def view_data(self, ans: Answer):
-        """The :class:`kgrag.reporting.report_html.QuestionData` of an answer (a generations row's fields, no gold)."""
+        """The :class:`kgrag.reporting.graph_svg.QuestionData` of an answer (a generations row's fields, no gold)."""
         from kgrag.reasoning.reasoners import rows_of
-        from kgrag.reporting.report_html import QuestionData, subgraph_from_ids
+        from kgrag.reporting.graph_svg import QuestionData, subgraph_from_ids
 
         kg = self.kg
         (row,) = rows_of(question_ids=[ans.question.question_id], results=[(ans.result, ans.records)],
