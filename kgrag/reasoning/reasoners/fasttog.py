@@ -670,126 +670,167 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     Graph (2024), Algorithms 1 and 2, equations 4-6, Appendix C. ``answer: rank``: Luo et al., Graph-constrained
     Reasoning (GCR, 2024), answers constrained to KG entities ranked by the LLM's likelihood.
     """
-    s, kg, q = inp.sampling, inp.kg, inp.question
-    question = clean_question(q.text)
-    W, D = params.width, params.d_max
-    bound = implementation_bound(W, D, params.text == "graph2text" and params.graph2text == "llm")
-    calls: list[str] = []  # the purpose of every LLM request, in order
-    trace: dict[str, Any] = {"reasoner": "fasttog", "width": W, "d_max": D, "detector": params.detector,
-                             "text": params.text if params.text == "triple2text" else f"graph2text-{params.graph2text}",
-                             "depths": [], "llm_requests": calls}
-    scored = params.decide == "score"
-    scored_check = scored and params.answer == "rank"
-    rank_stop = scored_check and params.stop == "rank"  # rank at every depth in place of the check
-    if scored or params.answer == "rank":
-        trace.update(decide=params.decide, answer=params.answer)
-    unparseable = 0
-    qkey = zlib.crc32(q.question_id.encode())
-    chains: list[Chain] = []
+    run = _FastToGRun(inp, params)
+    topics = valid_topics(inp)
+    if not topics:
+        run.trace["start"] = []
+        return (yield from run.finish("no_topic_entity", 0))
+    run.start(topics)
+    done = yield from run.initial_phase()
+    if done is not None:
+        return done
+    for it in range(params.d_max):
+        rd: dict[str, Any] = {"depth": it + 1, "pruning": []}
+        run.trace["depths"].append(rd)
+        grew = yield from run.prune_round(rd, it)
+        rd["chains"] = [[run.names(c) for c in ch.communities] for ch in run.chains]
+        if run.path_stop:
+            run.path_state(rd)
+            if not grew:  # every chain ended (or ran out of candidates): the paths reached so far answer
+                return (yield from run.conclude("answered" if run.reach else "exhausted", it))
+            continue
+        answered, ans, stale = yield from run.text_and_reason(rd, it + 1)
+        if stale:  # nothing new since the last reasoning call
+            return (yield from run.conclude("exhausted", it))
+        if answered:
+            return (yield from run.conclude("answered", it + 1, ans))
+    return (yield from run.conclude("max_depth", params.d_max))
 
-    def rng(phase: int, chain: int) -> np.random.Generator:
-        return np.random.default_rng([params.seed, qkey, phase, chain])
 
-    def check() -> None:
-        trace["call_bound"] = {"calls": len(calls), "bound": bound, "holds": len(calls) <= bound}
+Gen = Generator[list[LLMRequest], list[CallRecord], Any]
+
+
+class _FastToGRun:
+    """One question's FastToG search (:func:`fasttog`): its state (the chains, the history H of communities, the
+    trace, the purpose of every LLM request, the replies not parsed, with demos the relation paths reached) and
+    its phases, each a generator of LLM request batches as the reasoner protocol wants."""
+
+    def __init__(self, inp: ReasonInput, params: FastToGParams) -> None:
+        self.inp, self.params = inp, params
+        self.s, self.kg, self.q = inp.sampling, inp.kg, inp.question
+        self.question = clean_question(self.q.text)
+        W, D = params.width, params.d_max
+        self.bound = implementation_bound(W, D, params.text == "graph2text" and params.graph2text == "llm")
+        self.calls: list[str] = []  # the purpose of every LLM request, in order
+        self.trace: dict[str, Any] = {
+            "reasoner": "fasttog", "width": W, "d_max": D, "detector": params.detector,
+            "text": params.text if params.text == "triple2text" else f"graph2text-{params.graph2text}",
+            "depths": [], "llm_requests": self.calls}
+        self.scored = params.decide == "score"
+        self.scored_check = self.scored and params.answer == "rank"
+        self.rank_stop = self.scored_check and params.stop == "rank"  # rank at every depth in place of the check
+        if self.scored or params.answer == "rank":
+            self.trace.update(decide=params.decide, answer=params.answer)
+        self.unparseable = 0
+        self.qkey = zlib.crc32(self.q.question_id.encode())
+        self.chains: list[Chain] = []
+        self.best_depth: list = []  # stop: rank: (best score, answer, depth, top names, chosen names) of the best
+        self.book: dc.PathBook | None = None
+        self.reach: dict[tuple, list[int]] = {}  # demos: the nodes at each relation path's end (all chains)
+        self.path_stop = params.stop == "path"
+        self.last_context: str | None = None
+
+    def rng(self, phase: int, chain: int) -> np.random.Generator:
+        return np.random.default_rng([self.params.seed, self.qkey, phase, chain])
+
+    def check(self) -> None:
+        calls, bound = self.calls, self.bound
+        self.trace["call_bound"] = {"calls": len(calls), "bound": bound, "holds": len(calls) <= bound}
         if len(calls) > bound:
             raise AssertionError(f"fasttog made {len(calls)} LLM requests > its worst case {bound}")
 
-    def finish(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
-        nonlocal unparseable
-        (rec,) = yield [fallback_step(params.fallback, inp)]
-        calls.append("fallback")
+    def finish(self, stop: str, depth: int) -> Gen:
+        """The fallback (IO / CoT) answers."""
+        params = self.params
+        (rec,) = yield [fallback_step(params.fallback, self.inp)]
+        self.calls.append("fallback")
         ans, bad = fallback_answer(params.fallback, rec)
-        unparseable += bad
-        trace.update(stop=stop, depth_reached=depth, fallback_reply=text_of(rec))
-        check()
-        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
+        self.unparseable += bad
+        self.trace.update(stop=stop, depth_reached=depth, fallback_reply=text_of(rec))
+        self.check()
+        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=self.trace,
+                         unparseable=self.unparseable)
 
-    def chain_facts() -> list[str]:
+    def chain_facts(self) -> list[str]:
         """The chains' triples as ``(head, relation, tail)``, chain by chain, each once."""
         facts: list[str] = []
-        for ch in chains:
+        for ch in self.chains:
             for e in ch.edges:
-                facts.extend(t for t in (_fmt(_triple(kg, x)) for x in e) if t not in facts)
+                facts.extend(t for t in (_fmt(_triple(self.kg, x)) for x in e) if t not in facts)
         return facts
 
-    best_depth: list = []  # stop: rank: (best score, answer, depth, top names, chosen names) of the best depth
-
-    def ranked_last(need_score: bool = False
-                    ) -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list], tuple[str, ...]]]:
+    def ranked_last(self, need_score: bool = False) -> Gen:
         """rank's call over the entities of the chains' last communities (the entities reached), the chains'
         triples as the facts: (answer, top names, the names chosen); one entity and no score needed (not
         ``stop: rank``): no call (``dc.rank_call``)."""
         ids: dict[str, int] = {}
-        for ch in chains:
+        for ch in self.chains:
             last = sorted(ch.communities[-1])
-            for n, e in zip(kg.names(np.asarray(last)), last):
+            for n, e in zip(self.kg.names(np.asarray(last)), last):
                 ids.setdefault(str(n), int(e))
         picked: list[str] = []
-        got, top, made = yield from dc.rank_call(question=q, facts=chain_facts(), ids=ids, s=s, margin=params.margin,
-                                                 trace=trace, need_score=need_score, chosen=picked)
-        calls.extend(["rank"] * made)
+        got, top, made = yield from dc.rank_call(question=self.q, facts=self.chain_facts(), ids=ids, s=self.s,
+                                                 margin=self.params.margin, trace=self.trace, need_score=need_score,
+                                                 chosen=picked)
+        self.calls.extend(["rank"] * made)
         return got, top, tuple(picked)
 
-    def conclude(stop: str, depth: int, ans: str | None = None
-                 ) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+    def conclude(self, stop: str, depth: int, ans: str | None = None) -> Gen:
         """The search's answer: with answer: rank, rank's selection over the entities of the chains' last
         communities (stop: rank: the best-scored depth's, no further call); otherwise the generated ``ans``, or
         the fallback when there is none. The entities rank chose are the answers as they are
         (``Reasoning.answers``), not parsed back from their joined text."""
+        params, kg, trace, book, reach = self.params, self.kg, self.trace, self.book, self.reach
         if book is not None and params.stop == "path" and reach:
             path, _ = book.best(reach)
             if path is not None:  # the ends of the most likely whole relation path
                 ids = {str(n): int(e) for n, e in zip(kg.names(np.asarray(reach[path])), reach[path])}
                 trace["answer_path"] = dc.path_text(path)
                 on_path: list[str] = []
-                got, top, made = yield from dc.rank_call(question=q, facts=chain_facts(), ids=ids, s=s,
-                                                         margin=params.margin, trace=trace, chosen=on_path)
-                calls.extend(["rank"] * made)
+                got, top, made = yield from dc.rank_call(question=self.q, facts=self.chain_facts(), ids=ids,
+                                                         s=self.s, margin=params.margin, trace=trace, chosen=on_path)
+                self.calls.extend(["rank"] * made)
                 trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
-                check()
-                return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable,
+                self.check()
+                return Reasoning(answer=got, depth=depth, trace=trace, unparseable=self.unparseable,
                                  answers=tuple(on_path))
-        if best_depth:
-            _, got, d_best, top, picked = best_depth
+        if self.best_depth:
+            _, got, d_best, top, picked = self.best_depth
             trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top, answer_depth=d_best)
-            check()
-            return Reasoning(answer=got, depth=d_best, trace=trace, unparseable=unparseable, answers=picked)
-        if params.answer == "rank" and chains:
-            got, top, picked = yield from ranked_last()
+            self.check()
+            return Reasoning(answer=got, depth=d_best, trace=trace, unparseable=self.unparseable, answers=picked)
+        if params.answer == "rank" and self.chains:
+            got, top, picked = yield from self.ranked_last()
             trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
-            check()
-            return Reasoning(answer=got, depth=depth, trace=trace, unparseable=unparseable, answers=picked)
+            self.check()
+            return Reasoning(answer=got, depth=depth, trace=trace, unparseable=self.unparseable, answers=picked)
         if ans is not None:
             trace.update(stop=stop, depth_reached=depth)
-            check()
-            return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable)
-        return (yield from finish(stop, depth))
+            self.check()
+            return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=self.unparseable)
+        return (yield from self.finish(stop, depth))
 
-    topics = valid_topics(inp)
-    if not topics:
-        trace["start"] = []
-        return (yield from finish("no_topic_entity", 0))
-    c0 = frozenset(topics)
-    start_text = ", ".join(kg.names(np.asarray(sorted(c0))))
-    trace["start"] = start_text
-    history: set[frozenset[int]] = {c0}
-    converter = community2text(params)
-    # demos: the demonstrations, every relation path's scores, and the nodes at each path's end (all chains)
-    book = dc.PathBook.of(params, index=inp.index, question=q.text, topic_names=kg.names(np.asarray(sorted(c0))),
-                          s=s)
-    reach: dict[tuple, list[int]] = {}
-    if book is not None:
-        trace["demos"] = book.shown
-    path_stop = params.stop == "path"
+    def start(self, topics: list[int]) -> None:
+        """The start community c0 (the topic entities), the history H, the text converter and, with demos, the
+        demonstrations and their relation paths' scores."""
+        kg, params = self.kg, self.params
+        self.c0 = frozenset(topics)
+        self.start_text = ", ".join(kg.names(np.asarray(sorted(self.c0))))
+        self.trace["start"] = self.start_text
+        self.history: set[frozenset[int]] = {self.c0}
+        self.converter = community2text(params)
+        self.book = dc.PathBook.of(params, index=self.inp.index, question=self.q.text,
+                                   topic_names=kg.names(np.asarray(sorted(self.c0))), s=self.s)
+        if self.book is not None:
+            self.trace["demos"] = self.book.shown
 
-    def rate(groups: list[tuple[list[Candidate], dict[int, tuple]]]
-             ) -> Generator[list[LLMRequest], list[CallRecord], tuple[int, list[tuple[list, list]]]]:
+    def rate(self, groups: list[tuple[list[Candidate], dict[int, tuple]]]) -> Gen:
         """demos: every candidate community of each group (one group per pruning: the candidates and the paths
         of the community they grow from) rated by its nodes' relation paths, one call per group, one batch:
         (calls made, per group (each candidate's score, each candidate's ``{node: (score, path)}``)). A
         community scores as its likeliest node path, None when none is scored (a failed call)."""
-        per = [[community_paths(kg, c, known) for c in cs] for cs, known in groups]
+        book = self.book
+        per = [[community_paths(self.kg, c, known) for c in cs] for cs, known in groups]
         n = yield from book.score_paths([[x for d in g for ps in d.values() for x in ps] for g in per])
         out = []
         for g in per:
@@ -797,154 +838,164 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             out.append(([max((v[0] for v in r.values()), default=None) for r in rated], rated))
         return n, out
 
-    def ranked(sc: list, rated: list, k: int) -> list[int]:
+    def ranked(self, sc: list, rated: list, k: int) -> list[int]:
         """The ``k`` best candidates: by score; candidates sharing their best node path (the same score) by their
         likeliest whole path (log P(path '.') of a node's path: the one that already holds an answer first);
         then the pre-rank (modularity)."""
-        return order_by_paths(sc, [max((book.ends[v[1]][0] for v in r.values() if v[1] in book.ends), default=None)
+        ends = self.book.ends
+        return order_by_paths(sc, [max((ends[v[1]][0] for v in r.values() if v[1] in ends), default=None)
                                    for r in rated], k)
 
-    def path_info(cands: list[Candidate], sc: list, rated: list) -> dict[str, Any]:
+    def path_info(self, cands: list[Candidate], sc: list, rated: list) -> dict[str, Any]:
         """The trace of a path-rated pruning: each community's score and its likeliest node path."""
-        return {"scores": dc.scored_options([triple2text(_triples(kg, c.edges)) for c in cands], sc),
+        return {"scores": dc.scored_options([triple2text(_triples(self.kg, c.edges)) for c in cands], sc),
                 "paths": [dc.path_text(max(r.values(), key=lambda v: (v[0], -len(v[1])))[1]) if r else None
                           for r in rated]}
 
-    def extend(ch: Chain, c: Candidate, rated: dict[int, tuple[float, tuple]] | None = None) -> None:
+    def extend(self, ch: Chain, c: Candidate, rated: dict[int, tuple[float, tuple]] | None = None) -> None:
         """The chain grows by ``c`` (added to the history H); with demos (``rated``) its nodes take their
         likeliest paths and each path's ends gain them."""
         ch.communities.append(c.nodes)
         ch.edges.append(c.edges)
-        history.add(c.nodes)
+        self.history.add(c.nodes)
         for n in sorted(rated or {}):
             ch.paths[n] = rated[n][1]
-            ends = reach.setdefault(rated[n][1], [])
+            ends = self.reach.setdefault(rated[n][1], [])
             if n not in ends:
                 ends.append(n)
 
-    def best_reached() -> tuple[tuple | None, float | None]:
-        return book.best(reach) if book is not None else (None, None)
+    def best_reached(self) -> tuple[tuple | None, float | None]:
+        return self.book.best(self.reach) if self.book is not None else (None, None)
 
-    def names(c: frozenset[int]) -> list[str]:
-        return kg.names(np.asarray(sorted(c)))
+    def names(self, c: frozenset[int]) -> list[str]:
+        return self.kg.names(np.asarray(sorted(c)))
 
-    # ---- initial phase: W head communities by one multiple-choice pruning
-    cands, info = lcs_candidates(kg, c0, set(c0), history, params, rng(0, 0), q.graph_id,
-                                 known=None if book is None else {t: () for t in c0})
-    opts = [triple2text(_triples(kg, c.edges)) for c in cands]
-    init: dict[str, Any] = {"lcs": info, "options": opts, "modularity": [c.modularity for c in cands]}
-    trace["initial"] = init
-    if not cands:
-        return (yield from finish("no_candidates", 0))
-    head_rated: list = []
-    if book is not None:  # demos: the W communities of the likeliest paths, within path_margin of the best
-        n, ((sc, head_rated),) = yield from rate([(cands, {t: () for t in c0})])
-        calls.extend(["prune_multi"] * n)
-        ok = [x for x in sc if x is not None]
-        chosen = [i for i in ranked(sc, head_rated, W) if sc[i] is not None and sc[i] >= max(ok) - params.path_margin
-                  ] if ok else list(range(min(W, len(cands))))
-        init.update(reply="", parsed=True, chosen=chosen, **path_info(cands, sc, head_rated))
-    elif scored:
-        (rec,) = yield [dc.score_request(SCORE_MULTI.format(question=question, premise=start_text), opts, s)]
-        calls.append("prune_multi")
-        chosen, scores = dc.choose(rec, len(cands), W, params.score_normalize)
-        init.update(reply="", parsed=True, chosen=chosen, scores=dc.scored_options(opts, scores))
-    else:
-        prompt = PRUNE_PROMPT.format(
-            question=question, premise=start_text, options=option_lines(opts + [NONE_OPTION]),
-            instruction=PRUNE_MULTI.format(k=W, example=example_letters(W, len(opts)),
-                                           none=letters(len(opts) + 1)[-1]))
-        (rec,) = yield [prune_request(prompt, s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)]
-        calls.append("prune_multi")
-        got, ok = parse_fine(text_of(rec), len(cands), W)
-        if not ok:
-            unparseable += 1
-            got = list(range(min(W, len(cands))))
-        chosen = got or []
-        init.update(reply=text_of(rec), parsed=ok, chosen=chosen)
-    if not chosen:
-        return (yield from finish("pruned_all", 0))
-    for i in chosen:
-        chains.append(Chain())
-        extend(chains[-1], cands[i], head_rated[i] if head_rated else None)
+    def initial_pruning(self) -> Gen:
+        """The W head communities around c0 by one multiple-choice pruning (by their paths with demos), each the
+        start of a chain; returns the stop (``no_candidates``, ``pruned_all``) where no chain starts, else None."""
+        params, kg, q, s, book, c0, W = self.params, self.kg, self.q, self.s, self.book, self.c0, self.params.width
+        cands, info = lcs_candidates(kg, c0, set(c0), self.history, params, self.rng(0, 0), q.graph_id,
+                                     known=None if book is None else {t: () for t in c0})
+        opts = [triple2text(_triples(kg, c.edges)) for c in cands]
+        init: dict[str, Any] = {"lcs": info, "options": opts, "modularity": [c.modularity for c in cands]}
+        self.init = init
+        self.trace["initial"] = init
+        if not cands:
+            return "no_candidates"
+        head_rated: list = []
+        if book is not None:  # demos: the W communities of the likeliest paths, within path_margin of the best
+            n, ((sc, head_rated),) = yield from self.rate([(cands, {t: () for t in c0})])
+            self.calls.extend(["prune_multi"] * n)
+            ok = [x for x in sc if x is not None]
+            chosen = [i for i in self.ranked(sc, head_rated, W)
+                      if sc[i] is not None and sc[i] >= max(ok) - params.path_margin] if ok \
+                else list(range(min(W, len(cands))))
+            init.update(reply="", parsed=True, chosen=chosen, **self.path_info(cands, sc, head_rated))
+        elif self.scored:
+            (rec,) = yield [dc.score_request(SCORE_MULTI.format(question=self.question, premise=self.start_text),
+                                             opts, s)]
+            self.calls.append("prune_multi")
+            chosen, scores = dc.choose(rec, len(cands), W, params.score_normalize)
+            init.update(reply="", parsed=True, chosen=chosen, scores=dc.scored_options(opts, scores))
+        else:
+            prompt = PRUNE_PROMPT.format(
+                question=self.question, premise=self.start_text, options=option_lines(opts + [NONE_OPTION]),
+                instruction=PRUNE_MULTI.format(k=W, example=example_letters(W, len(opts)),
+                                               none=letters(len(opts) + 1)[-1]))
+            (rec,) = yield [prune_request(prompt, s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)]
+            self.calls.append("prune_multi")
+            got, ok = parse_fine(text_of(rec), len(cands), W)
+            if not ok:
+                self.unparseable += 1
+                got = list(range(min(W, len(cands))))
+            chosen = got or []
+            init.update(reply=text_of(rec), parsed=ok, chosen=chosen)
+        if not chosen:
+            return "pruned_all"
+        for i in chosen:
+            self.chains.append(Chain())
+            self.extend(self.chains[-1], cands[i], head_rated[i] if head_rated else None)
+        return None
 
-    last_context: str | None = None
+    def initial_phase(self) -> Gen:
+        """The W head communities (:meth:`initial_pruning`), then the reasoning over them (the paper's "1 round of
+        pruning and reasoning in the initial phase"): the Reasoning where the search ends here (depth 0), else
+        None."""
+        stop = yield from self.initial_pruning()
+        if stop is not None:
+            return (yield from self.finish(stop, 0))
+        self.init["chains"] = [[self.names(c) for c in ch.communities] for ch in self.chains]
+        if self.path_stop:
+            self.path_state(self.init)
+            return None
+        answered, ans, _ = yield from self.text_and_reason(self.init, 0)
+        return (yield from self.conclude("answered", 0, ans)) if answered else None
 
-    def text_and_reason(rd: dict[str, Any], depth: int
-                        ) -> Generator[list[LLMRequest], list[CallRecord], tuple[bool, str | None, bool]]:
+    def text_and_reason(self, rd: dict[str, Any], depth: int) -> Gen:
         """Community2Text of every community not yet in text (one segment per chain), then one reasoning call
         over all chains; (answered, the generated answer or None, stale) — stale: the context is the last one
         reasoned over (no call). With the scored check, answered: "Yes" scored above "No". With stop: rank,
         rank's call over the chains' last communities instead (never answered; the best-scored depth is
         kept in ``best_depth``)."""
-        nonlocal unparseable, last_context
+        params, kg, s, chains, question = self.params, self.kg, self.s, self.chains, self.question
         todo = [ci for ci, ch in enumerate(chains) if ch.converted < len(ch.communities)]
         segs = [[t for e in chains[ci].edges[chains[ci].converted:] for t in _triples(kg, e)] for ci in todo]
-        reqs = converter.requests(segs, s)
+        reqs = self.converter.requests(segs, s)
         replies: list[str] = []
         if reqs:
             recs = yield reqs
-            calls.extend(["graph2text"] * len(reqs))
+            self.calls.extend(["graph2text"] * len(reqs))
             replies = [text_of(r) for r in recs]
-        texts, bad = converter.texts(segs, replies)
-        unparseable += bad
+        texts, bad = self.converter.texts(segs, replies)
+        self.unparseable += bad
         for ci, t in zip(todo, texts):
             chains[ci].texts.append(t)
             chains[ci].converted = len(chains[ci].communities)
         context = "\n".join(f"Chain {i + 1}: " + " -> ".join(ch.texts) for i, ch in enumerate(chains))
         rd["context"] = context
-        if context == last_context:
+        if context == self.last_context:
             return False, None, True
-        last_context = context
-        if rank_stop:
-            got, top, picked = yield from ranked_last(need_score=True)
+        self.last_context = context
+        if self.rank_stop:
+            got, top, picked = yield from self.ranked_last(need_score=True)
             rd["reasoning"] = {"rank_top": top}
-            if top and (not best_depth or top[0][1] > best_depth[0]):
-                best_depth[:] = [top[0][1], got, depth, top, picked]
+            if top and (not self.best_depth or top[0][1] > self.best_depth[0]):
+                self.best_depth[:] = [top[0][1], got, depth, top, picked]
             return False, None, False
-        if scored_check:
-            (rec,) = yield [dc.enough_request("\n".join(chain_facts()), question, s)]
-            calls.append("reason")
+        if self.scored_check:
+            (rec,) = yield [dc.enough_request("\n".join(self.chain_facts()), question, s)]
+            self.calls.append("reason")
             yes, sc = dc.enough(rec)
             rd["reasoning"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
             return yes, None, False
         demo = (("user", separated(REASON_DEMO[0], s.separator)), ("assistant", REASON_DEMO[1])) if s.few_shot else ()
-        user = separated(REASON_PROMPT, s.separator).format(start=start_text, chains=context, question=question)
+        user = separated(REASON_PROMPT, s.separator).format(start=self.start_text, chains=context, question=question)
         (rec,) = yield [LLMRequest(messages=(("system", separated(REASON_SYSTEM, s.separator)), *demo,
                                              ("user", user)),
                                    temperature=params.reason_temperature, top_p=s.top_p, max_tokens=s.max_tokens,
                                    seed=s.seed)]
-        calls.append("reason")
+        self.calls.append("reason")
         ans, ok = parse_reasoning(text_of(rec))
-        unparseable += int(not ok)
+        self.unparseable += int(not ok)
         rd["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
         return ans is not None, ans, False
 
-    # ---- initial phase, reasoning over the head communities (the paper's "1 round of ... reasoning in the
-    # initial phase"): an answer here is depth 0
-    init["chains"] = [[names(c) for c in ch.communities] for ch in chains]
-
-    def path_state(rd: dict[str, Any]) -> None:
+    def path_state(self, rd: dict[str, Any]) -> None:
         """stop: path: the most likely whole path reached so far, in place of the reasoning call (no call)."""
-        best, bs = best_reached()
+        best, bs = self.best_reached()
         rd["reasoning"] = {"path": None if best is None else dc.path_text(best), "score": bs}
 
-    if path_stop:
-        path_state(init)
-    else:
-        answered, ans, _ = yield from text_and_reason(init, 0)
-        if answered:
-            return (yield from conclude("answered", 0, ans))
-    for it in range(D):
-        rd: dict[str, Any] = {"depth": it + 1, "pruning": []}
-        trace["depths"].append(rd)
-        # ---- pruning: LCS around each active chain's last community, one single-choice call per chain
+    def prune_round(self, rd: dict[str, Any], it: int) -> Gen:
+        """A round's pruning: LCS around each active chain's last community, one single-choice decision per chain
+        (by their paths with demos, in one batch); a chain with no candidate, or whose choice is none, stops.
+        Returns whether a chain grew (read by ``stop: path``)."""
+        params, kg, q, s, book, chains = self.params, self.kg, self.q, self.s, self.book, self.chains
         asks: list[tuple[int, list[Candidate]]] = []
         for ci, ch in enumerate(chains):
             if not ch.active:
                 continue
-            cs, info = lcs_candidates(kg, ch.communities[-1], ch.visited(c0), history, params, rng(it + 1, ci),
-                                      q.graph_id, known=None if book is None else ch.last_paths())
+            cs, info = lcs_candidates(kg, ch.communities[-1], ch.visited(self.c0), self.history, params,
+                                      self.rng(it + 1, ci), q.graph_id, known=None if book is None else ch.last_paths())
             entry = {"chain": ci, "lcs": info, "options": [triple2text(_triples(kg, c.edges)) for c in cs],
                      "modularity": [c.modularity for c in cs]}
             rd["pruning"].append(entry)
@@ -955,39 +1006,39 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
             asks.append((ci, cs))
         grew = False
         if asks and book is not None:  # demos: each chain's candidates rated by their nodes' paths
-            n, rated_groups = yield from rate([(cs, chains[ci].last_paths()) for ci, cs in asks])
-            calls.extend(["prune"] * n)
-            _, bs = best_reached()
+            n, rated_groups = yield from self.rate([(cs, chains[ci].last_paths()) for ci, cs in asks])
+            self.calls.extend(["prune"] * n)
+            _, bs = self.best_reached()
             by_chain = {e["chain"]: e for e in rd["pruning"]}
             for (ci, cs), (sc, rated) in zip(asks, rated_groups):
                 ok = any(x is not None for x in sc)
-                got = ranked(sc, rated, 1) if ok else [0]
-                by_chain[ci].update(reply="", parsed=True, chosen=got, **path_info(cs, sc, rated))
-                if path_stop and ok and bs is not None and sc[got[0]] < bs:
+                got = self.ranked(sc, rated, 1) if ok else [0]
+                by_chain[ci].update(reply="", parsed=True, chosen=got, **self.path_info(cs, sc, rated))
+                if self.path_stop and ok and bs is not None and sc[got[0]] < bs:
                     # no path through any candidate can score above the likeliest whole path reached
                     chains[ci].active = False
                     by_chain[ci]["stopped"] = "path_ends"
                     continue
-                extend(chains[ci], cs[got[0]], rated[got[0]])
+                self.extend(chains[ci], cs[got[0]], rated[got[0]])
                 grew = True
         elif asks:
             reqs = []
             for ci, cs in asks:
-                premise = "; ".join([start_text] + [triple2text(_triples(kg, e)) for e in chains[ci].edges])
+                premise = "; ".join([self.start_text] + [triple2text(_triples(kg, e)) for e in chains[ci].edges])
                 opts = [triple2text(_triples(kg, c.edges)) for c in cs]
-                if scored:
-                    reqs.append(dc.score_request(SCORE_SINGLE.format(question=question, premise=premise),
+                if self.scored:
+                    reqs.append(dc.score_request(SCORE_SINGLE.format(question=self.question, premise=premise),
                                                  opts + [NONE_OPTION], s))
                     continue
                 reqs.append(prune_request(PRUNE_PROMPT.format(
-                    question=question, premise=premise, options=option_lines(opts + [NONE_OPTION]),
+                    question=self.question, premise=premise, options=option_lines(opts + [NONE_OPTION]),
                     instruction=PRUNE_SINGLE.format(none=letters(len(opts) + 1)[-1])), s, params.prune_tokens,
                     PRUNE_SYSTEM, params.prune_temperature))
             recs = yield reqs
-            calls.extend(["prune"] * len(reqs))
+            self.calls.extend(["prune"] * len(reqs))
             by_chain = {e["chain"]: e for e in rd["pruning"]}
             for (ci, cs), r in zip(asks, recs):
-                if scored:
+                if self.scored:
                     # "None of the above" is the last option: chosen when it scores best
                     best, sc = dc.choose(r, len(cs) + 1, 1, params.score_normalize)
                     got = [] if best == [len(cs)] else best
@@ -996,23 +1047,12 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
                 else:
                     got, ok = parse_fine(text_of(r), len(cs), 1)
                     if not ok:
-                        unparseable += 1
+                        self.unparseable += 1
                         got = [0]
                     by_chain[ci].update(reply=text_of(r), parsed=ok, chosen=got)
                 if not got:
                     chains[ci].active = False
                     by_chain[ci]["stopped"] = "llm_none"
                     continue
-                extend(chains[ci], cs[got[0]])
-        rd["chains"] = [[names(c) for c in ch.communities] for ch in chains]
-        if path_stop:
-            path_state(rd)
-            if not grew:  # every chain ended (or ran out of candidates): the paths reached so far answer
-                return (yield from conclude("answered" if reach else "exhausted", it))
-            continue
-        answered, ans, stale = yield from text_and_reason(rd, it + 1)
-        if stale:  # nothing new since the last reasoning call
-            return (yield from conclude("exhausted", it))
-        if answered:
-            return (yield from conclude("answered", it + 1, ans))
-    return (yield from conclude("max_depth", D))
+                self.extend(chains[ci], cs[got[0]])
+        return grew

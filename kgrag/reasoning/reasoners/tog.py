@@ -402,31 +402,76 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     ----------
     Sun et al., Think-on-Graph (ICLR 2024), section 2.1; Liang et al., FastToG (2024).
     """
-    s, kg, q = inp.sampling, inp.kg, inp.question
-    question = clean_question(q.text)
+    run = _ToGRun(inp, params)
     topics = valid_topics(inp)
-    trace: dict[str, Any] = {"reasoner": "tog", "width": params.width, "max_depth": params.depth,
-                             "prune": params.prune, "depths": []}
-    unparseable = 0
-    calls = 0
+    if not topics:
+        run.trace["topic"] = []
+        return (yield from run.finish("no_topic_entity", 0))
+    run.start(topics)
+    for d in range(1, params.depth + 1):
+        rec_d: dict[str, Any] = {"depth": d}
+        run.trace["depths"].append(rec_d)
+        relations = yield from run.prune_relations(rec_d, d)
+        if relations is None or not (yield from run.prune_entities(rec_d, *relations)):
+            return (yield from run.conclude("dead_end", d - 1))
+        done = yield from run.reason(rec_d, d)
+        if done is not None:
+            return done
+    return (yield from run.conclude("max_depth", params.depth))
 
-    def finish(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
-        nonlocal unparseable, calls
-        (rec,) = yield [fallback_step(params.fallback, inp)]
-        calls += 1
+
+Gen = Generator[list[LLMRequest], list[CallRecord], Any]
+
+
+class _ToGRun:
+    """One question's Think-on-Graph search (:func:`tog`): its state (the kept chains, the trace, the calls made and
+    the replies not parsed) and its steps, each a generator of LLM request batches as the reasoner protocol wants."""
+
+    def __init__(self, inp: ReasonInput, params: ToGParams) -> None:
+        self.inp, self.params = inp, params
+        self.s, self.kg, self.q = inp.sampling, inp.kg, inp.question
+        self.question = clean_question(self.q.text)
+        self.trace: dict[str, Any] = {"reasoner": "tog", "width": params.width, "max_depth": params.depth,
+                                      "prune": params.prune, "depths": []}
+        self.unparseable = 0
+        self.calls = 0
+        # stop: rank: (best score, answer, depth, top names, chosen names) of the best depth so far
+        self.best: list = []
+        self.path_score: dict[tuple[int, ...], float] = {}  # demos: a chain's summed next-step scores
+        self.book: dc.PathBook | None = None
+        # a chain: the triple indices walked from a topic entity, and the entity it ends at
+        self.chains: list[tuple[tuple[int, ...], int]] = []
+
+    def start(self, topics: list[int]) -> None:
+        params, trace = self.params, self.trace
+        trace["topic"] = self.kg.names(np.asarray(topics))
+        self.scorer = Scorer("bm25" if params.prune == "llm" else params.prune, self.inp)
+        trace["scorer"] = self.scorer.used
+        if params.decide == "score" or params.answer == "rank":
+            trace.update(decide=params.decide, answer=params.answer)
+        # demos: the demonstrations and every relation path's scores
+        self.book = dc.PathBook.of(params, index=self.inp.index, question=self.q.text, topic_names=trace["topic"],
+                                   s=self.s)
+        if self.book is not None:
+            trace["demos"] = self.book.shown
+        self.chains = [((), t) for t in topics]
+
+    def finish(self, stop: str, depth: int) -> Gen:
+        """The fallback (IO / CoT) answers."""
+        params = self.params
+        (rec,) = yield [fallback_step(params.fallback, self.inp)]
+        self.calls += 1
         ans, bad = fallback_answer(params.fallback, rec)
-        unparseable += bad
-        trace.update(stop=stop, depth_reached=depth, llm_requests=calls, fallback_reply=text_of(rec))
-        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=trace, unparseable=unparseable)
+        self.unparseable += bad
+        self.trace.update(stop=stop, depth_reached=depth, llm_requests=self.calls, fallback_reply=text_of(rec))
+        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=self.trace,
+                         unparseable=self.unparseable)
 
-    best: list = []  # stop: rank: (best score, answer, depth, top names, chosen names) of the best depth so far
-
-    def ranked_ends(need_score: bool = False
-                    ) -> Generator[list[LLMRequest], list[CallRecord], tuple[str, list[list], tuple[str, ...]]]:
+    def ranked_ends(self, need_score: bool = False) -> Gen:
         """rank's call over the walked chains' ends, their triples as the facts: (answer, top names, the names
         chosen); one end and no score needed (not ``stop: rank``): no call (``dc.rank_call``)."""
-        nonlocal calls
-        walked = [(p, e) for p, e in chains if p]
+        kg, path_score = self.kg, self.path_score
+        walked = [(p, e) for p, e in self.chains if p]
         if path_score:  # demos: the ends of the best-scored relation path (summed next-step scores) only
             top = max(path_score.get(p, -1e18) for p, _ in walked) if walked else 0.0
             walked = [(p, e) for p, e in walked if path_score.get(p, -1e18) >= top - 1e-9]
@@ -437,48 +482,36 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         for p, _ in walked:
             facts.extend(t for t in (_fmt(_triple(kg, x)) for x in p) if t not in facts)
         picked: list[str] = []
-        ans, top, made = yield from dc.rank_call(question=q, facts=facts, ids=ids, s=s, margin=params.margin,
-                                                 trace=trace, need_score=need_score, chosen=picked)
-        calls += made
+        ans, top, made = yield from dc.rank_call(question=self.q, facts=facts, ids=ids, s=self.s,
+                                                 margin=self.params.margin, trace=self.trace, need_score=need_score,
+                                                 chosen=picked)
+        self.calls += made
         return ans, top, tuple(picked)
 
-    def conclude(stop: str, depth: int) -> Generator[list[LLMRequest], list[CallRecord], Reasoning]:
+    def conclude(self, stop: str, depth: int) -> Gen:
         """With answer: rank, rank's selection over the kept chains' ends (stop: rank: the best depth's); no
         chain walked yet: the fallback. The entities rank chose are the answers as they are
         (``Reasoning.answers``), not parsed back from their joined text."""
-        if best:
-            _, ans, d_best, top, picked = best
-            trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top,
+        trace = self.trace
+        if self.best:
+            _, ans, d_best, top, picked = self.best
+            trace.update(stop=stop, depth_reached=depth, llm_requests=self.calls, answer_from="rank", rank_top=top,
                          answer_depth=d_best)
-            return Reasoning(answer=ans, depth=d_best, trace=trace, unparseable=unparseable, answers=picked)
-        if params.answer != "rank" or not any(p for p, _ in chains):
-            return (yield from finish(stop, depth))
-        ans, top, picked = yield from ranked_ends()
-        trace.update(stop=stop, depth_reached=depth, llm_requests=calls, answer_from="rank", rank_top=top)
-        return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable, answers=picked)
+            return Reasoning(answer=ans, depth=d_best, trace=trace, unparseable=self.unparseable, answers=picked)
+        if self.params.answer != "rank" or not any(p for p, _ in self.chains):
+            return (yield from self.finish(stop, depth))
+        ans, top, picked = yield from self.ranked_ends()
+        trace.update(stop=stop, depth_reached=depth, llm_requests=self.calls, answer_from="rank", rank_top=top)
+        return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=self.unparseable, answers=picked)
 
-    if not topics:
-        trace["topic"] = []
-        return (yield from finish("no_topic_entity", 0))
-    trace["topic"] = kg.names(np.asarray(topics))
-    scorer = Scorer("bm25" if params.prune == "llm" else params.prune, inp)
-    trace["scorer"] = scorer.used
-    if params.decide == "score" or params.answer == "rank":
-        trace.update(decide=params.decide, answer=params.answer)
-    path_score: dict[tuple[int, ...], float] = {}  # demos: a chain's summed next-step scores
-    # demos: the demonstrations and every relation path's scores
-    book = dc.PathBook.of(params, index=inp.index, question=q.text, topic_names=trace["topic"], s=s)
-    if book is not None:
-        trace["demos"] = book.shown
-    # a chain: the triple indices walked from a topic entity, and the entity it ends at
-    chains: list[tuple[tuple[int, ...], int]] = [((), t) for t in topics]
-    for d in range(1, params.depth + 1):
-        rec_d: dict[str, Any] = {"depth": d}
-        trace["depths"].append(rec_d)
-        # ---- relation pruning: (entity, relation, direction) candidates of the chains' end entities
-        ends = sorted({e for _, e in chains})
-        edges = incident_edges(kg, ends, q.graph_id, params.max_edges, rng=_hub_rng(s.seed, q.question_id, d))
-        used = {x for path, _ in chains for x in path}
+    def prune_relations(self, rec_d: dict, d: int) -> Gen:
+        """Relation pruning: the (entity, relation, direction) candidates of the chains' end entities, pre-ranked
+        and pruned to W. Returns (candidate keys, their texts, their edges, the chosen positions), or None where
+        there is no candidate (a dead end)."""
+        params, kg, q, book = self.params, self.kg, self.q, self.book
+        ends = sorted({e for _, e in self.chains})
+        edges = incident_edges(kg, ends, q.graph_id, params.max_edges, rng=_hub_rng(self.s.seed, q.question_id, d))
+        used = {x for path, _ in self.chains for x in path}
         cands: dict[tuple[int, int, str], list[int]] = {}
         end_set = set(ends)
         for e in edges.tolist():
@@ -492,35 +525,41 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         keys = list(cands)
         if not keys:
             rec_d["relations"] = {"options": [], "chosen": []}
-            return (yield from conclude("dead_end", d - 1))
-        order = scorer.rank([rel_words(kg.relation_names[r]) for _, r, _ in keys])[: params.max_relations]
+            return None
+        order = self.scorer.rank([rel_words(kg.relation_names[r]) for _, r, _ in keys])[: params.max_relations]
         keys = [keys[i] for i in order]
         texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
                   else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
         if book is not None:
             hist_of = {}
-            for path, end in chains:
+            for path, end in self.chains:
                 hist_of.setdefault(end, _steps(kg, path, end))
             chosen, rec_d["relations"], n_calls = yield from _prune_by_path(
                 params, texts, [(str(kg.relation_names[r]), dr == "out") for _, r, dr in keys],
                 [hist_of[e] for e, _, _ in keys], book)
         else:
+            question = self.question
             chosen, rec_d["relations"], n_calls = yield from _prune(
-                params, s, texts,
+                params, self.s, texts,
                 score_prompt=lambda: TOG_RELATION_SCORE.format(question=question,
                                                                entities=", ".join(kg.names(np.asarray(ends)))),
                 prompt=lambda: TOG_RELATION_PROMPT.format(
                     question=question, entities=", ".join(kg.names(np.asarray(ends))), options=option_lines(texts),
                     k=params.width, example=example_letters(params.width, len(texts))))
-        calls += n_calls
-        unparseable += int(not rec_d["relations"]["parsed"])
-        # ---- entity pruning: each chosen relation extends the chains ending at its entity by one triple
+        self.calls += n_calls
+        self.unparseable += int(not rec_d["relations"]["parsed"])
+        return keys, texts, cands, chosen
+
+    def prune_entities(self, rec_d: dict, keys: list, texts: list[str], cands: dict, chosen: list[int]) -> Gen:
+        """Entity pruning: each chosen relation extends the chains ending at its entity by one triple; the
+        extensions pre-ranked and pruned to W become the chains. Returns False where none extends (a dead end)."""
+        params, kg, book, path_score = self.params, self.kg, self.book, self.path_score
         ext: list[tuple[tuple[int, ...], int]] = []
         # a relation's next-step score (demos): none when there was no choice (0), a failed call's far below
         step_score = {t: -1e9 if sc is None else sc for t, sc in rec_d["relations"].get("scores", [])}
         for i in chosen:
             ent, r, dr = keys[i]
-            for path, end in chains:
+            for path, end in self.chains:
                 if end != ent:
                     continue
                 on_path = {end} | {int(kg.heads[x]) for x in path} | {int(kg.tails[x]) for x in path}
@@ -535,59 +574,63 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
             ext = [x for x in ext if not (x[1] in seen or seen.add(x[1]))]
         if not ext:
             rec_d["entities"] = {"options": [], "chosen": []}
-            return (yield from conclude("dead_end", d - 1))
+            return False
         etexts = [_fmt(_triple(kg, p[-1])) for p, _ in ext]
-        order = scorer.rank(etexts)[: params.max_entities]
+        order = self.scorer.rank(etexts)[: params.max_entities]
         ext, etexts = [ext[i] for i in order], [etexts[i] for i in order]
+        question = self.question
         chosen, rec_d["entities"], n_calls = yield from _prune(
-            params, s, etexts, score_prompt=lambda: TOG_ENTITY_SCORE.format(question=question),
+            params, self.s, etexts, score_prompt=lambda: TOG_ENTITY_SCORE.format(question=question),
             prompt=lambda: TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts),
                                                     k=params.width, example=example_letters(params.width, len(etexts))))
-        calls += n_calls
-        unparseable += int(not rec_d["entities"]["parsed"])
-        chains = [ext[i] for i in chosen]
-        paths = [[_fmt(_triple(kg, x)) for x in p] for p, _ in chains]
+        self.calls += n_calls
+        self.unparseable += int(not rec_d["entities"]["parsed"])
+        self.chains = [ext[i] for i in chosen]
+        return True
+
+    def reason(self, rec_d: dict, d: int) -> Gen:
+        """After a depth, whether the kept chains answer: the best chain's path ends (``stop: path``), rank's best
+        depth so far (``stop: rank``), the sufficiency check (``answer: rank``) or the paper's reasoning call.
+        Returns the Reasoning where the search stops here, else None (deeper)."""
+        params, kg, s, question, trace, book = self.params, self.kg, self.s, self.question, self.trace, self.book
+        paths = [[_fmt(_triple(kg, x)) for x in p] for p, _ in self.chains]
         rec_d["chains"] = paths
         # ---- reasoning over every triple of the kept chains
         lines: list[str] = []
         for p in paths:
             lines.extend(t for t in p if t not in lines)
         if params.stop == "path":  # the best chain's path ends here ('.') or goes on ('->'), after the demos
-            hist = _steps(kg, *max(chains, key=lambda c: path_score.get(c[0], -1e18)))  # the best-scored path
+            hist = _steps(kg, *max(self.chains, key=lambda c: self.path_score.get(c[0], -1e18)))  # the best-scored
             # read from the call that scored its last step; a call of its own only when that step was not scored
             # (no choice at that depth, or a failed call)
-            calls += yield from book.score_ends([tuple(hist)])
+            self.calls += yield from book.score_ends([tuple(hist)])
             sc = book.ends.get(tuple(hist))
             done = sc is not None and sc[0] > sc[1]
             rec_d["reasoning"] = {"path": dc.path_text(hist), "path_ends": done,
                                   "scores": dc.scored_options(dc.END_OPTIONS, sc)}
-            if done:
-                return (yield from conclude("answered", d))
-            continue
+            return (yield from self.conclude("answered", d)) if done else None
         if params.decide == "score" and params.answer == "rank" and params.stop == "rank":
-            ans, top, picked = yield from ranked_ends(need_score=True)
+            ans, top, picked = yield from self.ranked_ends(need_score=True)
             rec_d["reasoning"] = {"rank_top": top}
-            if top and (not best or top[0][1] > best[0]):
-                best[:] = [top[0][1], ans, d, top, picked]
-            continue
+            if top and (not self.best or top[0][1] > self.best[0]):
+                self.best[:] = [top[0][1], ans, d, top, picked]
+            return None
         if params.decide == "score" and params.answer == "rank":
             # the sufficiency check scored (Yes / No); the answer then comes from rank
             (rec,) = yield [dc.enough_request("\n".join(lines), question, s)]
-            calls += 1
+            self.calls += 1
             yes, sc = dc.enough(rec)
             rec_d["reasoning"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
-            if yes:
-                return (yield from conclude("answered", d))
-            continue
+            return (yield from self.conclude("answered", d)) if yes else None
         prompt = separated(TOG_REASON_PROMPT, s.separator).format(paths="\n".join(lines), question=question)
         (rec,) = yield [reason_request(prompt, s)]
-        calls += 1
+        self.calls += 1
         ans, ok = parse_reasoning(text_of(rec))
-        unparseable += int(not ok)
+        self.unparseable += int(not ok)
         rec_d["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
-        if ans is not None:
-            if params.answer == "rank":
-                return (yield from conclude("answered", d))
-            trace.update(stop="answered", depth_reached=d, llm_requests=calls)
-            return Reasoning(answer=ans, depth=d, trace=trace, unparseable=unparseable)
-    return (yield from conclude("max_depth", params.depth))
+        if ans is None:
+            return None
+        if params.answer == "rank":
+            return (yield from self.conclude("answered", d))
+        trace.update(stop="answered", depth_reached=d, llm_requests=self.calls)
+        return Reasoning(answer=ans, depth=d, trace=trace, unparseable=self.unparseable)

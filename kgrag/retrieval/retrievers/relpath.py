@@ -13,7 +13,8 @@ sequences exactly that long.
 from __future__ import annotations
 
 import weakref
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import chain, zip_longest
 
 import numpy as np
@@ -357,105 +358,19 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
     and mention-count constraints (:mod:`kgrag.index.zeroshot`).
     """
     topics = arrays.unique(np.asarray([t for t in question.topic_ids if 0 <= t < kg.num_entities], dtype=np.int64))
-
-    def fallback(reason: str) -> Subgraph:
-        if params.fallback is None:
-            return Subgraph.empty(method="relpath", reason=reason)
-        other = RETRIEVERS.get(params.fallback)
-        sub = other.impl(question=question, query_vec=query_vec, kg=kg, index=index, params=other.params(),
-                         hops=hops, max_edges=max_edges)
-        return replace(sub, trace={**sub.trace, "relpath_fallback": params.fallback, "reason": reason})
-
+    fallback = partial(_fallback, question=question, query_vec=query_vec, kg=kg, index=index, params=params,
+                       hops=hops, max_edges=max_edges)
     if not len(topics):
         return fallback("no topic entity in the KG")
-    prefix: dict = {}
-    whole: dict = {}
-    skip: frozenset = frozenset()
-    back: frozenset = frozenset()  # relations walked back by their (skipped) mirror: a co-step keeps its return
-    lexicon = None
     declared = int(question.hops) if question.hops else None  # only with retrieve.oracle_hops
     topic_names = kg.names(topics)
-    if params.plan is not None:
-        plan = relplan.load_cached(params.plan)
-        if plan.model != index.model:
-            raise ValueError(f"retrieve.relpath.plan: {params.plan} was trained with the encoder {plan.model!r}, "
-                             f"the index uses {index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
-        if len(plan.labels):
-            masked = relplan.mask_topics(question.text, topic_names)
-            prefix, whole = plan.votes(index.encode([masked])[0], params.plan_k, declared)
-        names = {str(n): i for i, n in enumerate(kg.relation_names)}
-        skip = frozenset(names[n] for n in plan.mirrors if n in names)
-        back = plan.walked_back(kg.relation_names)
-        lexicon = plan.lexicon
-
-    def named(s: tuple) -> tuple:
-        return tuple((str(kg.relation_names[r]), bool(f)) for r, f in s)
-
-    if params.base == "lexical":
-        vecs = _phrase_vectors(index)
-        # the plan's weights where relplan fitted them on the KG's pseudo-questions (relplan.pseudo), else shipped
-        weights = (plan.weights if params.plan is not None else None) or zeroshot.Weights()
-        ent = getattr(index, "entity_vectors", None)
-
-        def base_scores(seqs: list, ends: list) -> np.ndarray:
-            feats = zeroshot.features(
-                question=question.text, topic_names=topic_names, seqs=seqs,
-                ends=ends, relation_names=kg.relation_names, vecs=vecs,
-                entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
-                lexicon=lexicon, lexicon_weight=params.lexicon_weight)
-            return ranking.rounded(zeroshot.scores(feats, weights), ranking.SCORE_DECIMALS)
-    else:
-        entry = SCORERS.get(params.scorer)
-        scorer_params = entry.params(**params.scorer_params)
-
-        def client():
-            from kgrag.llm.clients import LLMSettings, llm_client
-
-            return llm_client(LLMSettings(**params.llm))
-
-        ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
-                      topic_names=tuple(topic_names), llm=client)
-
-        def base_scores(seqs: list, ends: list) -> np.ndarray:
-            seqs = [tuple(x for x in q if x[0] >= 0) for q in seqs]  # a pair's separator step has no text
-            return np.asarray(entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
-                                         params=scorer_params, ctx=ctx), dtype=np.float64)
+    plan = _plan_for(question, kg, index, params, declared, topic_names)
+    base_scores = _base_scorer(question, query_vec, kg, index, params, plan, topic_names)
+    hubs: dict = {}  # hub_edges: edges the steps read, groups sampled
 
     def search(start: np.ndarray) -> tuple[dict, dict, dict]:
-        """The beam from ``start``: kept sequences (every length's) -> per-hop (edges, from, to), their base
-        scores, and the last beam (for a declared hop count longer than any walk)."""
-        # a beam state: sequence -> list of per-hop (edges, from, to); every length's kept states stay candidates
-        beam: dict[tuple, list] = {(): []}
-        frontiers: dict[tuple, np.ndarray] = {(): start}
-        kept: dict[tuple, list] = {}
-        base: dict[tuple, float] = {}
-        for _ in range(declared or params.max_hops):
-            cands: dict[tuple, list] = {}
-            for seq, steps in beam.items():
-                for key, step in _step(kg, frontiers[seq], question.graph_id, skip, params.max_frontier,
-                                       params.hub_edges, params.hub_seed, hubs).items():
-                    if relplan.is_co_step(seq + (key,)):
-                        step = _co_step(seq + (key,), step, arrays.unique(steps[-1][1]), back)
-                        if step is None:
-                            continue
-                    cands[seq + (key,)] = steps + [step]
-            if not cands:
-                break  # sequences end here: the best shorter ones are returned
-            seqs = sorted(cands)
-            cos = base_scores(seqs, [arrays.unique(cands[x][-1][2]) for x in seqs])
-            scores = cos
-            if prefix:
-                scores = ranking.rounded(cos + params.plan_weight * np.asarray([prefix.get(named(x), 0.0)
-                                                                                for x in seqs]))
-            best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
-            beam = {seqs[i]: cands[seqs[i]] for i in best}
-            frontiers = {x: arrays.unique(st[-1][2]) for x, st in beam.items()}
-            base.update({seqs[i]: float(cos[i]) for i in best})
-            if declared is None or len(seqs[0]) == declared:
-                kept.update(beam)
-        return kept, base, beam
+        return _beam(start, kg, question, params, plan, base_scores, declared, hubs)
 
-    hubs: dict = {}  # hub_edges: edges the steps read, groups sampled
     kept, base, beam = search(topics)
     if not kept:
         if declared is not None and beam and beam != {(): []}:  # shorter than declared: the longest reached
@@ -466,67 +381,196 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         return fallback("no relation sequence from the topic entities to another node")
     order = sorted(kept)
     final = np.asarray([base[x] for x in order], dtype=np.float64)
-    if whole:
-        final = final + params.plan_weight * np.asarray([whole.get(named(x), 0.0) for x in order])
+    if plan.whole:
+        final = final + params.plan_weight * np.asarray([plan.whole.get(_named(kg, x), 0.0) for x in order])
     chosen = [order[i] for i in ranking.top_k(ranking.rounded(final), params.paths, decimals=ranking.COSINE_DECIMALS)]
     picked = [(kept[x], None) for x in chosen]  # (steps, ends override)
-    texts = [_seq_text(kg, x) for x in chosen]
-    rels = [[str(kg.relation_names[r]) for r, _ in x] for x in chosen]
-    dirs = [[int(f) for _, f in x] for x in chosen]
+    seqs = [(x,) for x in chosen]  # each picked walk's sequences: one, or a pair that meets
     shared = None
     if params.intersect and len(topics) >= 2 and declared is None:
         shared = _shared_answer(question, topics, search, base_scores, params)
         if shared is not None:
             (a, steps_a), (b, steps_b), ends_ab = shared[1], shared[2], shared[3]
             picked = [(steps_a, ends_ab), (steps_b, ends_ab)]
-            texts = [f"{_seq_text(kg, a)} & {_seq_text(kg, b)}"]
-            rels = [[str(kg.relation_names[r]) for r, _ in a], [str(kg.relation_names[r]) for r, _ in b]]
-            dirs = [[int(f) for _, f in a], [int(f) for _, f in b]]
-    edges: dict[int, None] = {}
-    ends: dict[int, None] = {}
-    for steps, override in picked:  # best sequence first; within one, the last hop (the answers) first
-        keep_nodes = arrays.unique(steps[-1][2]) if override is None else override
-        others = keep_nodes[~np.isin(keep_nodes, topics)]
-        ends.update(dict.fromkeys((others if len(others) else keep_nodes).tolist()))
-        edges.update(dict.fromkeys(_walk_back(steps, keep_nodes)))
+            seqs = [(a, b)]
+    edges, ends = _walked(picked, topics)
     cap = params.max_triples
+    edge_list = list(edges)
     if question.graph_id is not None and params.fill_graph:
-        # a question with its own graph (a retriever's output, RoG style): the rest of it after the chosen
-        # sequences, in graph_order (by default closest to the topics first), then what the topics do not reach,
-        # so that an answer the plan misses is still retrieved
         cap = max(cap, params.graph_max_triples)
-        lists = []
-        for i in ranking.top_k(ranking.rounded(final), len(order), decimals=ranking.COSINE_DECIMALS):
-            if params.graph_order == "distance" or order[i] in chosen:
-                continue
-            lists.append(_walk_back(kept[order[i]], arrays.unique(kept[order[i]][-1][2])))
-        if params.graph_order == "interleave":  # one triple of each sequence in turn, best sequence first
-            lists = [[x for x in chain(*zip_longest(*lists)) if x is not None]] if lists else []
-        for got in lists:
-            edges.update(dict.fromkeys(got))
-    edges = list(edges)
-    if question.graph_id is not None and params.fill_graph:
-        nb = kg.question_neighbourhood(topics, params.max_hops + 1, cap, graph_id=question.graph_id)
-        have = set(edges)
-        edges += [int(e) for e in np.asarray(nb.edges, dtype=np.int64).tolist() if int(e) not in have]
-        adj = kg.question_adjacency(graph_id=question.graph_id)  # then the graph's triples the topics do not reach
-        if adj is not None and len(edges) < cap:
-            have = set(edges)
-            edges += [e for e in arrays.unique(adj[2]).tolist() if e not in have]
-    eidx = np.asarray(edges[:cap], dtype=np.int64)
+        edge_list = _fill_own_graph(kg, question, params, topics, edges, kept, order, final, chosen, cap)
+    eidx = np.asarray(edge_list[:cap], dtype=np.int64)
     h, r, t = kg.heads[eidx], kg.relations[eidx], kg.tails[eidx]
     nodes = arrays.unique(np.concatenate([topics, h, t]))
     returned = set(h.tolist()) | set(t.tolist())
     return Subgraph(
         heads=h, relations=r, tails=t, node_ids=nodes, neighbourhood_nodes=len(nodes),
-        neighbourhood_edges=len(edges),
-        trace={"method": "relpath", "sequences": texts, "relations": rels, "directions": dirs,
+        neighbourhood_edges=len(edge_list),
+        trace={"method": "relpath", "sequences": [" & ".join(_seq_text(kg, x) for x in pair) for pair in seqs],
+               "relations": [[str(kg.relation_names[r]) for r, _ in x] for pair in seqs for x in pair],
+               "directions": [[int(f) for _, f in x] for pair in seqs for x in pair],
                "intersect": shared is not None and len(picked) == 2 and picked[0][1] is not None,
-               "truncated": len(edges) > cap,
+               "truncated": len(edge_list) > cap,
                "ends": [x for x in ends if x in returned],
                **({"hub_edges_read": hubs.get("edges", 0), "hub_groups_sampled": hubs.get("sampled", 0)}
                   if params.hub_edges is not None else {})},
     )
+
+
+def _fallback(reason: str, *, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
+    """No sequence to walk: ``params.fallback``'s subgraph (with its default params), or an empty one."""
+    if params.fallback is None:
+        return Subgraph.empty(method="relpath", reason=reason)
+    other = RETRIEVERS.get(params.fallback)
+    sub = other.impl(question=question, query_vec=query_vec, kg=kg, index=index, params=other.params(),
+                     hops=hops, max_edges=max_edges)
+    return replace(sub, trace={**sub.trace, "relpath_fallback": params.fallback, "reason": reason})
+
+
+def _walked(picked: list, topics: np.ndarray) -> tuple[dict[int, None], dict[int, None]]:
+    """The picked walks' edges (walked back from their ends) and ends (the topics only where a walk ends at
+    nothing else), in order: best sequence first; within one, the last hop (the answers) first."""
+    edges: dict[int, None] = {}
+    ends: dict[int, None] = {}
+    for steps, override in picked:
+        keep_nodes = arrays.unique(steps[-1][2]) if override is None else override
+        others = keep_nodes[~np.isin(keep_nodes, topics)]
+        ends.update(dict.fromkeys((others if len(others) else keep_nodes).tolist()))
+        edges.update(dict.fromkeys(_walk_back(steps, keep_nodes)))
+    return edges, ends
+
+
+@dataclass(frozen=True)
+class _QuestionPlan:
+    """What the learnt plan (``params.plan``) gives one question: the votes of its nearest training questions for
+    a sequence's prefix (while growing) and for the whole sequence (the final choice), the mirrored relations not
+    walked and those walked back by their mirror, the plan's lexicon and its fitted weights; empty without a plan."""
+
+    prefix: dict = field(default_factory=dict)
+    whole: dict = field(default_factory=dict)
+    skip: frozenset = frozenset()
+    back: frozenset = frozenset()  # relations walked back by their (skipped) mirror: a co-step keeps its return
+    lexicon: object = None
+    weights: zeroshot.Weights | None = None
+
+
+def _plan_for(question, kg, index, params: RelPathParams, declared: int | None, topic_names) -> _QuestionPlan:
+    if params.plan is None:
+        return _QuestionPlan()
+    plan = relplan.load_cached(params.plan)
+    if plan.model != index.model:
+        raise ValueError(f"retrieve.relpath.plan: {params.plan} was trained with the encoder {plan.model!r}, "
+                         f"the index uses {index.model!r}; re-run the relplan stage (`dvc repro relplan`)")
+    prefix: dict = {}
+    whole: dict = {}
+    if len(plan.labels):
+        masked = relplan.mask_topics(question.text, topic_names)
+        prefix, whole = plan.votes(index.encode([masked])[0], params.plan_k, declared)
+    names = {str(n): i for i, n in enumerate(kg.relation_names)}
+    return _QuestionPlan(prefix=prefix, whole=whole, skip=frozenset(names[n] for n in plan.mirrors if n in names),
+                         back=plan.walked_back(kg.relation_names), lexicon=plan.lexicon, weights=plan.weights)
+
+
+def _named(kg, s: tuple) -> tuple:
+    """A sequence as the plan's votes name it: ``((relation name, forward), ...)``."""
+    return tuple((str(kg.relation_names[r]), bool(f)) for r, f in s)
+
+
+def _base_scorer(question, query_vec, kg, index, params: RelPathParams, plan: _QuestionPlan, topic_names):
+    """``(sequences, their ends) -> base scores``: the zero-shot planner's (``base: lexical``, with the plan's
+    weights where relplan fitted them on the KG's pseudo-questions, else the shipped ones) or the ``scorer``'s
+    of the sequences' texts (``base: scorer``)."""
+    if params.base == "lexical":
+        vecs = _phrase_vectors(index)
+        weights = plan.weights or zeroshot.Weights()
+        ent = getattr(index, "entity_vectors", None)
+
+        def lexical(seqs: list, ends: list) -> np.ndarray:
+            feats = zeroshot.features(
+                question=question.text, topic_names=topic_names, seqs=seqs,
+                ends=ends, relation_names=kg.relation_names, vecs=vecs,
+                entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
+                lexicon=plan.lexicon, lexicon_weight=params.lexicon_weight)
+            return ranking.rounded(zeroshot.scores(feats, weights), ranking.SCORE_DECIMALS)
+        return lexical
+    entry = SCORERS.get(params.scorer)
+    scorer_params = entry.params(**params.scorer_params)
+
+    def client():
+        from kgrag.llm.clients import LLMSettings, llm_client
+
+        return llm_client(LLMSettings(**params.llm))
+
+    ctx = Context(question=question.text, query_vec=query_vec, kg=kg, index=index,
+                  topic_names=tuple(topic_names), llm=client)
+
+    def scored(seqs: list, ends: list) -> np.ndarray:
+        seqs = [tuple(x for x in q if x[0] >= 0) for q in seqs]  # a pair's separator step has no text
+        return np.asarray(entry.impl(query=question.text, docs=[_seq_text(kg, s, params.inverse) for s in seqs],
+                                     params=scorer_params, ctx=ctx), dtype=np.float64)
+    return scored
+
+
+def _beam(start: np.ndarray, kg, question, params: RelPathParams, plan: _QuestionPlan, base_scores,
+          declared: int | None, hubs: dict) -> tuple[dict, dict, dict]:
+    """The beam from ``start``: kept sequences (every length's) -> per-hop (edges, from, to), their base
+    scores, and the last beam (for a declared hop count longer than any walk)."""
+    # a beam state: sequence -> list of per-hop (edges, from, to); every length's kept states stay candidates
+    beam: dict[tuple, list] = {(): []}
+    frontiers: dict[tuple, np.ndarray] = {(): start}
+    kept: dict[tuple, list] = {}
+    base: dict[tuple, float] = {}
+    for _ in range(declared or params.max_hops):
+        cands: dict[tuple, list] = {}
+        for seq, steps in beam.items():
+            for key, step in _step(kg, frontiers[seq], question.graph_id, plan.skip, params.max_frontier,
+                                   params.hub_edges, params.hub_seed, hubs).items():
+                if relplan.is_co_step(seq + (key,)):
+                    step = _co_step(seq + (key,), step, arrays.unique(steps[-1][1]), plan.back)
+                    if step is None:
+                        continue
+                cands[seq + (key,)] = steps + [step]
+        if not cands:
+            break  # sequences end here: the best shorter ones are returned
+        seqs = sorted(cands)
+        cos = base_scores(seqs, [arrays.unique(cands[x][-1][2]) for x in seqs])
+        scores = cos
+        if plan.prefix:
+            scores = ranking.rounded(cos + params.plan_weight * np.asarray([plan.prefix.get(_named(kg, x), 0.0)
+                                                                            for x in seqs]))
+        best = ranking.top_k(scores, params.beam, decimals=ranking.COSINE_DECIMALS)
+        beam = {seqs[i]: cands[seqs[i]] for i in best}
+        frontiers = {x: arrays.unique(st[-1][2]) for x, st in beam.items()}
+        base.update({seqs[i]: float(cos[i]) for i in best})
+        if declared is None or len(seqs[0]) == declared:
+            kept.update(beam)
+    return kept, base, beam
+
+
+def _fill_own_graph(kg, question, params: RelPathParams, topics: np.ndarray, edges: dict, kept: dict, order: list,
+                    final: np.ndarray, chosen: list, cap: int) -> list[int]:
+    """A question with its own graph (a retriever's output, RoG style): the chosen sequences' ``edges``, then the
+    rest of the graph, in graph_order (by default closest to the topics first), then what the topics do not
+    reach, so that an answer the plan misses is still retrieved."""
+    edges = dict(edges)
+    lists = []
+    for i in ranking.top_k(ranking.rounded(final), len(order), decimals=ranking.COSINE_DECIMALS):
+        if params.graph_order == "distance" or order[i] in chosen:
+            continue
+        lists.append(_walk_back(kept[order[i]], arrays.unique(kept[order[i]][-1][2])))
+    if params.graph_order == "interleave":  # one triple of each sequence in turn, best sequence first
+        lists = [[x for x in chain(*zip_longest(*lists)) if x is not None]] if lists else []
+    for got in lists:
+        edges.update(dict.fromkeys(got))
+    out = list(edges)
+    nb = kg.question_neighbourhood(topics, params.max_hops + 1, cap, graph_id=question.graph_id)
+    have = set(out)
+    out += [int(e) for e in np.asarray(nb.edges, dtype=np.int64).tolist() if int(e) not in have]
+    adj = kg.question_adjacency(graph_id=question.graph_id)  # then the graph's triples the topics do not reach
+    if adj is not None and len(out) < cap:
+        have = set(out)
+        out += [e for e in arrays.unique(adj[2]).tolist() if e not in have]
+    return out
 
 
 def _reads_neighbourhood(params: RelPathParams) -> bool:
