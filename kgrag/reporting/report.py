@@ -139,7 +139,24 @@ def label_counts_table(metrics: dict) -> list[str]:
 def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, validation: dict | None,
            traces: int = 0, timings: dict | None = None) -> str:
     """Markdown of the report; ``timings`` (``reports/timings.json``) adds what the run took, when given."""
-    setup = metrics.get("setup", {})
+    run = timings or {}
+    out = _setup_lines(metrics.get("setup", {})) + _metrics_lines(metrics, run)
+    out += by_hops_table(metrics) + label_counts_table(metrics)
+    out += _stage_lines(run) + _modules_lines(metrics, run) + _type_lines(rows)
+    out += ["", "## Answer recall against context size", "", f"![recall vs context]({figure})", ""]
+    out += _validation_lines(validation) + _example_lines(rows, examples)
+    with_trace = [r for r in rows if r.get("trace")][:traces]
+    if with_trace:
+        out += ["## Reasoner traces", "",
+                "Each question's steps as its reasoner recorded them, then every LLM call (the prompt is in the "
+                "call cache `.kgrag_cache/llm_calls.sqlite` under the key).", ""]
+        for r in with_trace:
+            out += render_trace(r)
+    return "\n".join(out) + "\n"
+
+
+def _setup_lines(setup: dict) -> list[str]:
+    """The title and what ran: dataset, retrieval, generation, sample seed, an oracle's warning, the plan."""
     out = ["# kgrag report", ""]
     hops = f" {setup['hops']}-hop" if setup.get("hops") is not None else ""
     out.append(
@@ -153,7 +170,13 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
                 "retrieval; users' questions carry none, so these numbers are not those of the default."]
     if setup.get("plan"):
         out += ["", f"Relation-path plan: {setup['plan']}."]
-    out += ["", "## Metrics", "", "| metric | value | 95% interval |", "|---|---|---|"]
+    return out
+
+
+def _metrics_lines(metrics: dict, run: dict) -> list[str]:
+    """The metrics table: each registered metric the run has, with its interval (a paired lift with its questions
+    won and lost), then the run's timings."""
+    out = ["", "## Metrics", "", "| metric | value | 95% interval |", "|---|---|---|"]
     ci = metrics.get("ci95") or {}
     from kgrag.evaluation.metrics import metric_keys
 
@@ -167,35 +190,48 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
                 band = f"[{_fmt(lo)}, {_fmt(hi)}] (won {v.get('won')}, lost {v.get('lost')})"
                 v = v["lift"]
             out.append(f"| {_cell(key.name)} (`{k}`) | {_fmt(v, key.fmt)} | {band} |")
-    run = timings or {}
     for k, label in timing_names().items():
         if run.get(k) is not None:
             out.append(f"| {_cell(label)} (`{k}`) | {_fmt(run[k])} | |")
     if ci:
         out += ["", "95% interval: seeded bootstrap over the questions (1,000 resamples; docs/metrics.md)."]
-    out += by_hops_table(metrics) + label_counts_table(metrics)
-    out += ["", "## Time per stage", ""]
+    return out
+
+
+def _stage_lines(run: dict) -> list[str]:
+    out = ["", "## Time per stage", ""]
     if run.get("stage_seconds"):
         out += ["| stage | seconds |", "|---|---|"]
         out += [f"| {s} | {v:.1f} |" for s, v in run["stage_seconds"].items()]
     else:
         out.append("No run records (`reports/timings.json`): the stages' timings were not kept with these outputs.")
-    if metrics.get("retrieval_modules"):
-        # times: the run records' (reports/timings.json), or those of a metrics file written before they left it
-        ms = {(t["stage"], t["module"]): t.get("ms_mean") for t in run.get("retrieval_modules_ms") or []}
-        out += ["", "## Retrieval modules (answer entities in each module's output)", "",
-                "| stage | module | precision | recall | F1 | hit ratio | nodes | ms / question |",
-                "|---|---|---|---|---|---|---|---|"]
-        for m in metrics["retrieval_modules"]:
-            t = ms.get((m["stage"], m["module"]), m.get("ms_mean"))
-            out.append(f"| {m['stage']} | {m['module']} | {_fmt(m['precision'])} | {_fmt(m['recall'])} | "
-                       f"{_fmt(m['f1'])} | {_fmt(m['hit'])} | {_fmt(m['nodes_mean'])} | {_fmt(t)} |")
+    return out
+
+
+def _modules_lines(metrics: dict, run: dict) -> list[str]:
+    """LEGO's retrieval modules: the answer entities in each module's output, and its time."""
+    if not metrics.get("retrieval_modules"):
+        return []
+    # times: the run records' (reports/timings.json), or those of a metrics file written before they left it
+    ms = {(t["stage"], t["module"]): t.get("ms_mean") for t in run.get("retrieval_modules_ms") or []}
+    out = ["", "## Retrieval modules (answer entities in each module's output)", "",
+           "| stage | module | precision | recall | F1 | hit ratio | nodes | ms / question |",
+           "|---|---|---|---|---|---|---|---|"]
+    for m in metrics["retrieval_modules"]:
+        t = ms.get((m["stage"], m["module"]), m.get("ms_mean"))
+        out.append(f"| {m['stage']} | {m['module']} | {_fmt(m['precision'])} | {_fmt(m['recall'])} | "
+                   f"{_fmt(m['f1'])} | {_fmt(m['hit'])} | {_fmt(m['nodes_mean'])} | {_fmt(t)} |")
+    return out
+
+
+def _type_lines(rows: Sequence[dict]) -> list[str]:
+    """The scores by question type, the most frequent type first."""
     by_type: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_type[r.get("qtype") or "(none)"].append(r)
-    out += ["", "## By question type", "",
-            "| question type | n | accuracy (label questions) | Hit@1 | Hit | F1 | retrieval recall |",
-            "|---|---|---|---|---|---|---|"]
+    out = ["", "## By question type", "",
+           "| question type | n | accuracy (label questions) | Hit@1 | Hit | F1 | retrieval recall |",
+           "|---|---|---|---|---|---|---|"]
     for t, rs in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
         rr = [r["retrieval_recall"] for r in rs if r["retrieval_recall"] is not None]
         acc = [r["correct"] for r in rs if r.get("correct") is not None]
@@ -204,40 +240,44 @@ def render(*, metrics: dict, rows: Sequence[dict], figure: str, examples: int, v
             f"| {np.mean([r['hit_at_1'] for r in rs]):.3f} | {np.mean([r['hit_any'] for r in rs]):.3f} "
             f"| {np.mean([r['f1'] for r in rs]):.3f} | {(np.mean(rr) if rr else float('nan')):.3f} |"
         )
-    out += ["", "## Answer recall against context size", "", f"![recall vs context]({figure})", ""]
-    if validation:
-        out += ["## Data validation", "", "| table | rows | quarantined |", "|---|---|---|"]
-        for n, v in validation.get("tables", {}).items():
-            out.append(f"| {n} | {v['rows']} | {v['bad']} |")
-        out += ["", f"Lines quarantined at ingest: {validation.get('ingest_quarantined', 0)}.", ""]
-        reasons = validation.get("quarantine_reasons") or []
-        if reasons:
-            out += ["Quarantined rows by reason (`data/quarantine/*.parquet` hold each row with its file and line):",
-                    "", "| stage | reason | rows |", "|---|---|---|"]
-            out += [f"| {r['stage']} | {r['reason']} | {r['rows']} |" for r in reasons[:15]]
-            if len(reasons) > 15:
-                out.append(f"| | ({len(reasons) - 15} more reasons) | {sum(r['rows'] for r in reasons[15:])} |")
-            out.append("")
-    if examples:
-        out += ["## Examples", ""]
-        for r in rows[:examples]:
-            ctx = (r.get("retrieved_triples") or "").splitlines()
-            out += [
-                f"**{r['question']}**  ",
-                f"gold: {' | '.join(r['gold'][:8])}{' …' if len(r['gold']) > 8 else ''}  ",
-                f"prediction: `{(r['prediction'] or '').strip()[:200]}`  ",
-                (f"label {r['label'] or '(unparseable)'} of {' / '.join(r['choices'])}, correct {r['correct']:.0f}; "
-                 if r.get("correct") is not None else "") +
-                f"Hit@1 {r['hit_at_1']:.0f}, Hit {r['hit_any']:.0f}, F1 {r['f1']:.2f}, retrieval recall "
-                f"{_fmt(r['retrieval_recall'])}, {len(ctx)} triples"
-                + (f"; first: `{ctx[0][:120]}`" if ctx else ""),
-                "",
-            ]
-    with_trace = [r for r in rows if r.get("trace")][:traces]
-    if with_trace:
-        out += ["## Reasoner traces", "",
-                "Each question's steps as its reasoner recorded them, then every LLM call (the prompt is in the "
-                "call cache `.kgrag_cache/llm_calls.sqlite` under the key).", ""]
-        for r in with_trace:
-            out += render_trace(r)
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _validation_lines(validation: dict | None) -> list[str]:
+    """Rows per table and quarantined, and the quarantine's reasons (the first 15)."""
+    if not validation:
+        return []
+    out = ["## Data validation", "", "| table | rows | quarantined |", "|---|---|---|"]
+    for n, v in validation.get("tables", {}).items():
+        out.append(f"| {n} | {v['rows']} | {v['bad']} |")
+    out += ["", f"Lines quarantined at ingest: {validation.get('ingest_quarantined', 0)}.", ""]
+    reasons = validation.get("quarantine_reasons") or []
+    if reasons:
+        out += ["Quarantined rows by reason (`data/quarantine/*.parquet` hold each row with its file and line):",
+                "", "| stage | reason | rows |", "|---|---|---|"]
+        out += [f"| {r['stage']} | {r['reason']} | {r['rows']} |" for r in reasons[:15]]
+        if len(reasons) > 15:
+            out.append(f"| | ({len(reasons) - 15} more reasons) | {sum(r['rows'] for r in reasons[15:])} |")
+        out.append("")
+    return out
+
+
+def _example_lines(rows: Sequence[dict], examples: int) -> list[str]:
+    """The first ``examples`` questions: gold, prediction, their scores and their context's first triple."""
+    if not examples:
+        return []
+    out = ["## Examples", ""]
+    for r in rows[:examples]:
+        ctx = (r.get("retrieved_triples") or "").splitlines()
+        out += [
+            f"**{r['question']}**  ",
+            f"gold: {' | '.join(r['gold'][:8])}{' …' if len(r['gold']) > 8 else ''}  ",
+            f"prediction: `{(r['prediction'] or '').strip()[:200]}`  ",
+            (f"label {r['label'] or '(unparseable)'} of {' / '.join(r['choices'])}, correct {r['correct']:.0f}; "
+             if r.get("correct") is not None else "") +
+            f"Hit@1 {r['hit_at_1']:.0f}, Hit {r['hit_any']:.0f}, F1 {r['f1']:.2f}, retrieval recall "
+            f"{_fmt(r['retrieval_recall'])}, {len(ctx)} triples"
+            + (f"; first: `{ctx[0][:120]}`" if ctx else ""),
+            "",
+        ]
+    return out
