@@ -314,8 +314,31 @@ class ExploreDomain:
 
     # ---- one step --------------------------------------------------------------------------------------------
     def expand(self, states: list[ExploreState], k: int, temperature: float, seeds: list[list[int]]) -> Gen:
+        """One step of every state: ``k`` thoughts each (a child per thought), then for the children without an
+        answer the entities their thought names, the graph explored from them ``depth`` levels, and the End?
+        check where it is scored; the children, per parent."""
         self.step_no += 1
-        p = self.p
+        kids = yield from self.thoughts(states, k, temperature, seeds)
+        open_ = [c for c in kids if c[2].answer is None]
+        yield from self.extract(open_)
+        qs = {id(c[2]): self.qvec(c[2].thoughts[-1]) for c in open_}
+        for level in range(self.p.depth):
+            if not (yield from self.explore_level(open_, qs, level)):
+                break
+        if self.checked and self.book is not None:  # demos: the End? check is the path's
+            yield from self.path_end(open_)
+        elif self.checked:  # the End? check scored: Yes / No over each open state's facts
+            yield from self.check_enough(open_)
+        for *_, log in kids:
+            self.log.append(log)
+        out: list[list[ExploreState]] = [[] for _ in states]
+        for i, _, child, _ in kids:
+            out[i].append(child)
+        return out
+
+    def thoughts(self, states: list[ExploreState], k: int, temperature: float, seeds: list[list[int]]) -> Gen:
+        """``k`` thoughts of every state, in one batch: (parent, branch, child, log) per thought; a thought that
+        answers (not with the scored check) gives a child with its answer."""
         recs = yield from gather([[self.thought_request(s, temperature, seeds[i][j]) for j in range(k)]
                                   for i, s in enumerate(states)])
         kids: list[tuple[int, int, ExploreState, dict]] = []  # (parent, branch, child, log)
@@ -327,9 +350,12 @@ class ExploreDomain:
                 child = ExploreState(thoughts=s.thoughts + (thought,), edges=s.edges, seen=s.seen, visited=s.visited,
                                      answer=ans, paths=dict(s.paths), reach=dict(s.reach))
                 kids.append((i, j, child, log))
-        open_ = [c for c in kids if c[2].answer is None]
-        # entity extraction: one request per open child, all in one batch (decide: score: none, the search goes
-        # on from the state's own entities)
+        return kids
+
+    def extract(self, open_: list) -> Gen:
+        """Entity extraction: one request per open child, all in one batch; the names resolved to entities join
+        the child's seen ones (decide: score: none, the search goes on from the state's own entities)."""
+        p = self.p
         scored = p.decide == "score"
         ext = yield from gather([[] if scored else [self.extract_request(c[2].thoughts[-1])] for c in open_])
         for (_, _, child, log), recs_ in zip(open_, ext):
@@ -348,85 +374,88 @@ class ExploreDomain:
             log["extraction"] = text_of(rec)
             log["entities"] = matched
             log["explored"] = []
-        qs = {id(c[2]): self.qvec(c[2].thoughts[-1]) for c in open_}
-        for level in range(p.depth):
-            visits = []  # (child, log, entity, relations)
-            for _, _, child, log in open_:
-                todo = [e for e in child.seen if e not in child.visited]
-                if self.book is not None:  # demos: the entities at the end of the likeliest paths first
-                    todo.sort(key=lambda e: -self.book.score.get(child.paths.get(e), -1e18))
-                todo = todo[: p.max_entities]
-                child.visited = child.visited | frozenset(todo)
-                for ent in todo:
-                    visits.append((child, log, ent, self.rank_relations(relations_of(self.kg, ent, graph_id=self.gid),
-                                                                         qs[id(child)])))
-            if not visits:
-                break
-            # relation pruning (demos: steps, relation and direction, scored as the next step of a path)
-            if self.book is not None:
-                visits = [(c, lg, ent, self.steps_of(ent, rels[:26])) for c, lg, ent, rels in visits]
-                pruned = yield from self.prune_by_path(visits)
+
+    def explore_level(self, open_: list, qs: dict, level: int) -> Gen:
+        """One level of exploration from each open child's entities not yet visited: relation pruning, then
+        neighbour pruning, the kept triples joining the child; False where no entity was left to visit."""
+        p = self.p
+        visits = []  # (child, log, entity, relations)
+        for _, _, child, log in open_:
+            todo = [e for e in child.seen if e not in child.visited]
+            if self.book is not None:  # demos: the entities at the end of the likeliest paths first
+                todo.sort(key=lambda e: -self.book.score.get(child.paths.get(e), -1e18))
+            todo = todo[: p.max_entities]
+            child.visited = child.visited | frozenset(todo)
+            for ent in todo:
+                visits.append((child, log, ent, self.rank_relations(relations_of(self.kg, ent, graph_id=self.gid),
+                                                                     qs[id(child)])))
+        if not visits:
+            return False
+        # relation pruning (demos: steps, relation and direction, scored as the next step of a path)
+        if self.book is not None:
+            visits = [(c, lg, ent, self.steps_of(ent, rels[:26])) for c, lg, ent, rels in visits]
+            pruned = yield from self.prune_by_path(visits)
+        else:
+            pruned = yield from self.prune_relations(visits)
+        kept_rels, rel_scores = [k for k, _ in pruned], [e for _, e in pruned]
+        # neighbour pruning
+        reqs, cands = [], []
+        for (child, _, ent, _), rels in zip(visits, kept_rels):
+            have = set(child.edges)
+            es = [e for r in rels for e in self.along(ent, r) if e not in have]
+            es = self.rank_edges(es, ent, qs[id(child)])[:26]
+            if p.prune == "llm" and len(es) > p.max_neighbours:
+                reqs.append([self.prune_request("facts", self.kg.names([ent])[0], child.thoughts[-1],
+                                                triple_text(self.kg, es), p.max_neighbours)])
             else:
-                pruned = yield from self.prune_relations(visits)
-            kept_rels, rel_scores = [k for k, _ in pruned], [e for _, e in pruned]
-            # neighbour pruning
-            reqs, cands = [], []
-            for (child, _, ent, _), rels in zip(visits, kept_rels):
-                have = set(child.edges)
-                es = [e for r in rels for e in self.along(ent, r) if e not in have]
-                es = self.rank_edges(es, ent, qs[id(child)])[:26]
-                if p.prune == "llm" and len(es) > p.max_neighbours:
-                    reqs.append([self.prune_request("facts", self.kg.names([ent])[0], child.thoughts[-1],
-                                                    triple_text(self.kg, es), p.max_neighbours)])
-                else:
-                    reqs.append([])
-                cands.append(es)
-            nrecs = yield from gather(reqs)
-            for (child, log, ent, _), rels, es, nr, rsc in zip(visits, kept_rels, cands, nrecs, rel_scores):
-                tsc = None
-                if nr:
-                    kept, tsc = self.pruned(nr[0], es, triple_text(self.kg, es), p.max_neighbours)
-                else:
-                    kept = es[: p.max_neighbours]
-                kept = [e for e in kept if e not in child.edges]
-                child.edges = child.edges + tuple(kept)
-                for e in kept:
-                    o = other_end(self.kg, e, ent)
-                    if o not in child.seen:
-                        child.seen = child.seen + (o,)
-                    if self.book is not None:  # the path o was first reached by; every path's ends
-                        p_o = child.paths.get(ent, ()) + ((rel_name(self.kg, self.kg.relations[e]),
-                                                          int(self.kg.heads[e]) == ent),)
-                        child.paths.setdefault(o, p_o)
-                        if child.paths[o] != () and o not in child.reach.get(p_o, ()):
-                            child.reach[p_o] = child.reach.get(p_o, ()) + (o,)
-                entry = {"level": level + 1, "entity": self.kg.names([ent])[0],
-                         "relations": [dc.step_text(*self.named(r)) if isinstance(r, tuple) else rel_name(self.kg, r)
-                                       for r in rels], "triples": triple_text(self.kg, kept)}
-                if isinstance(rsc, dict):
-                    entry.update(rsc)
-                elif rsc is not None:
-                    entry["relation_scores"] = rsc
-                if tsc is not None:
-                    entry["triple_scores"] = tsc
-                log["explored"].append(entry)
-        if self.checked and self.book is not None:  # demos: the End? check is the path's
-            yield from self.path_end(open_)
-        elif self.checked:  # the End? check scored: Yes / No over each open state's facts
-            chk = [c for c in open_ if c[2].edges]
-            recs = yield from gather([[dc.enough_request(self.facts(c[2]), clean_question(self.inp.question.text),
-                                                         self.inp.sampling)] for c in chk])
-            for (_, _, child, log), (rec,) in zip(chk, recs):
-                yes, sc = dc.enough(rec)
-                log["enough"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
-                if yes:
-                    child.end = "enough"
-        for *_, log in kids:
-            self.log.append(log)
-        out: list[list[ExploreState]] = [[] for _ in states]
-        for i, _, child, _ in kids:
-            out[i].append(child)
-        return out
+                reqs.append([])
+            cands.append(es)
+        nrecs = yield from gather(reqs)
+        for (child, log, ent, _), rels, es, nr, rsc in zip(visits, kept_rels, cands, nrecs, rel_scores):
+            tsc = None
+            if nr:
+                kept, tsc = self.pruned(nr[0], es, triple_text(self.kg, es), p.max_neighbours)
+            else:
+                kept = es[: p.max_neighbours]
+            kept = [e for e in kept if e not in child.edges]
+            child.edges = child.edges + tuple(kept)
+            for e in kept:
+                self.reached(child, ent, e)
+            entry = {"level": level + 1, "entity": self.kg.names([ent])[0],
+                     "relations": [dc.step_text(*self.named(r)) if isinstance(r, tuple) else rel_name(self.kg, r)
+                                   for r in rels], "triples": triple_text(self.kg, kept)}
+            if isinstance(rsc, dict):
+                entry.update(rsc)
+            elif rsc is not None:
+                entry["relation_scores"] = rsc
+            if tsc is not None:
+                entry["triple_scores"] = tsc
+            log["explored"].append(entry)
+        return True
+
+    def reached(self, child: ExploreState, ent: int, e: int) -> None:
+        """The other end of the kept edge ``e`` from ``ent`` is seen; with demos, the path it was first reached by,
+        and every path's ends."""
+        o = other_end(self.kg, e, ent)
+        if o not in child.seen:
+            child.seen = child.seen + (o,)
+        if self.book is not None:  # the path o was first reached by; every path's ends
+            p_o = child.paths.get(ent, ()) + ((rel_name(self.kg, self.kg.relations[e]),
+                                              int(self.kg.heads[e]) == ent),)
+            child.paths.setdefault(o, p_o)
+            if child.paths[o] != () and o not in child.reach.get(p_o, ()):
+                child.reach[p_o] = child.reach.get(p_o, ()) + (o,)
+
+    def check_enough(self, open_: list) -> Gen:
+        """The End? check scored: Yes / No over each open state's facts (states with none are not asked)."""
+        chk = [c for c in open_ if c[2].edges]
+        recs = yield from gather([[dc.enough_request(self.facts(c[2]), clean_question(self.inp.question.text),
+                                                     self.inp.sampling)] for c in chk])
+        for (_, _, child, log), (rec,) in zip(chk, recs):
+            yes, sc = dc.enough(rec)
+            log["enough"] = {"enough": yes, "scores": dc.scored_options(dc.ENOUGH_OPTIONS, sc)}
+            if yes:
+                child.end = "enough"
 
     # ---- the rest of the Domain protocol ---------------------------------------------------------------------
     def done(self, state: ExploreState) -> bool:
