@@ -438,20 +438,26 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
             out[members, 7] -= out[members, 7].mean()
     phrase = answer_phrase(masked)
     if phrase is not None and entity_vectors is not None:
-        q = vecs([phrase])[0].astype(np.float64)
-        picks = {}
-        for i, e in enumerate(ends):
-            e = np.asarray(e, dtype=np.int64)
-            if len(e):
-                picks[i] = e if len(e) <= 32 else e[np.linspace(0, len(e) - 1, 32).astype(np.int64)]
-        if picks:  # one read for all candidates (a lazy index encodes the names it has not seen in one batch)
-            at = np.cumsum([0] + [len(p) for p in picks.values()])
-            allv = np.asarray(entity_vectors(np.concatenate(list(picks.values()))), dtype=np.float64)
-            for (i, _), a, b in zip(picks.items(), at[:-1], at[1:]):
-                c = allv[a:b].mean(0)
-                norm = float(np.linalg.norm(c))
-                out[i, 4] = float(c @ q) / norm if norm > 0 else 0.0
+        _answer_type(out, vecs([phrase])[0].astype(np.float64), ends, entity_vectors)
     return out
+
+
+def _answer_type(out: np.ndarray, q: np.ndarray, ends: Sequence[np.ndarray],
+                 entity_vectors: Callable[[np.ndarray], np.ndarray]) -> None:
+    """The ``type`` feature (column 4) of each sequence: the cosine of the question's answer phrase ``q`` and the
+    mean name vector of (up to 32 of) the entities it reaches."""
+    picks = {}
+    for i, e in enumerate(ends):
+        e = np.asarray(e, dtype=np.int64)
+        if len(e):
+            picks[i] = e if len(e) <= 32 else e[np.linspace(0, len(e) - 1, 32).astype(np.int64)]
+    if picks:  # one read for all candidates (a lazy index encodes the names it has not seen in one batch)
+        at = np.cumsum([0] + [len(p) for p in picks.values()])
+        allv = np.asarray(entity_vectors(np.concatenate(list(picks.values()))), dtype=np.float64)
+        for (i, _), a, b in zip(picks.items(), at[:-1], at[1:]):
+            c = allv[a:b].mean(0)
+            norm = float(np.linalg.norm(c))
+            out[i, 4] = float(c @ q) / norm if norm > 0 else 0.0
 
 
 def scores(feats: np.ndarray, weights: Weights) -> np.ndarray:
