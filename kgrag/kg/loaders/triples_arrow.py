@@ -415,16 +415,11 @@ def line_texts(src: Path, wanted: set[int]) -> dict[int, str]:
     return out
 
 
-def load_triples_vectorized(
-    *, path: str, questions: str | None, split: str, delimiter: str, header: bool, head: int | str,
-    relation: int | str, tail: int | str, columns: int | None, sample: int, seed: int,
-) -> KGTables:
-    """The ``triples`` loader's tables computed in bulk (same output as the python engine; see the module doc).
-    The file is read in blocks of whole lines (``READ_BYTES``): a block's bytes and per-line arrays are freed
-    before the next is read, so memory grows with the kept triples' ids and names, not with the file's bytes."""
-    src = Path(path)
-    f = str(src)
-    require_file(src, "triples file")
+def _scan(src: Path, *, delimiter: str, header: bool, head: int | str, relation: int | str, tail: int | str,
+          columns: int | None) -> tuple[Bad, list, list, list, tuple | None]:
+    """The file read in blocks of whole lines: (read errors, record errors ``(line, reason, record)``, the slow
+    lane's parsed records ``(line, fields, text)``, the plain lines split per chunk, the column layout
+    ``(expected, (head, relation, tail))``, None where no record was read)."""
     read_bad: Bad = []
     rec_bad: list[tuple[int, str, str]] = []  # (line, reason, record) of record errors
     slow_rows: list[tuple[int, list[str], str]] = []  # (line, fields, text) of parsed slow records
@@ -482,6 +477,21 @@ def load_triples_vectorized(
                 done += list(pool.map(lambda idx: split_one(idx=idx), chunks))
             base += len(starts)
             del data, buf, starts, ends, cend, slow, plain, plain_idx
+    return read_bad, rec_bad, slow_rows, done, layout
+
+
+def load_triples_vectorized(
+    *, path: str, questions: str | None, split: str, delimiter: str, header: bool, head: int | str,
+    relation: int | str, tail: int | str, columns: int | None, sample: int, seed: int,
+) -> KGTables:
+    """The ``triples`` loader's tables computed in bulk (same output as the python engine; see the module doc).
+    The file is read in blocks of whole lines (``READ_BYTES``): a block's bytes and per-line arrays are freed
+    before the next is read, so memory grows with the kept triples' ids and names, not with the file's bytes."""
+    src = Path(path)
+    f = str(src)
+    require_file(src, "triples file")
+    read_bad, rec_bad, slow_rows, done, layout = _scan(src, delimiter=delimiter, header=header, head=head,
+                                                       relation=relation, tail=tail, columns=columns)
     read_bad.sort(key=lambda b: b[1])  # line order, as read_lines reports them
     if layout is None:
         raise LoaderInputError(f"{src}: triples file is empty (no non-blank UTF-8 line)")
