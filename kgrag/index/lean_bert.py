@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -137,6 +137,29 @@ def check(folder: str | Path) -> dict[str, Any]:
     need(hidden % heads == 0, "hidden size is not a multiple of the head count")
     max_pos = int(cfg.get("max_position_embeddings", 512))
 
+    _check_pooling(folder, modules, hidden, need)
+    tcfg, ids = _check_tokenizer(folder, need)
+
+    # the max length: sentence_bert_config's max_seq_length; else the tokenizer's model_max_length capped at
+    # the model's max_position_embeddings (sentence_transformers Transformer.__init__)
+    max_len = sb.get("max_seq_length")
+    if max_len is None:
+        mml = tcfg.get("model_max_length", _VERY_LARGE_INTEGER)
+        max_len = min(int(mml) if mml is not None else _VERY_LARGE_INTEGER, max_pos)
+    need(0 < max_len <= max_pos, f"max length {max_len} beyond {max_pos} positions")
+
+    weights = folder / "model.safetensors"
+    need(weights.is_file(), "no model.safetensors")
+    return {
+        "folder": str(folder), "hidden": hidden, "heads": heads, "layers": int(cfg.get("num_hidden_layers", 12)),
+        "eps": float(cfg.get("layer_norm_eps", 1e-12)), "max_length": int(max_len), "normalize": len(modules) == 3,
+        "pad_id": ids["[PAD]"], "weights": str(weights),
+    }
+
+
+
+def _check_pooling(folder: Path, modules: list, hidden: int, need: Callable[[bool, str], None]) -> None:
+    """:func:`check`'s Pooling (mean only, of the hidden size) and Normalize modules."""
     # pooling: mean only
     need(modules[1].get("path") not in (None, ""), "Pooling has no folder")
     pcfg_file = folder / modules[1]["path"] / "config.json"
@@ -158,6 +181,9 @@ def check(folder: str | Path) -> dict[str, Any]:
         need(ncfg.get("module_input_name", "sentence_embedding") == "sentence_embedding"
              and ncfg.get("module_output_name") in (None, "sentence_embedding"), "Normalize on another feature")
 
+
+def _check_tokenizer(folder: Path, need: Callable[[bool, str], None]) -> tuple[dict, dict[str, int]]:
+    """:func:`check`'s tokenizer: (tokenizer_config.json, the special tokens' ids)."""
     # the tokenizer: transformers' BertTokenizer rebuilds the normalizer, pre-tokenizer and WordPiece model from
     # tokenizer_config.json and takes the vocab and post-processor from tokenizer.json; accept the folder when
     # tokenizer.json already holds exactly that
@@ -204,23 +230,7 @@ def check(folder: str | Path) -> dict[str, Any]:
          "post-processor is not [CLS] $A [SEP]")
     pad_type_id = tcfg.get("pad_token_type_id", 0)
     need(pad_type_id == 0, "pad_token_type_id")
-
-    # the max length: sentence_bert_config's max_seq_length; else the tokenizer's model_max_length capped at
-    # the model's max_position_embeddings (sentence_transformers Transformer.__init__)
-    max_len = sb.get("max_seq_length")
-    if max_len is None:
-        mml = tcfg.get("model_max_length", _VERY_LARGE_INTEGER)
-        max_len = min(int(mml) if mml is not None else _VERY_LARGE_INTEGER, max_pos)
-    need(0 < max_len <= max_pos, f"max length {max_len} beyond {max_pos} positions")
-
-    weights = folder / "model.safetensors"
-    need(weights.is_file(), "no model.safetensors")
-    return {
-        "folder": str(folder), "hidden": hidden, "heads": heads, "layers": int(cfg.get("num_hidden_layers", 12)),
-        "eps": float(cfg.get("layer_norm_eps", 1e-12)), "max_length": int(max_len), "normalize": len(modules) == 3,
-        "pad_id": ids["[PAD]"], "weights": str(weights),
-    }
-
+    return tcfg, ids
 
 def supported(folder: str | Path) -> bool:
     """Whether :class:`LeanBertEncoder` reproduces the sentence-transformers model in ``folder``."""
