@@ -283,7 +283,11 @@ def _shared_answer(question, topics: np.ndarray, search, base_scores, params) ->
     the intersection of a walk from each. Pairs are scored as one sequence (both walks' steps, a separator
     between them, the shared ends as its ends); a pair that meets is preferred to a walk from both topics together
     (which answers with everything either topic reaches), since each topic anchors its own walk."""
+    # plain walks only: a co-step ("players who share a country with the forwards") reaches nearly every entity of
+    # its kind, so two such walks meet almost everywhere
     (ka, _, _), (kb, _, _) = search(topics[:1]), search(topics[1:2])
+    ka = {x: v for x, v in ka.items() if not any(u[0] == "co" for u in zeroshot.units(x))}
+    kb = {x: v for x, v in kb.items() if not any(u[0] == "co" for u in zeroshot.units(x))}
     if not ka or not kb:
         return None
     ends_a = {x: arrays.unique(st[-1][2]) for x, st in ka.items()}
@@ -318,7 +322,7 @@ def _phrase_vectors(index) -> zeroshot.PhraseVectors:
     return _VECS[key]
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="11")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="12")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
