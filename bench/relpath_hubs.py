@@ -95,6 +95,15 @@ def summarize(rows: list[dict]) -> dict:
             "ms_p95": round(float(np.percentile(ms, 95)), 1)}
 
 
+def _setting(s: str) -> dict:
+    """A --hub-edges setting as relpath params: 'off', '<n>', '<n>-fetch', '<n>b<budget>' (hub_budget; without
+    it relpath's default)."""
+    if s == "off":
+        return {"hub_edges": None}
+    n, _, budget = s.removesuffix("-fetch").partition("b")
+    return {"hub_edges": int(n), **({"hub_budget": int(budget)} if budget else {})}
+
+
 def run_size(size: str, args) -> dict:
     """One size: every question under every hub_edges setting."""
     from kgrag.index.embed import encode
@@ -123,8 +132,7 @@ def run_size(size: str, args) -> dict:
         index = NoVectors()
         vecs = index.encode([q.text for q in questions])
         settings = {s: RelPathParams(plan=None, paths=1, fallback=None, max_hops=args.max_hops,
-                                     hub_edges=None if s == "off" else int(s.removesuffix("-fetch")),
-                                     hub_seed=args.seed)
+                                     hub_seed=args.seed, **_setting(s))
                     for s in args.hub_edges}
         fetch_only = FetchOnly(store)  # "<n>-fetch": the DuckDB store's step before 2026-12-03 (fetch, then sample)
         t0 = time.perf_counter()
@@ -142,7 +150,7 @@ def run_size(size: str, args) -> dict:
         rows: dict[str, list[dict]] = {s: [] for s in settings}
         try:
             names = list(settings)
-            cheap = min(names, key=lambda s: float("inf") if s == "off" else int(s.removesuffix("-fetch")))
+            cheap = min(names, key=lambda s: settings[s].hub_edges or float("inf"))
             for i, (q, v) in enumerate(zip(questions, vecs)):
                 # untimed first: the question's words and relation phrases get encoded (a per-process cache) here,
                 # not in whichever setting runs first; then the settings in an order rotated per question
@@ -179,7 +187,8 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=150, help="questions per size, split evenly over --hops")
     ap.add_argument("--hops", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--hub-edges", nargs="+", default=["off", "10000", "1000", "100"],
-                    help="hub_edges settings: off (null) or a number")
+                    help="hub_edges settings: off (null), a number, or <n>b<budget> for a hub_budget other "
+                         "than relpath's default (100b0: every group over 100 sampled, the default before 2026-12-04)")
     ap.add_argument("--store", choices=["memory", "duckdb"], default="memory",
                     help="the KG as arrays (KGStore) or through the DuckDB store; with duckdb, a setting '<n>-fetch' "
                          "times the step that fetches a hub's edges before sampling (the one before 2026-12-03)")

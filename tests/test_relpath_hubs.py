@@ -1,6 +1,8 @@
 """relpath's hub sampling (retrieve.relpath.hub_edges): on a tiny KG with one hub genre of 300 films, a step reads at
 most hub_edges of the hub's edges of one relation and direction (counted from the steps, not timed), the answers are
-those the sample holds, the same seed gives the same sample, and a bound above every group changes nothing."""
+those the sample holds, the same seed gives the same sample, and a bound above every group changes nothing. The tests
+of the sample itself run with hub_budget 0 (every group over hub_edges sampled); hub_budget's own test runs the
+default, under which this small KG's steps read every edge."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ def index(kg) -> EmbeddingIndex:
 
 def _run(kg, index, **params):
     q = Question(question_id="q", text="who directed the films with genre [Noir]?", topic_ids=kg.ids_of(["Noir"]))
+    params.setdefault("hub_budget", 0)
     p = RelPathParams(plan=None, paths=1, max_triples=1000, max_hops=2, fallback=None, **params)
     return retrieve_relpath(question=q, query_vec=index.encode([q.text])[0], kg=kg, index=index, params=p, hops=0,
                             max_edges=0)
@@ -164,6 +167,27 @@ def test_a_bound_above_every_group_changes_nothing(kg, index):
     assert wide.trace["hub_groups_sampled"] == 0
 
 
+def test_a_step_under_the_budget_reads_every_edge_and_one_over_it_samples(kg, index, monkeypatch):
+    """hub_budget: the first step, from Noir, holds its 300 has_genre edges and nothing else. With a budget of
+    10,000 (the default) or of exactly 300 it reads them all: no group sampled, the answers every Noir film's
+    director, the subgraph the one with sampling off; with 299 it samples the hub as hub_budget 0 does."""
+    steps = _recorded(monkeypatch)
+    off = _run(kg, index, hub_edges=None)
+    noir, genre = kg.ids_of(["Noir"])[0], int(np.flatnonzero(kg.relation_names == "has_genre")[0])
+    assert sum(len(e) for e, _, _ in steps[0].values()) == FILMS
+    for budget in (10_000, FILMS):
+        steps.clear()
+        sub = _run(kg, index, hub_edges=HUB, hub_budget=budget)
+        assert _at(steps, noir)[(genre, False)] == FILMS and sub.trace["hub_groups_sampled"] == 0
+        assert len(set(sub.trace["ends"])) == 60 and set(sub.trace["ends"]) == set(off.trace["ends"])
+        assert np.array_equal(sub.heads, off.heads) and np.array_equal(sub.tails, off.tails)
+    steps.clear()
+    low = _run(kg, index, hub_edges=HUB, hub_budget=FILMS - 1)
+    assert _at(steps, noir)[(genre, False)] == HUB and low.trace["hub_groups_sampled"] >= 1
+    assert low.trace == _run(kg, index, hub_edges=HUB, hub_budget=0).trace
+    assert RelPathParams().hub_budget == 10_000
+
+
 def test_the_shard_key_changes_through_the_params_and_the_default_is_100():
     """The sample depends on the KG and on hub_edges / hub_seed alone, so those params are what moves relpath's
     shard key (kgrag.retrieval.run.key_hash); the committed experiment and the model's default sample at 100."""
@@ -173,6 +197,8 @@ def test_the_shard_key_changes_through_the_params_and_the_default_is_100():
     base = key_hash(RetrieveParams(relpath={"hub_edges": None}))
     assert key_hash(RetrieveParams(relpath={"hub_edges": HUB})) != base
     assert key_hash(RetrieveParams(relpath={"hub_edges": HUB, "hub_seed": 1})) != \
+        key_hash(RetrieveParams(relpath={"hub_edges": HUB}))
+    assert key_hash(RetrieveParams(relpath={"hub_edges": HUB, "hub_budget": 0})) != \
         key_hash(RetrieveParams(relpath={"hub_edges": HUB}))
     rp = load(ROOT / "params.yaml").retrieve.module_params()
     assert rp.hub_edges == 100 and RelPathParams().hub_edges == 100
