@@ -148,6 +148,69 @@ def optimizer_step(*, model: Any, opt: Any, params: Sequence[Any],
     return loss_sum, n_rows
 
 
+def _resume(last: Path, best_path: Path, *, model: Any, opt: Any, state: dict[str, Any], run: dict[str, Any],
+            run_key: str, record: str | Path | None, log: Callable[[str], None]) -> tuple[dict, dict]:
+    """The run state and record from ``last.pt`` when it is this run's (the model and optimizer loaded from it; the
+    record from ``record`` when it is this run's, else from the checkpoint's own wall times), else the fresh
+    ones, and ``best.pt`` of the other run removed."""
+    import torch
+
+    ck = torch.load(last, map_location="cpu", weights_only=True)  # tensors and plain values only: no pickle code
+    if ck["state"]["run_key"] != run_key:
+        log(f"{last} belongs to another run (key {ck['state']['run_key']} != {run_key}): starting over")
+        best_path.unlink(missing_ok=True)
+        return state, run
+    model.load_state_dict(ck["trainable"])
+    opt.load_state_dict(ck["optimizer"])
+    state = ck["state"]
+    # a checkpoint written before the wall times left it: they become the record's
+    run.update(seconds=state.pop("seconds", 0.0), resumed=state.pop("resumed", 0))
+    run["epochs"] = [{"epoch": r["epoch"], "train_seconds": r.pop("train_seconds", None),
+                      "val_seconds": r.pop("val_seconds", None)} for r in state["history"]]
+    if record is not None and Path(record).is_file():
+        saved = json.loads(Path(record).read_text())
+        if saved.get("run_key") == run_key:
+            run = saved
+    run["resumed"] += 1
+    log(f"resumed from {last}: epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, step {state['step']}")
+    return state, run
+
+
+def _validate(model: Any, val_rows: Sequence[Example], graphs: dict[str, GraphArrays] | None, cfg: TrainConfig,
+              score: Callable, train_loss: float) -> tuple[float | None, float | None, float]:
+    """One epoch's validation: (val_loss, val_score, the value early stopping maximises: minus the loss with
+    ``early_stop: loss``, else the score, else minus the validation or the training loss)."""
+    val_loss = mean_loss(model, val_rows, graphs, batch_size=cfg.eval_batch_size) if cfg.val_loss else None
+    val_score = None
+    if cfg.val_generate and val_rows:
+        gen_rows = val_rows[: cfg.val_generate_rows] if cfg.val_generate_rows else val_rows
+        val_score = score(gen_rows, predict(model, gen_rows, graphs, batch_size=cfg.eval_batch_size))
+    if cfg.early_stop == "loss" and val_loss is not None:
+        return val_loss, val_score, -val_loss
+    if val_score is not None:
+        return val_loss, val_score, val_score
+    # nothing scored on validation: the training loss decides
+    return val_loss, val_score, -val_loss if val_loss is not None else -train_loss
+
+
+def _end_epoch(state: dict[str, Any], run: dict[str, Any], row: dict[str, Any], value: float, *, train_s: float,
+               val_s: float, model: Any, best_path: Path, run_key: str, log: Callable[[str], None]) -> None:
+    """An epoch's history row (``improved`` added) and wall times recorded; ``best.pt`` written when ``value``
+    beats the best so far, else one more bad epoch counted."""
+    epoch = row["epoch"]
+    improved = state["best_value"] is None or value > state["best_value"]
+    row["improved"] = improved
+    state["history"].append(row)
+    run["epochs"].append({"epoch": epoch, "train_seconds": round(train_s, 2), "val_seconds": round(val_s, 2)})
+    log(f"epoch {epoch}: {row} {run['epochs'][-1]}")
+    if improved:
+        state["best_value"], state["best_epoch"], state["bad_epochs"] = value, epoch, 0
+        _save({"trainable": model.state_dict(), "epoch": epoch, "val_loss": row["val_loss"],
+               "val_score": row["val_score"], "run_key": run_key}, best_path)
+    else:
+        state["bad_epochs"] += 1
+
+
 def train(
     *, model: Any, train_rows: Sequence[Example], val_rows: Sequence[Example],
     graphs: dict[str, GraphArrays] | None, cfg: TrainConfig, out_dir: str | Path,
@@ -186,24 +249,8 @@ def train(
     # the run record: what this run took (never inside a checkpoint)
     run: dict[str, Any] = {"run_key": run_key, "seconds": 0.0, "resumed": 0, "epochs": []}
     if last.exists():
-        ck = torch.load(last, map_location="cpu", weights_only=True)  # tensors and plain values only: no pickle code
-        if ck["state"]["run_key"] == run_key:
-            model.load_state_dict(ck["trainable"])
-            opt.load_state_dict(ck["optimizer"])
-            state = ck["state"]
-            # a checkpoint written before the wall times left it: they become the record's
-            run.update(seconds=state.pop("seconds", 0.0), resumed=state.pop("resumed", 0))
-            run["epochs"] = [{"epoch": r["epoch"], "train_seconds": r.pop("train_seconds", None),
-                              "val_seconds": r.pop("val_seconds", None)} for r in state["history"]]
-            if record is not None and Path(record).is_file():
-                saved = json.loads(Path(record).read_text())
-                if saved.get("run_key") == run_key:
-                    run = saved
-            run["resumed"] += 1
-            log(f"resumed from {last}: epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']}, step {state['step']}")
-        else:
-            log(f"{last} belongs to another run (key {ck['state']['run_key']} != {run_key}): starting over")
-            best_path.unlink(missing_ok=True)
+        state, run = _resume(last, best_path, model=model, opt=opt, state=state, run=run, run_key=run_key,
+                             record=record, log=log)
 
     def checkpoint() -> None:
         _save({"state": state, "trainable": model.state_dict(), "optimizer": opt.state_dict()}, last)
@@ -248,31 +295,11 @@ def train(
         train_loss = state["epoch_loss_sum"] / max(state["epoch_loss_n"], 1)
         train_s = time.perf_counter() - t_epoch
         t_val = time.perf_counter()
-        val_loss = mean_loss(model, val_rows, graphs, batch_size=cfg.eval_batch_size) if cfg.val_loss else None
-        val_score = None
-        if cfg.val_generate and val_rows:
-            gen_rows = val_rows[: cfg.val_generate_rows] if cfg.val_generate_rows else val_rows
-            val_score = score(gen_rows, predict(model, gen_rows, graphs, batch_size=cfg.eval_batch_size))
-        if cfg.early_stop == "loss" and val_loss is not None:
-            value = -val_loss
-        elif val_score is not None:
-            value = val_score
-        else:  # nothing scored on validation: the training loss decides
-            value = -val_loss if val_loss is not None else -train_loss
-        improved = state["best_value"] is None or value > state["best_value"]
+        val_loss, val_score, value = _validate(model, val_rows, graphs, cfg, score, train_loss)
         row = {"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss, "val_score": val_score,
-               "lr_end": lr_at(state["step"] + 1, steps_per_epoch=per_epoch, cfg=cfg), "steps": state["step"],
-               "improved": improved}
-        state["history"].append(row)
-        run["epochs"].append({"epoch": epoch + 1, "train_seconds": round(train_s, 2),
-                              "val_seconds": round(time.perf_counter() - t_val, 2)})
-        log(f"epoch {epoch + 1}: {row} {run['epochs'][-1]}")
-        if improved:
-            state["best_value"], state["best_epoch"], state["bad_epochs"] = value, epoch + 1, 0
-            _save({"trainable": model.state_dict(), "epoch": epoch + 1, "val_loss": val_loss,
-                   "val_score": val_score, "run_key": run_key}, best_path)
-        else:
-            state["bad_epochs"] += 1
+               "lr_end": lr_at(state["step"] + 1, steps_per_epoch=per_epoch, cfg=cfg), "steps": state["step"]}
+        _end_epoch(state, run, row, value, train_s=train_s, val_s=time.perf_counter() - t_val, model=model,
+                   best_path=best_path, run_key=run_key, log=log)
         state["epoch"] = epoch + 1
         state["batch_in_epoch"] = 0
         state["epoch_loss_sum"], state["epoch_loss_n"] = 0.0, 0
