@@ -22,17 +22,27 @@ DEFAULTS = {
     # the 2 cores are shared (9.6 vs 29.7 tok/s measured): waiting threads sleep instead. Read when the OpenMP
     # runtime loads, so setup() runs before llama_cpp / torch are imported.
     "OMP_WAIT_POLICY": "PASSIVE",
-    # torch's CPU kernels (oneDNN) pick the widest vector instructions the processor has, and AVX-512 kernels round
-    # differently from AVX2 ones: MiniLM's relation vectors (data/index) then differed in their last bits, and with
-    # them dvc.lock, between an AVX-512 machine and the AVX2 ones that made the committed dvc.lock (seen 2026-12-04).
-    # Capped at AVX2, which every x86-64 machine of the last decade has, data/index is the same bytes on both (the
-    # llama.cpp wheel is built for the same target, Makefile). Not enough for relplan's 6,000 question vectors,
-    # which still differ in their last bits there (other kernels; every output after relplan is the same bytes).
-    # Set it to AVX512_CORE_AMX to trade this for speed.
-    "ONEDNN_MAX_CPU_ISA": "AVX2",
     # A fresh Prefect home migrates its database on first start: slow on a busy 2-core machine.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
+
+
+#: torch's CPU kernels (oneDNN) pick the widest vector instructions the processor has, and AVX-512 kernels round
+#: differently from AVX2 ones: MiniLM's relation vectors (data/index) then differed in their last bits, and with
+#: them dvc.lock, between an AVX-512 machine and the AVX2 ones that made the committed dvc.lock (seen 2026-12-04).
+#: Capped at AVX2, which every x86-64 machine of the last decade has, data/index is the same bytes on both (the
+#: llama.cpp wheel is built for the same target, Makefile). Only the index stage takes the cap
+#: (:func:`stable_vectors`): in a training process it costs 4.5x on an AVX-512 host (G-Retriever's train-stage
+#: test, 181 s against 40 s), and the other stages' outputs do not depend on it (relplan's question vectors differ
+#: in their last bits with or without it; every output after relplan is the same bytes). An exported variable wins.
+STABLE_VECTORS = {"ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def stable_vectors() -> None:
+    """Cap torch's oneDNN kernels at AVX2 in this process (:data:`STABLE_VECTORS`), before its first matrix
+    product, so that the vectors it writes are the same bytes on AVX2 and AVX-512 machines."""
+    for k, v in STABLE_VECTORS.items():
+        os.environ.setdefault(k, v)
 
 
 def setup(root: str | Path = ".") -> None:

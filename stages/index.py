@@ -6,6 +6,7 @@ import sys
 
 from stages._common import params_from_argv, timed
 from kgrag import io, timings
+from kgrag.env import stable_vectors
 from kgrag.index.build import RelationNames, build_index
 from kgrag.kg.store import KGStore
 
@@ -13,6 +14,7 @@ from kgrag.kg.store import KGStore
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     p = params_from_argv(__doc__, argv).index
+    stable_vectors()  # data/index the same bytes on AVX2 and AVX-512 machines (kgrag.env.STABLE_VECTORS)
     with timed("index", timings.stage_dir("index"), outputs=[io.INDEX / "relations.parquet"]) as info:
         db = io.VALIDATED / "kg.duckdb"
         # a lazy index without triples embeds the relation names alone: no triple loaded (at 100M triples the
