@@ -26,14 +26,6 @@ echo "check_repro: make repro took $((SECONDS - start)) s"
 
 records=(':!reports/timings.json' ':!reports/report.md' ':!reports/report.html')
 moved="$(git status --porcelain -- dvc.lock reports/ "${records[@]}")"
-# On an AVX-512 host relplan's question vectors differ from the AVX2 hosts' in their last bits (docs/environment.md):
-# there, a moved data/relplan hash passes when nothing else in dvc.lock or reports/ moved, and says so.
-if [ "$moved" = " M dvc.lock" ] && grep -qw avx512f /proc/cpuinfo 2>/dev/null \
-        && .venv/bin/python .ci/lock_moved_only_relplan.py; then
-    echo "check_repro: data/relplan's hash moved on this AVX-512 host (its question vectors' last bits), and nothing else:"
-    echo "check_repro: every other stage's outputs are the committed bytes (docs/environment.md, \"On processors with AVX-512\")"
-    moved=""
-fi
 if [ -n "$moved" ]; then
     echo "check_repro: FAILED: a fresh clone's make repro changed what is committed at $(git rev-parse --short HEAD):"
     echo "$moved"

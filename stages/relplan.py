@@ -13,7 +13,7 @@ from kgrag import io, timings
 from kgrag.index.embed import encode
 from kgrag.index.pseudo import fit_for_kg
 from kgrag.experiment import Experiment, Files, own_graphs_experiment
-from kgrag.index.relplan import PlanModel, mirror_pairs, train_plan
+from kgrag.index.relplan import PlanModel, cached_vectors, mirror_pairs, question_vectors, train_plan
 from kgrag.kg.heldout import held_out_split
 from kgrag.kg.overlap import LeakError
 from kgrag.kg.store import KGStore, StoreTooBig, check_memory, resolve_store
@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
                                                                with_index=source == "kg")
         train_kg = kg if own is None else train.kg
         encoder = lambda t: encode(t, model=params.index.model)  # noqa: E731
+        # the plan's question vectors go through the vector cache, where retrieve reads them by text (a packaged
+        # model: not in the stage's output, whose bytes must not depend on the processor's kernels)
+        plan_encoder = ((lambda t: question_vectors(params.index.model, t)) if cached_vectors(params.index.model)
+                        else encoder)
         shutil.rmtree(out, ignore_errors=True)
         pairs = mirror_pairs(kg)
         train_mirrors = pairs if train_kg is kg else None  # train_plan's mirrors: these, unless it walks other graphs
@@ -105,13 +109,13 @@ def main(argv: list[str] | None = None) -> None:
             out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors, **fit})
         stats: dict = {"mirrored_relations": mirrors, "labelled": 0, **fit}
         if source == "labelled":
-            model, stats = train_plan(kg=train_kg, questions=qs, encode=encoder, model=params.index.model, log=log,
+            model, stats = train_plan(kg=train_kg, questions=qs, encode=plan_encoder, model=params.index.model, log=log,
                                       mirror_of=train_mirrors)
             model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg" and qs:
             # texts and topics only: no answer, and no declared hop count (the zero-shot planner chooses the length)
             unlabelled = [replace(q, answer_ids=(), answers=(), hops=None) for q in qs]
-            model, stats = train_plan(kg=train_kg, questions=unlabelled, encode=encoder, model=params.index.model,
+            model, stats = train_plan(kg=train_kg, questions=unlabelled, encode=plan_encoder, model=params.index.model,
                                       log=log, label=zero_shot_labeller(train_kg, train.index, out, unlabelled),
                                       mirror_of=train_mirrors)
             note = f"{note}: texts only, labelled by the zero-shot planner"

@@ -17,6 +17,8 @@ from kgrag.retrieval.run import retrieve_one
 from kgrag.types import Question
 from tests.conftest import METAQA, need
 
+MODEL = "all-MiniLM-L6-v2"
+
 
 def _q(kg, qid, text, topic, answers, hops):
     return Question(question_id=qid, text=text, topic_ids=kg.ids_of([topic]), answer_ids=kg.ids_of(answers),
@@ -86,6 +88,33 @@ def test_save_load_round_trip_and_missing_plan_names_the_stage(tmp_path):
     np.testing.assert_allclose(back.vectors, model.vectors)
     with pytest.raises(FileNotFoundError, match="dvc repro relplan"):
         PlanModel.load(tmp_path / "nothing")
+
+
+def test_a_packaged_models_plan_holds_no_vectors_and_reads_them_by_text(tmp_path, monkeypatch):
+    """The relplan stage's output must be the same bytes on AVX2 and AVX-512 machines (issue 53): a packaged
+    model's question vectors are not written into the plan folder but read back from the vector cache by text,
+    and a machine whose cache lacks them encodes them again: the same neighbours and votes."""
+    from kgrag.index.embed import encode
+    from kgrag.index.relplan import question_vectors
+
+    monkeypatch.setenv("KGRAG_VECTOR_CACHE", str(tmp_path / "cache"))
+    texts = ["what did X write", "who directed X", "which films did X star in"]
+    labels = [(("written_by", False),), (("directed_by", True),), (("starred_actors", False),)]
+    vecs = question_vectors(MODEL, texts)  # the stage's encoder: fills the cache
+    model = PlanModel(model=MODEL, texts=texts, hops=np.array([1, 1, 1]), labels=labels, vectors=vecs)
+    model.save(tmp_path / "plan", {"questions": 3})
+    assert sorted(p.name for p in (tmp_path / "plan").iterdir()) == ["lexicon.parquet", "plan.json", "plan.parquet"]
+    assert np.array_equal(PlanModel.load(tmp_path / "plan").vectors, vecs)  # from the cache: the same bits
+    monkeypatch.setenv("KGRAG_VECTOR_CACHE", str(tmp_path / "another machine"))
+    again = PlanModel.load(tmp_path / "plan")  # encoded again
+    assert np.abs(again.vectors - vecs).max() < 1e-5 and any((tmp_path / "another machine").rglob("*.parquet"))
+    q = encode(["who was the director of X"], model=MODEL)[0]
+    assert again.votes(q, k=2) == model.votes(q, k=2) and again.votes(q, k=2)[1]
+    # a local model folder has no cache key: its vectors stay in the plan folder
+    local = replace(model, model=str(tmp_path / "my-encoder"))
+    local.save(tmp_path / "local")
+    assert (tmp_path / "local" / "vectors.parquet").exists()
+    assert np.array_equal(PlanModel.load(tmp_path / "local").vectors, vecs)
 
 
 def test_relpath_follows_the_learnt_plan(kg, index, tmp_path):

@@ -66,9 +66,9 @@ class EmbeddingIndex:
             raise ValueError(f"the index {folder} holds no entity vectors (index.entities: lazy); open it with its KG "
                              "(EmbeddingIndex.load(folder, model, kg=...)) to encode them when first read")
         else:
-            from kgrag.index.entity_vectors import EntityVectors, VectorCache
+            from kgrag.index.entity_vectors import EntityVectors, shared_cache
 
-            entity_vectors = EntityVectors(kg, VectorCache(model))
+            entity_vectors = EntityVectors(kg, shared_cache(model))
         return EmbeddingIndex(
             model=model,
             entity_vectors=entity_vectors,

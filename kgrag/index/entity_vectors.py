@@ -19,6 +19,7 @@ A vector is the one of its first encoding: the batch it was encoded in moves it 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import uuid
@@ -144,6 +145,17 @@ class VectorCache:
         for p in parts:
             if p.name in self._read:  # never one this process could not read
                 p.unlink(missing_ok=True)
+
+
+def shared_cache(model: str) -> VectorCache:
+    """The process's one :class:`VectorCache` of ``model`` in :func:`cache_folder` (the lazy index's entity names
+    and the relation-path plan's question texts read the same parts once)."""
+    return _shared(model, str(cache_folder()))
+
+
+@functools.lru_cache(maxsize=4)
+def _shared(model: str, folder: str) -> VectorCache:
+    return VectorCache(model, folder)
 
 
 class EntityVectors:

@@ -19,8 +19,11 @@ that connect a training question's topic entity to its answers:
    count. ``relpath`` adds ``plan_weight`` x the share to the zero-shot cosine (params ``plan``, ``plan_k``,
    ``plan_weight``).
 
-The model is a Parquet table (``schema.RELPLAN``), the question vectors and a ``plan.json`` (the encoder, counts) written by the
-``relplan`` stage (``dvc.yaml``, before ``retrieve``) to ``data/relplan``.
+The model is a Parquet table (``schema.RELPLAN``), the lexicon and a ``plan.json`` (the encoder, counts) written by the
+``relplan`` stage (``dvc.yaml``, before ``retrieve``) to ``data/relplan``. The question vectors are not in it: they
+are read by text from the vector cache (:mod:`kgrag.index.entity_vectors`), which the stage fills, because their last
+float bits depend on the processor's kernels (AVX2 or AVX-512) and a DVC output must be the same bytes on every
+machine. A model given as a local folder (no cache key) keeps them in ``vectors.parquet``.
 
 References
 ----------
@@ -409,8 +412,10 @@ class PlanModel:
         return mirror_ids(relation_names, dict(self.mirror_of))[1]
 
     def save(self, folder: str | Path, extra: dict | None = None) -> None:
-        """Write ``plan.parquet`` (``schema.RELPLAN``), ``vectors.parquet`` (row i = training question i) and
-        ``plan.json`` into ``folder``."""
+        """Write ``plan.parquet`` (``schema.RELPLAN``), ``lexicon.parquet`` and ``plan.json`` into ``folder``, and
+        ``vectors.parquet`` (row i = training question i) only for a model the vector cache cannot key (a local
+        folder): a packaged model's question vectors are read back from the vector cache by text
+        (:func:`question_vectors`), so that the stage's output holds no float bits of the machine's kernels."""
         folder = Path(folder)
         table = pa.table({
             S.TEXT: self.texts, S.HOPS: self.hops.astype(np.int64),
@@ -418,7 +423,9 @@ class PlanModel:
             S.PLAN_FORWARD: [[s[1] for s in lab] for lab in self.labels],
         }, schema=S.RELPLAN)
         io.write_parquet(folder / MODEL_FILE, table)
-        write_vectors(folder / VECTORS_FILE, np.arange(len(self.texts)), self.vectors.astype(np.float32))
+        (folder / VECTORS_FILE).unlink(missing_ok=True)
+        if self.texts and not cached_vectors(self.model):
+            write_vectors(folder / VECTORS_FILE, np.arange(len(self.texts)), self.vectors.astype(np.float32))
         rows = self.lexicon.to_rows() if self.lexicon is not None else []
         io.write_parquet(folder / LEXICON_FILE, pa.Table.from_pylist(rows, schema=S.LEXICON))
         pairs = {"mirror_of": dict(self.mirror_of)} if self.mirror_of else {}  # a KG without mirrors: as before
@@ -437,12 +444,18 @@ class PlanModel:
         t = io.read_parquet(folder / MODEL_FILE)
         meta = json.loads((folder / META_FILE).read_text())
         rels, fwd = t[S.PLAN_RELATIONS].to_pylist(), t[S.PLAN_FORWARD].to_pylist()
-        vecs = read_vectors(folder / VECTORS_FILE) if len(t) else np.zeros((0, 1), dtype=np.float32)
+        texts = t[S.TEXT].to_pylist()
+        if not texts:
+            vecs = np.zeros((0, 1), dtype=np.float32)
+        elif (folder / VECTORS_FILE).exists():  # a local model folder's plan (or one written before 2026-12-04)
+            vecs = read_vectors(folder / VECTORS_FILE)
+        else:
+            vecs = question_vectors(meta["model"], texts)
         lex = None
         if (folder / LEXICON_FILE).exists():
             rows = io.read_parquet(folder / LEXICON_FILE).to_pylist()
             lex = zeroshot.Lexicon.from_rows(rows) if rows else None
-        return PlanModel(model=meta["model"], texts=t[S.TEXT].to_pylist(), hops=np.asarray(t[S.HOPS].to_pylist()),
+        return PlanModel(model=meta["model"], texts=texts, hops=np.asarray(t[S.HOPS].to_pylist()),
                          labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs,
                          mirrors=tuple(meta.get("mirrors", ())), lexicon=lex,
                          mirror_of=tuple(sorted(meta.get("mirror_of", {}).items())),
@@ -571,6 +584,22 @@ def train_plan(*, kg: KGView, questions: Sequence[Question], encode: Callable[[l
                      vectors=np.asarray(vecs, dtype=np.float32), mirrors=tuple(mirrors),
                      lexicon=lexicon if lexicon is not None and lexicon.counts else None,
                      mirror_of=tuple(sorted(pairs.items()))), stats
+
+
+def cached_vectors(model: str) -> bool:
+    """Whether ``model``'s question vectors live in the vector cache (a packaged model), not in the plan folder."""
+    from kgrag.index.entity_vectors import model_key
+
+    return model_key(model) is not None
+
+
+def question_vectors(model: str, texts: list[str]) -> np.ndarray:
+    """The plan's question vectors by text, from the process's vector cache of ``model``
+    (:func:`kgrag.index.entity_vectors.shared_cache`: the stage that wrote the plan put them there; texts not
+    found are encoded, e.g. on another machine). The encoder for :func:`train_plan` that fills the cache."""
+    from kgrag.index.entity_vectors import shared_cache
+
+    return shared_cache(model).get(list(texts))
 
 
 _LOADED: dict[str, PlanModel] = {}
