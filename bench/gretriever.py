@@ -48,7 +48,7 @@ def main() -> None:
     import torch
 
     from kgrag.gretriever.data import graph_arrays
-    from kgrag.gretriever.model import build_model
+    from kgrag.gretriever.module import build_model
     from kgrag.gretriever.presets import get_preset, model_config
     from kgrag.gretriever.run import load_splits
     from kgrag.gretriever.train import batches, epoch_order, mean_loss, optimizer_step, predict

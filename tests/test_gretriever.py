@@ -19,7 +19,8 @@ import torch  # noqa: E402  (pinned in pyproject: always installed)
 from kgrag.gretriever import data as D  # noqa: E402
 from kgrag.gretriever import datasets as DS  # noqa: E402
 from kgrag.gretriever.encoders import GRAPH_ENCODERS, EncoderShape, build_encoder, mean_pool  # noqa: E402
-from kgrag.gretriever.model import LoraConfig, ModelConfig, build_model, load_llm  # noqa: E402
+from kgrag.gretriever.model import LoraConfig, ModelConfig, load_llm  # noqa: E402
+from kgrag.gretriever.module import build_model  # noqa: E402
 from kgrag.gretriever.presets import PRESETS, get_preset, model_config  # noqa: E402
 from kgrag.gretriever.model import load_best  # noqa: E402
 from kgrag.gretriever.train import TrainConfig, lr_at, mean_loss, optimizer_step, train  # noqa: E402

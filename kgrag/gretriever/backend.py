@@ -38,7 +38,8 @@ def _load(folder: str, threads: int):
     import torch
 
     from kgrag.gretriever.data import TextEmbedder
-    from kgrag.gretriever.model import ModelConfig, build_model, load_best
+    from kgrag.gretriever.model import ModelConfig, load_best
+    from kgrag.gretriever.module import build_model
 
     torch.set_num_threads(threads)
     meta = json.loads((Path(folder) / "config.json").read_text())

@@ -86,7 +86,7 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
     """
     import torch
 
-    from kgrag.gretriever.model import build_model
+    from kgrag.gretriever.module import build_model
 
     p = get_preset(preset)
     g = params.gretriever
