@@ -11,7 +11,8 @@ edges it keeps. :class:`EdgeGroups` holds what it reads:
 
 A KG held as arrays builds them in memory (:meth:`EdgeGroups.from_arrays`: a sort of 2 x triples keys). The DuckDB
 store writes them once per KG file beside its sidecar (:func:`write_groups`: DuckDB sorts, spilling to disk under the
-store's memory cap; the rows are streamed into ``.npy`` files) and opens them memory-mapped (:func:`open_groups`), so a
+store's memory cap, in passes over node ranges when the rows would pass half of it; the rows are streamed into
+``.npy`` files) and opens them memory-mapped (:func:`open_groups`), so a
 step at 100M triples reads a few pages of each file instead of a SQL query over a hub's edges, and nothing of size
 O(triples) is held in the process: the files stay in the page cache, shared by every process (Dask workers) that
 opens them.
@@ -107,6 +108,55 @@ def write_groups(con, out: str | Path, *, num_triples: int, num_entities: int, n
     return out
 
 
+#: bytes a sorted row may take in DuckDB's sort (key, edge and other, 8 bytes each, with the sort's own copies):
+#: the groups are sorted in passes of at most half the connection's memory limit over this
+SORT_ROW_BYTES = 96
+_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 10**3, "MB": 10**6, "GB": 10**9,
+          "TB": 10**12}
+
+
+def memory_limit(con) -> int | None:
+    """The DuckDB connection's ``memory_limit`` in bytes (None when it cannot be read)."""
+    try:
+        value, unit = str(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]).split()
+        return int(float(value) * _UNITS[unit])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def node_ranges(con, triples: str, rows: int, limit: int | None) -> list[tuple[int | None, int | None]]:
+    """[lo, hi) node-id ranges, one a sort pass, each holding about the same number of edge ends, so that a pass
+    sorts at most half of ``limit`` (the connection's memory limit): DuckDB's sort of 2 x 100M rows under a 5.4 GiB
+    limit ran out of memory while streaming (seen 2026-12-04). Bounds from ``approx_quantile`` of every edge end's
+    node; one range (no bounds) when the rows fit."""
+    passes = 1 if not limit else -(-rows * SORT_ROW_BYTES // max(limit // 2, 1))
+    if passes <= 1:
+        return [(None, None)]
+    qs = [i / passes for i in range(1, passes)]
+    got = con.execute(f"SELECT approx_quantile(node, {qs}) FROM (SELECT {S.HEAD} AS node FROM {triples} "
+                      f"UNION ALL SELECT {S.TAIL} FROM {triples})").fetchall()[0][0]
+    cuts = sorted({int(x) for x in got})
+    return list(zip([None, *cuts], [*cuts, None]))
+
+
+def _in_range(col: str, lo: int | None, hi: int | None) -> str:
+    conds = ([f"{col} >= {lo}"] if lo is not None else []) + ([f"{col} < {hi}"] if hi is not None else [])
+    return f" WHERE {' AND '.join(conds)}" if conds else ""
+
+
+def _sorted_batches(con, triples: str, k: int, ranges):
+    """Arrow batches of (key, edge, other) of every edge end, sorted by (key, edge): one sorted query per node range
+    (a node's keys all fall inside its range's, so the passes follow one another in key order)."""
+    for lo, hi in ranges:
+        rel = con.sql(
+            f"SELECT key, edge, other FROM ("
+            f"SELECT ({S.HEAD} * 2) * {k} + {S.RELATION} AS key, rowid AS edge, {S.TAIL} AS other FROM {triples}"
+            f"{_in_range(S.HEAD, lo, hi)} "
+            f"UNION ALL SELECT ({S.TAIL} * 2 + 1) * {k} + {S.RELATION}, rowid, {S.HEAD} FROM {triples}"
+            f"{_in_range(S.TAIL, lo, hi)}) ORDER BY key, edge")
+        yield from rel.to_arrow_reader(BATCH_ROWS)
+
+
 def _write(con, folder: Path, num_triples: int, num_entities: int, n_rel: int, triples: str) -> None:
     rows = 2 * num_triples
     edge_t = np.int32 if rows < 2**31 else np.int64
@@ -114,13 +164,9 @@ def _write(con, folder: Path, num_triples: int, num_entities: int, n_rel: int, t
     edge = np.lib.format.open_memmap(folder / "edge.npy", mode="w+", dtype=edge_t, shape=(rows,))
     other = np.lib.format.open_memmap(folder / "other.npy", mode="w+", dtype=node_t, shape=(rows,))
     k = int(n_rel)
-    rel = con.sql(
-        f"SELECT key, edge, other FROM ("
-        f"SELECT ({S.HEAD} * 2) * {k} + {S.RELATION} AS key, rowid AS edge, {S.TAIL} AS other FROM {triples} "
-        f"UNION ALL SELECT ({S.TAIL} * 2 + 1) * {k} + {S.RELATION}, rowid, {S.HEAD} FROM {triples}) "
-        f"ORDER BY key, edge")
+    ranges = node_ranges(con, triples, rows, memory_limit(con))
     keys, starts, at, last = [], [], 0, None
-    for batch in rel.to_arrow_reader(BATCH_ROWS):
+    for batch in _sorted_batches(con, triples, k, ranges):
         key = batch.column(0).to_numpy().astype(np.int64, copy=False)
         n = len(key)
         if not n:
