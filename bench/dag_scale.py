@@ -34,7 +34,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import write_result  # noqa: E402
 from bench.ingest_scale import synth  # noqa: E402
-from bench.scale import PEAK_WRAPPER, _peak_from, load, triples_of  # noqa: E402
+from bench.scale import PEAK_WRAPPER, load, run_child, triples_of  # noqa: E402
 
 STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate", "report")
 METAQA = (ROOT.parent / "shared" / "data" / "metaqa").resolve()
@@ -61,16 +60,11 @@ def project(folder: Path, data: dict) -> Path:
 
 
 def stage(proj: Path, name: str, vectors: Path) -> dict:
-    """One stage in a child process: its wall seconds and peak RSS; fails loudly with the stage's error."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KGRAG_VECTOR_CACHE": str(vectors)}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", PEAK_WRAPPER, f"stages.{name}"], cwd=proj, env=env,
-                       capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        raise SystemExit(f"dag_scale: stage {name} in {proj} failed ({p.returncode}):\n{p.stderr[-2000:]}")
-    return {"seconds": round(wall, 1), "peak_rss_gib": round(_peak_from(p.stderr), 3)}
+    """One stage in a child process (bench/scale.py's ``run_child``, this checkout's code, the vector cache
+    ``vectors``): its wall seconds and peak RSS."""
+    wall, peak, _ = run_child([sys.executable, "-c", PEAK_WRAPPER, f"stages.{name}"], proj,
+                              env={"KGRAG_VECTOR_CACHE": str(vectors)})
+    return {"seconds": round(wall, 1), "peak_rss_gib": round(peak, 3)}
 
 
 def retrieve_ms(proj: Path) -> dict:
@@ -132,6 +126,7 @@ def main() -> None:
                     help="only retrieve again in each size's kept project, its vector cache now warm (shards cleared), "
                          "with MetaQA's just before: retrieve_warm and retrieve_ratio_warm, added to the size's row")
     args = ap.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the stages' children write their bytecode, as `make` lets them
     work = Path(args.work)
     out = Path(args.out)
     old = json.loads(out.read_text()) if out.exists() else {}

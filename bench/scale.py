@@ -50,9 +50,10 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def run_child(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS GiB, stdout) of a child process; fails loudly when it fails."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def run_child(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS GiB, stdout) of a child process (``env``: variables set for it); fails loudly when it
+    fails."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate()
