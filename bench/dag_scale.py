@@ -144,7 +144,9 @@ def main() -> None:
         print("[dag_scale] MetaQA's project built", file=sys.stderr, flush=True)
     if args.warm:
         for size in args.sizes:
-            row, proj = result["sizes"][size], work / size / "project"
+            row, proj = result["sizes"].get(size), work / size / "project"
+            if row is None or not (proj / "params.yaml").exists():
+                raise SystemExit(f"dag_scale --warm: no {size} run in {args.out} and {proj}; run without --warm first")
             row["metaqa_retrieve_warm"] = metaqa_retrieve(mq, mq_vectors)
             shutil.rmtree(proj / ".kgrag_cache" / "shards", ignore_errors=True)
             row["stages_warm"] = {"retrieve": stage(proj, "retrieve", work / size / "vectors")}
