@@ -135,6 +135,10 @@ def main() -> None:
                              "call caches; retrieve_ratio = the size's per-question retrieve p50 over MetaQA's default "
                              "project's, timed just before it",
               "sizes": old.get("sizes", {}), "stages": list(args.stages)}
+    for size in args.sizes if args.warm else ():  # before anything is built
+        if size not in result["sizes"] or not (work / size / "project" / "params.yaml").exists():
+            raise SystemExit(f"dag_scale --warm: no {size} run in {out} and {work / size / 'project'}; run without "
+                             "--warm first")
     mq = work / "metaqa"
     mq_vectors = work / "metaqa-vectors"
     if not (mq / "data" / "retrieve" / "retrieved.parquet").exists():
@@ -144,9 +148,7 @@ def main() -> None:
         print("[dag_scale] MetaQA's project built", file=sys.stderr, flush=True)
     if args.warm:
         for size in args.sizes:
-            row, proj = result["sizes"].get(size), work / size / "project"
-            if row is None or not (proj / "params.yaml").exists():
-                raise SystemExit(f"dag_scale --warm: no {size} run in {args.out} and {proj}; run without --warm first")
+            row, proj = result["sizes"][size], work / size / "project"
             row["metaqa_retrieve_warm"] = metaqa_retrieve(mq, mq_vectors)
             shutil.rmtree(proj / ".kgrag_cache" / "shards", ignore_errors=True)
             row["stages_warm"] = {"retrieve": stage(proj, "retrieve", work / size / "vectors")}
