@@ -11,11 +11,12 @@ from stages._common import params_from_argv, timed
 from kgrag import io
 from kgrag.llm.backends.llamacpp import packaged_gguf
 from kgrag.gretriever.convert import convert_gguf
+from kgrag.gretriever.params import GRetrieverParams
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
-    g = params_from_argv(__doc__, argv).gretriever
+    g: GRetrieverParams = params_from_argv(__doc__, argv).gretriever
     out = Path(g.llm_dir)
     files = [out / "model.safetensors", out / "source.json"]
     with timed("convert_llm", io.TIMINGS / "convert_llm", outputs=files) as info:

@@ -19,8 +19,9 @@ from tests.conftest import ROOT
 #: layer of each package or top-level module (longest prefix wins), lowest first: kgrag's folders are its layers
 LAYERS: dict[str, int] = {}
 for _layer, _names in enumerate([
-    # 0 foundation: columns, value types, files, config, the registries; the project's code as data (code/)
-    ["schema", "types", "io", "env", "catalogue", "registry", "params", "timings", "ranking", "arrays", "code"],
+    # 0 foundation: columns, value types, files, the params framework (config/), the registries; the project's
+    #   code as data (code/)
+    ["schema", "types", "io", "env", "catalogue", "registry", "config", "timings", "ranking", "arrays", "code"],
     # 1 kg/: tables, stores behind KGView, loaders, validation, linking, synthetic KGs
     ["kg"],
     # 2 index/: embeddings, relation-path plans
@@ -39,7 +40,8 @@ for _layer, _names in enumerate([
     #   training, runs and its LLM backend, built on llm/, retrieval/ and evaluation/; reached from below only by
     #   name, through the backend registry)
     #   the tuned scorer (tune/: rows from an Experiment's retriever, LoRA training, the merged GGUF)
-    ["experiment", "apps", "cli", "gretriever", "tune"],
+    #   the whole params.yaml (params: every package's section assembled)
+    ["experiment", "apps", "cli", "gretriever", "tune", "params"],
 ]):
     for _n in _names:
         LAYERS[_n] = _layer

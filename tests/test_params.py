@@ -216,6 +216,8 @@ def _section_defaults_that_differ(model, raw: dict, path: str = "") -> list[str]
         if name not in raw:
             continue
         value, ann = raw[name], f.annotation
+        if not (isinstance(ann, type) and issubclass(ann, pydantic.BaseModel)) and not f.is_required():
+            ann = type(f.get_default(call_default_factory=True))  # a section typed Any (G-Retriever's, by name)
         if isinstance(value, dict) and isinstance(ann, type) and issubclass(ann, pydantic.BaseModel):
             out += _section_defaults_that_differ(ann, value, f"{path}{name}.")
             continue
@@ -225,7 +227,7 @@ def _section_defaults_that_differ(model, raw: dict, path: str = "") -> list[str]
         want = want.model_dump() if isinstance(want, pydantic.BaseModel) else want
         want = list(want) if isinstance(want, tuple) else want
         if want != value:
-            out.append(f"{path}{name}: {value!r} in params.yaml, default {want!r} in kgrag/params.py")
+            out.append(f"{path}{name}: {value!r} in params.yaml, default {want!r} in its params model")
     return out
 
 

@@ -11,11 +11,11 @@ can run. This module computes that set for a stage command (``python -m stages.r
    closure, with their own closures, until nothing is added. The kinds are read from the code
    (``used_kinds``), not declared by hand.
 
-``kgrag/params.py`` is the one file that touches every registry without running a module: it validates the
-sub-sections of params.yaml against the modules' params models, which cannot change a stage's output beyond
-the params themselves, so its uses count for no kind (nor do the registry itself, this module and the CLI's
-listing: ``VALIDATION_ONLY``). A test (``tests/test_deps.py``) checks that every stage's deps in ``dvc.yaml``
-cover its closure.
+The params files (``kgrag/params.py``, the framework ``kgrag/config/`` and each package's ``params.py``) touch
+registries without running a module: they validate the sub-sections of params.yaml against the modules' params
+models, which cannot change a stage's output beyond the params themselves, so their uses count for no kind (nor
+do the registry itself, this module and the CLI's listing: ``VALIDATION_ONLY``). A test (``tests/test_deps.py``)
+checks that every stage's deps in ``dvc.yaml`` cover its closure.
 
 ``kgrag deps`` prints the deps each stage needs; ``kgrag deps --write`` rewrites the code entries of the
 ``deps`` lists in the dvc.yaml files (data deps and comments are kept).
@@ -42,7 +42,10 @@ REGISTRY_NAMES = {
     "TRACE_VIEWS": "trace_view",
 }
 #: files that may name registries without declaring kinds (see the module docstring)
-VALIDATION_ONLY = {"kgrag/params.py", "kgrag/registry.py", "kgrag/code/depgraph.py", "kgrag/cli.py"}
+VALIDATION_ONLY = {"kgrag/params.py", "kgrag/registry.py", "kgrag/code/depgraph.py", "kgrag/cli.py",
+                   "kgrag/config/base.py", "kgrag/config/load.py", "kgrag/config/yaml_doc.py",
+                   *(f"kgrag/{pkg}/params.py" for pkg in ("kg", "index", "retrieval", "tune", "reasoning", "evaluation",
+                                                          "reporting", "task_runners", "gretriever"))}
 
 
 def module_file(root: Path, name: str) -> str | None:

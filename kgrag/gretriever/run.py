@@ -20,6 +20,7 @@ from kgrag.gretriever.datasets import explagraphs_examples, index_vectors, metaq
 from kgrag.gretriever.presets import get_preset, model_config
 from kgrag.gretriever.train import TrainConfig, predict, train
 from kgrag.gretriever.model import load_best, resolve_dtype
+from kgrag.gretriever.params import GRetrieverParams
 
 def _explagraphs_splits(*, params: Any, retrieval: str, db_path: str | Path, index_dir: str | Path):
     e = params.gretriever.explagraphs
@@ -89,7 +90,7 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
     from kgrag.gretriever.module import build_model
 
     p = get_preset(preset)
-    g = params.gretriever
+    g: GRetrieverParams = params.gretriever
     torch.set_num_threads(g.train.threads)
     t0 = time.perf_counter()
     c0 = time.process_time()

@@ -14,7 +14,7 @@ from kgrag import schema as S
 from kgrag.index.embed import EmbeddingIndex
 from kgrag.llm.prompts import context_text
 from kgrag.kg.kgview import KGView
-from kgrag.params import GenerateParams, ReasonParams
+from kgrag.reasoning.params import GenerateParams, ReasonParams
 from kgrag.reasoning.reasoners import Sampling
 from kgrag.types import Question
 

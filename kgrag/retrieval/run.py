@@ -11,7 +11,8 @@ import numpy as np
 
 from kgrag import schema as S
 from kgrag.index.embed import EmbeddingIndex
-from kgrag.params import RetrieveParams, section_hash
+from kgrag.config.base import section_hash
+from kgrag.retrieval.params import RetrieveParams
 from kgrag.registry import RETRIEVERS, TEXTUALIZERS
 from kgrag.types import Question, Subgraph, retrieval_recall
 from kgrag.kg.kgview import KGView

@@ -1,0 +1,59 @@
+"""Params of the index stages: ``index`` (the embedding index) and ``relplan`` (the relation-path plan,
+``kgrag.index.relplan``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from kgrag.config.base import Strict
+
+
+class IndexParams(Strict):
+    """Embedding index."""
+
+    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or local path")
+    batch_size: int = Field(256, ge=1)
+    embed_triples: bool = Field(False, description="also embed every triple as 'head relation tail' text")
+    entities: Literal["lazy", "all"] = Field(
+        "lazy", description="lazy: embed no entity name here; a name is encoded when a question first needs it and "
+                            "kept in the vector cache ($KGRAG_VECTOR_CACHE, default ~/.cache/kgrag/vectors) | all: "
+                            "embed every entity name in this stage")
+
+
+
+class RelPlanParams(Strict):
+    """Relation-path plan of the ``relpath`` retriever (``kgrag.index.relplan``), learnt from a held-out split."""
+
+    source: Literal["auto", "labelled", "kg", "none"] = Field(
+        "auto", description="what the plan learns from: labelled = held-out questions with answers (each labelled "
+        "with the relation sequence to its answers: the vote and the lexicon); kg = the KG alone: the held-out "
+        "questions' texts (answers never read) labelled by the zero-shot planner, whose vote then spreads each "
+        "wording's choice (no text held out: the zero-shot planner alone); none = no plan (the KG's mirrored "
+        "relations only, zero-shot); auto = labelled when the loader or relplan.file gives labelled questions, "
+        "else kg. metrics.json setup.plan says which answered")
+    split: Literal["dev", "test"] = Field("dev", description="held-out part the plan learns from: MetaQA's split "
+                                          "files, an IRN file's seeded part")
+    questions: int = Field(2000, ge=0, description="questions sampled from each hop count's file of that split "
+                           "(MetaQA: relplan.hops), and from a loader split read for tune.split; 0 = all (MetaQA's "
+                           "39k dev questions: ~220 s of labelling on 2 cores, 3-hop ~12 ms a question)")
+    file_questions: int = Field(0, ge=0, description="labelled questions read from relplan.file, or from the "
+                                "loader's one held-out part (an IRN file's relplan.split part): 0 = every one "
+                                "(labelling ~13 ms a 3-hop question, PathQuestion-Large 3H); n = a seeded sample of n")
+    hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
+    seed: int = Field(0, description="seed of the question sample and of the pseudo-questions' walks")
+    pseudo: int = Field(300, ge=0, description="source kg: n > 0 fits the zero-shot planner's 8 weights on n "
+                        "pseudo-questions drawn from the KG's own walks (1-3 steps from the held-out questions' "
+                        "topics, worded from the relation names; no answer read), from and towards the shipped "
+                        "weights (kgrag/index/pseudo.py, plan.json weights; docs/retrieval.md has the dev and test "
+                        "figures); 0 = the shipped weights, fitted on the four dev KGs. Source labelled keeps the "
+                        "shipped weights")
+    file: str | None = Field(
+        None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
+        "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "
+        "gretriever, irn loaders) or, for rog / jsonl, a file of questions with their own graphs (a benchmark's "
+        "train split: each question labelled in its own graph, stored apart from the evaluated KG); file_questions "
+        "of them read (every one by default); it must lie inside data.input and not be the evaluated file. None = "
+        "the loader's held-out part (MetaQA's split files, an IRN file's dev part), else no plan (zero-shot, said "
+        "in setup.plan)")

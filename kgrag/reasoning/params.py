@@ -1,0 +1,61 @@
+"""Params of stage generate: ``generate`` (the LLM backend by name, the prompt) and ``reason`` (the reasoner by
+name)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from kgrag.config.base import ModuleSection
+from kgrag.registry import BACKENDS, REASONERS, TEXTUALIZERS
+
+
+class GenerateParams(ModuleSection):
+    """Generation: ``backend`` picks the LLM backend; its sub-section holds its params."""
+
+    _registry = BACKENDS
+    _selector = "backend"
+    _section = "generate"
+    backend: str = "llamacpp"
+    context: str = Field(
+        "triples", description="textualizer of the prompt's context (`kgrag modules`: triples text, grouped (one "
+        "line per head and relation), G-Retriever's CSV, none)"
+    )
+    max_context_triples: int = Field(60, ge=0, description="triples kept in the prompt (highest-scored first)")
+    few_shot: bool = Field(True, description="show one worked example (answer format) before the question")
+    model: Literal["base", "tuned"] = Field(
+        "base", description="the llamacpp backend's model: base = generate.llamacpp.model_path (null: the packaged "
+        "SmolLM2); tuned = the tune stage's LoRA-tuned GGUF (data/tune/model.gguf), prompted without the worked "
+        "example it was tuned without")
+    temperature: float = Field(0.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(48, ge=1)
+    seed: int = Field(0, description="sampling seed passed to the backend")
+    retries: int = Field(2, ge=0, description="retries after a failed call")
+    backoff_s: float = Field(0.5, ge=0.0, description="first retry delay; doubles each retry")
+    timeout_s: float = Field(120.0, gt=0.0, description="per-call timeout")
+    shard_size: int = Field(25, ge=1, description="questions per cached Prefect task")
+
+    @model_validator(mode="after")
+    def _known_textualizer(self) -> "GenerateParams":
+        if self.context not in TEXTUALIZERS:
+            raise ValueError(f"context: unknown textualizer {self.context!r}; valid choices: "
+                             f"{', '.join(TEXTUALIZERS.names())}")
+        return self
+
+
+class ReasonParams(ModuleSection):
+    """Reasoning: ``method`` picks how answers are produced (``rank`` = the context's entities scored, the default;
+    ``answer`` = one generated reply over the retrieved context, which every backend can serve, also one that
+    returns no log-probs; io / cot / cot-sc baselines; graph reasoners); its sub-section holds its params."""
+
+    _registry = REASONERS
+    _selector = "method"
+    _section = "reason"
+    method: str = "rank"  # as params.yaml
+    max_batch: int = Field(0, ge=0, description="prompts per backend batch; 0 = every active question of a shard")
+    constrain_answer: bool = Field(
+        False, description="constrained decoding of the answer: entity names of the retrieved context only "
+        "(one or a ' | ' list; the `answer` reasoner honours it, others see it in ReasonInput.constrain_answer)",
+    )

@@ -1,0 +1,17 @@
+"""Params ``cluster``: where the retrieve and generate flows run their shard tasks."""
+
+from __future__ import annotations
+
+from kgrag.config.base import ModuleSection
+from kgrag.registry import TASK_RUNNERS
+
+
+class ClusterParams(ModuleSection):
+    """Where the retrieve and generate flows run their shard tasks: ``task_runner`` picks the Prefect task
+    runner (``local``: one after another in the stage's process; ``dask``: on Dask worker processes); its
+    sub-section (``cluster.dask``) holds its params. Outputs and cache keys do not depend on it."""
+
+    _registry = TASK_RUNNERS
+    _selector = "task_runner"
+    _section = "cluster"
+    task_runner: str = "local"
