@@ -187,8 +187,9 @@ def _lego_table(args: argparse.Namespace) -> int:
               f"({row['questions']} questions)", file=sys.stderr)
         io.write_json(out_json, {"machine": machine(), "rows": rows + [r for r in done.values() if r not in rows]})
     io.write_json(out_json, {"machine": machine(), "rows": rows})
-    note = (f"MetaQA {p.data.hops}-hop {p.data.split} questions of the experiment's sample (data.seed "
-            f"{p.data.seed}); {args.questions or 'all'} per instance, {args.llm_questions or 'all'} for instances "
+    lp = p.data.loader_params()
+    note = (f"MetaQA {getattr(lp, 'hops', '?')}-hop {getattr(lp, 'split', '?')} questions of the experiment's sample "
+            f"(data.seed {p.data.seed}); {args.questions or 'all'} per instance, {args.llm_questions or 'all'} for instances "
             f"that call the LLM ({p.retrieve.module_params('lego').llm.backend}). "
             "`-ft`: the fine-tuned ST of the finetune stage. Made by `kgrag lego-table`.")
     Path(f"{args.out}.md").write_text(render(rows, title="LEGO-GraphRAG instances", note=note))

@@ -73,11 +73,11 @@ class Params(Strict):
 
     @model_validator(mode="after")
     def _finetune_split_held_out(self) -> "Params":
-        # both leak checks read the selected loader's split (MetaQA's data.split, another's data.<loader>.split),
-        # where its splits are disjoint parts; the stages' own guards (kgrag.kg.overlap) check ids and texts too
+        # both leak checks read the selected loader's split (data.<loader>.split, or data.split for keys at the top
+        # of data), where its splits are disjoint parts; the stages' own guards (kgrag.kg.overlap) check ids and texts too
         lp = self.data.loader_params()
         if getattr(type(lp), "SPLITS_ARE_DISJOINT", False):
-            key = "data.split" if self.data.dataset == "metaqa" else f"data.{self.data.dataset}.split"
+            key = self.data.key("split")
             for section, what in (("finetune", "the fine-tuned scorer would train on"),
                                   ("relplan", "the relation-path plan would learn from")):
                 mine = getattr(self, section).split

@@ -277,3 +277,46 @@ def test_the_ingest_stage_imports_only_the_modules_its_params_choose(tmp_path):
         assert loaded <= picked, (kind, sorted(loaded - picked))
     total = sum(1 for p in (ROOT / "kgrag").rglob("*.py"))
     assert len(mods) < total / 2, (len(mods), total)
+
+
+def test_the_config_layer_names_no_dataset():
+    """No loader's special case in the config layer (issue 56): the keys at the top of ``data`` are the ones the
+    default loader's params class lists in ``DATA_KEYS``; the framework and the assembly name no loader, and
+    ``kgrag/kg/params.py`` names one only as ``dataset``'s default."""
+    import re
+
+    from kgrag.catalogue import BUILTINS
+    from kgrag.params import Params
+
+    sections = {f.alias or n for n, f in Params.model_fields.items()}  # "gretriever" is a section's name too
+    names = "|".join(re.escape(n) for n in BUILTINS["loader"] if n not in sections)
+    files = [*sorted((ROOT / "kgrag" / "config").glob("*.py")), ROOT / "kgrag" / "params.py"]
+    for f in files:
+        code = "\n".join(line for line in f.read_text().splitlines() if not line.lstrip().startswith("#"))
+        assert not re.search(rf"[\"'](?:{names})[\"']", code), f
+    data = (ROOT / "kgrag" / "kg" / "params.py").read_text()
+    assert re.findall(rf"[\"'](?:{names})[\"']", data) == ['"metaqa"']  # dataset: str = Field("metaqa", ...)
+
+
+def test_top_level_data_keys_come_from_the_default_loaders_params_class():
+    """Which keys sit at the top of ``data`` is read from the default loader's params class (``DATA_KEYS``): with
+    another default loader whose class lists none, MetaQA's keys are unknown there and its section is an
+    ordinary one."""
+    from pydantic import Field, ValidationError
+
+    from kgrag.kg.loaders.metaqa import MetaQAParams
+    from kgrag.params import DataParams
+
+    assert DataParams.top_loader() == ("metaqa", MetaQAParams.DATA_KEYS)
+    d = DataParams.model_validate({"hops": 3, "split": "dev"})
+    assert (d.loader_params().hops, d.loader_params().split, d.key("split")) == (3, "dev", "data.split")
+
+    class OtherDefault(DataParams):
+        dataset: str = Field("explagraphs")
+
+    assert OtherDefault.top_loader() == ("explagraphs", ())
+    assert OtherDefault.model_validate({}).key("split") == "data.explagraphs.split"
+    with pytest.raises(ValidationError, match="unknown key 'hops'"):
+        OtherDefault.model_validate({"hops": 3})
+    m = OtherDefault.model_validate({"dataset": "metaqa", "metaqa": {"hops": 3}})
+    assert m.loader_params().hops == 3 and m.key("hops") == "data.metaqa.hops"

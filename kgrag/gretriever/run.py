@@ -43,13 +43,14 @@ def _metaqa_splits(*, params: Any, retrieval: str, db_path: str | Path, index_di
     kg = KGStore(db_path)  # the DAG's validated KG (data/validated) and its index (data/index)
     index = EmbeddingIndex.load(index_dir, params.index.model, kg)
     m = params.gretriever.metaqa
-    splits = metaqa_examples(kg=kg, index=index, retrieve=params.retrieve, path=params.data.path,
-                             hops=params.data.hops, train=m.train_questions, val=m.val_questions,
+    lp = params.data.loader_params()  # MetaQA's path and hops (data.path, data.hops)
+    splits = metaqa_examples(kg=kg, index=index, retrieve=params.retrieve, path=lp.path,
+                             hops=lp.hops, train=m.train_questions, val=m.val_questions,
                              test=m.test_questions, seed=m.seed, mode=retrieval)
     cache = getattr(index.entity_vectors, "cache", None)  # a lazy index: names through its vector cache
     emb = TextEmbedder(params.index.model, preset=index_vectors(kg=kg, index=index),
                        encode=None if cache is None else cache.get)
-    return splits, emb, {"source": params.data.path, "hops": params.data.hops, "seed": m.seed, "retrieval": retrieval}
+    return splits, emb, {"source": lp.path, "hops": lp.hops, "seed": m.seed, "retrieval": retrieval}
 
 
 #: dataset -> how its train / val / test examples are read (ExplaGraphs through the explagraphs loader, its

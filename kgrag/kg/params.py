@@ -14,11 +14,12 @@ from kgrag.registry import LOADERS
 class DataParams(BaseModel):
     """Which KG dump and question set to ingest: ``dataset`` picks the loader.
 
-    ``sample`` and ``seed`` apply to every loader. ``path``, ``hops`` and ``split`` are the ``metaqa``
-    loader's params (kept at the top of ``data`` as before). Every other loader's params sit in a
-    sub-section named after it (``data.triples: {path: kg.tsv, delimiter: "|"}``) and are validated by its
-    params model (``extra="forbid"``); sub-sections of unselected loaders are checked too (unknown keys,
-    types; required keys may be left out).
+    ``sample`` and ``seed`` apply to every loader. A loader's params sit in a sub-section named after it
+    (``data.triples: {path: kg.tsv, delimiter: "|"}``) and are validated by its params model (``extra="forbid"``);
+    sub-sections of unselected loaders are checked too (unknown keys, types; required keys may be left out).
+    The default loader's (``dataset``'s default) params may sit at the top of ``data`` instead, the keys its
+    params class lists in ``DATA_KEYS`` (kept there as before, so that ``-S data.hops=3`` works); this class
+    names no loader.
 
     ``input`` is the one file or folder the ingest stage's DVC dependency names (``${data.input}`` in
     dvc.yaml), whatever the loader: it must hold every input the selected loader reads (its ``path`` and
@@ -27,10 +28,6 @@ class DataParams(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
     dataset: str = Field("metaqa", description="loader name (`kgrag modules`)")
-    path: str = Field("../shared/data/metaqa", description="metaqa: folder of the MetaQA files")
-    hops: int | list[int] = Field(2, description="metaqa: question hop count, or a list of them (questions of "
-                                  "every listed file, `sample` from each: a mixed-hop set)")
-    split: Literal["dev", "test"] = Field("test", description="metaqa: question split")
     sample: int = Field(200, ge=0, description="questions sampled; 0 = all")
     seed: int = Field(0, description="seed of the question sample")
     link_entities: bool = Field(
@@ -42,45 +39,71 @@ class DataParams(BaseModel):
         None, description="file or folder holding every input of the selected loader: the ingest stage's DVC "
                           "dependency (checked; None = not checked, for params built in code)")
 
-    _METAQA: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
     # loader params that name input files
     _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "kb", "questions", "names", "relation_labels")
     _loader_params: BaseModel | None = PrivateAttr(None)
+
+    @classmethod
+    def top_loader(cls) -> tuple[str, tuple[str, ...]]:
+        """The loader whose params may sit at the top of ``data`` (``dataset``'s default) and those keys (its params
+        class's ``DATA_KEYS``; none: every loader has a sub-section)."""
+        name = str(cls.model_fields["dataset"].default)
+        return name, tuple(getattr(LOADERS.get(name).params, "DATA_KEYS", ()))
+
+    def _at_top(self, name: str) -> bool:
+        top, keys = self.top_loader()
+        return name == top and bool(keys)
+
+    def key(self, field: str, name: str | None = None) -> str:
+        """The params key of loader ``name``'s (default: the selected one's) ``field``: ``data.<loader>.<field>``,
+        or ``data.<field>`` for the keys at the top of ``data``."""
+        name = name or self.dataset
+        return f"data.{field}" if self._at_top(name) else f"data.{name}.{field}"
 
     @model_validator(mode="after")
     def _check_loaders(self) -> "DataParams":
         if self.dataset not in LOADERS:
             raise unknown_module(LOADERS, "dataset", self.dataset)
+        top, top_keys = self.top_loader()
         extra = self.model_extra or {}
         for key, value in list(extra.items()):
+            if key in top_keys:
+                continue
             if key not in LOADERS:
                 raise ValueError(
-                    f"unknown key {key!r}: neither a field ({', '.join(self.__class__.model_fields)}) "
+                    f"unknown key {key!r}: neither a field ({', '.join((*self.__class__.model_fields, *top_keys))}) "
                     f"nor a loader module ({', '.join(LOADERS.names())})"
                 )
-            if key == "metaqa":
-                raise ValueError("metaqa: MetaQA's params are data.path, data.hops, data.split (no data.metaqa section)")
+            if key == top and top_keys:
+                label = LOADERS.get(top).params.__name__.removesuffix("Params")
+                raise ValueError(f"{key}: {label}'s params are {', '.join(f'data.{k}' for k in top_keys)} (no "
+                                 f"data.{key} section)")
             if value is not None and not isinstance(value, dict):
                 raise ValueError(f"{key}: a loader's section must be a mapping, got {type(value).__name__}")
             if key == self.dataset or not validating_all():  # an unselected loader's section: `kgrag check`
                 continue
-            try:  # a null (params.yaml lists every loader's keys, `path: null` until the user sets one) = left out
-                LOADERS.get(key).params.model_validate({k: v for k, v in (value or {}).items() if v is not None})
-            except ValidationError as e:  # required keys may be left out of an unselected loader's section
-                errs = [x for x in e.errors() if x["type"] != "missing"]
-                if errs:
-                    loc = ".".join(str(p) for p in (key, *errs[0]["loc"]))
-                    raise ValueError(f"{loc}: {errs[0]['msg']}") from None
+            self._check_unselected(key, value or {}, prefix=(key,))
+        if self.dataset != top and top_keys:  # the top keys of an unselected loader: types, as always
+            self._check_unselected(top, {k: extra[k] for k in top_keys if k in extra}, prefix=())
         self._loader_params = self._build_loader_params()
         if self.input is not None:
             self._check_input()
         return self
 
+    @staticmethod
+    def _check_unselected(name: str, section: dict[str, Any], prefix: tuple[str, ...]) -> None:
+        try:  # a null (params.yaml lists every loader's keys, `path: null` until the user sets one) = left out
+            LOADERS.get(name).params.model_validate({k: v for k, v in section.items() if v is not None})
+        except ValidationError as e:  # required keys may be left out of an unselected loader's section
+            errs = [x for x in e.errors() if x["type"] != "missing"]
+            if errs:
+                loc = ".".join(str(p) for p in (*prefix, *errs[0]["loc"]))
+                raise ValueError(f"{loc}: {errs[0]['msg']}") from None
+
     def input_paths(self) -> dict[str, str]:
         """The selected loader's input files / folders by params key (``data.path``, ``data.triples.questions``)."""
         lp = self.loader_params()
-        prefix = "data" if self.dataset == "metaqa" else f"data.{self.dataset}"
-        return {f"{prefix}.{f}": str(getattr(lp, f)) for f in self._INPUT_FIELDS if getattr(lp, f, None) is not None}
+        return {self.key(f): str(getattr(lp, f)) for f in self._INPUT_FIELDS if getattr(lp, f, None) is not None}
 
     def _check_input(self) -> None:
         import os
@@ -97,21 +120,23 @@ class DataParams(BaseModel):
 
     def _build_loader_params(self) -> BaseModel:
         name = self.dataset
-        section = {k: v for k, v in ((self.model_extra or {}).get(name) or {}).items() if v is not None}
-        if name == "metaqa":
-            section = {k: getattr(self, k) for k in self._METAQA}
+        extra = self.model_extra or {}
+        if self._at_top(name):
+            section, prefix = {k: extra[k] for k in self.top_loader()[1] if k in extra}, ()
+        else:
+            section, prefix = {k: v for k, v in (extra.get(name) or {}).items() if v is not None}, (name,)
         try:
             return LOADERS.get(name).params.model_validate(section)
         except ValidationError as e:
             first = e.errors()[0]
-            loc = ".".join(str(p) for p in (name, *first["loc"]))
+            loc = ".".join(str(p) for p in (*prefix, *first["loc"]))
             if first["type"] == "missing":
                 raise ValueError(f"{loc}: required when data.dataset is {name}; set it, e.g. "
                                  f"`dvc exp run -S data.{loc}=FILE -S data.input=FILE` (docs/ingest.md)") from None
             raise ValueError(f"{loc}: {first['msg']}") from None
 
     def loader_params(self) -> BaseModel:
-        """The selected loader's validated params (metaqa: data.path/hops/split; others: their sub-section)."""
+        """The selected loader's validated params (its sub-section, or the keys at the top of ``data``)."""
         assert self._loader_params is not None
         return self._loader_params
 

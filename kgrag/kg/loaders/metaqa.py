@@ -33,6 +33,8 @@ class MetaQAParams(BaseModel):
     """MetaQA loader params: written as ``data.path``, ``data.hops``, ``data.split`` in params.yaml."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # the default loader's keys sit at the top of ``data`` (kgrag.kg.params.DataParams), not in ``data.metaqa``
+    DATA_KEYS: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
     # ``split`` selects a different question file over the same KG: the finetune stage may train on one
     SPLITS_ARE_DISJOINT: ClassVar[bool] = True
     path: str = Field("../shared/data/metaqa", description="folder with kb.txt and qa_{hops}hop_{split}.txt")
