@@ -189,8 +189,8 @@ def _lego_table(args: argparse.Namespace) -> int:
     io.write_json(out_json, {"machine": machine(), "rows": rows})
     lp = p.data.loader_params()
     note = (f"MetaQA {getattr(lp, 'hops', '?')}-hop {getattr(lp, 'split', '?')} questions of the experiment's sample "
-            f"(data.seed {p.data.seed}); {args.questions or 'all'} per instance, {args.llm_questions or 'all'} for instances "
-            f"that call the LLM ({p.retrieve.module_params('lego').llm.backend}). "
+            f"(data.seed {p.data.seed}); {args.questions or 'all'} per instance, {args.llm_questions or 'all'} for "
+            f"instances that call the LLM ({p.retrieve.module_params('lego').llm.backend}). "
             "`-ft`: the fine-tuned ST of the finetune stage. Made by `kgrag lego-table`.")
     Path(f"{args.out}.md").write_text(render(rows, title="LEGO-GraphRAG instances", note=note))
     print(f"wrote {out_json} and {args.out}.md")
@@ -274,6 +274,27 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _params_doc(args: argparse.Namespace) -> int:
+    from kgrag.config.yaml_doc import first_difference, render
+    from kgrag.params import Params
+
+    path = Path(args.params)
+    have = path.read_text()
+    want = render(have, Params)
+    if args.write:
+        if want != have:
+            path.write_text(want)
+        print(f"{path}: comments written from the params models" + ("" if want != have else " (unchanged)"))
+        return 0
+    diff = first_difference(have, want)
+    if diff:
+        print(f"{path}: comments differ from the params models' descriptions (`kgrag params --write`), first at "
+              f"{diff}")
+        return 1
+    print(f"{path}: comments are the models' descriptions")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to render --help)."""
     from kgrag.reporting.compare import KEY_METRICS
@@ -336,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--write", action="store_true", help="rewrite the code entries of the stages' deps lists")
     d.add_argument("--check", action="store_true", help="exit 1 when a stage's deps miss a file it can run")
     d.set_defaults(fn=_deps)
+    y = sub.add_parser("params", help="check that params.yaml's comments are the params models' descriptions "
+                       "(exit 1 naming the first difference); --write rewrites them, values kept")
+    y.add_argument("--write", action="store_true", help="rewrite params.yaml's comments from the models")
+    y.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    y.set_defaults(fn=_params_doc)
     f = sub.add_parser("data", help="fetch the benchmark datasets from their publishers into ../shared/data with "
                        "sha256 checks (what `make data` runs; files already there are only checked)")
     from kgrag.kg import fetch

@@ -320,3 +320,16 @@ def test_top_level_data_keys_come_from_the_default_loaders_params_class():
         OtherDefault.model_validate({"hops": 3})
     m = OtherDefault.model_validate({"dataset": "metaqa", "metaqa": {"hops": 3}})
     assert m.loader_params().hops == 3 and m.key("hops") == "data.metaqa.hops"
+
+
+def test_params_yaml_comments_are_the_models_descriptions():
+    """One source for every param's documentation: params.yaml's comments are written from the params models'
+    descriptions (`kgrag params --write`), so a description edited without rewriting the file, or a comment edited
+    by hand, fails here naming the first differing key. Lines of the file are at most 120 characters."""
+    from kgrag.config.yaml_doc import first_difference, render
+    from kgrag.params import Params
+
+    text = (ROOT / "params.yaml").read_text()
+    diff = first_difference(text, render(text, Params))
+    assert diff is None, f"params.yaml differs from its models (run `kgrag params --write`): {diff}"
+    assert [n for n, line in enumerate(text.splitlines(), 1) if len(line) > 120] == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from kgrag.config.base import ModuleSection, Strict
 from kgrag.registry import BACKENDS
@@ -15,7 +15,7 @@ class JudgeBackendParams(ModuleSection):
     _registry = BACKENDS
     _selector = "backend"
     _section = "evaluate.judge_backend"
-    backend: str = "llamacpp"
+    backend: str = Field("llamacpp", description="the judge's LLM backend (as generate.backend)")
     max_tokens: int = Field(8, ge=1, description="tokens of the judge's reply (it should say Yes or No)")
     seed: int = Field(0, description="sampling seed (greedy decoding)")
     retries: int = Field(2, ge=0, description="retries after a failed judge call")
@@ -24,6 +24,8 @@ class JudgeBackendParams(ModuleSection):
 
 class EvaluateParams(Strict):
     """Evaluation."""
+
+    model_config = ConfigDict(json_schema_extra={"yaml": "stage evaluate: metrics.json"})
 
     answer_separator: str = Field("|", description="separator the prompt asks the LLM to put between answers")
     judge: bool = Field(False, description="LLM-judge metric: the judge says yes / no to each prediction given "

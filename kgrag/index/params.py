@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from kgrag.config.base import Strict
 
 
 class IndexParams(Strict):
     """Embedding index."""
+
+    model_config = ConfigDict(json_schema_extra={"yaml": "stage index (sentence-transformers, offline)"})
 
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or local path")
     batch_size: int = Field(256, ge=1)

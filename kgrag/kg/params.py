@@ -26,8 +26,12 @@ class DataParams(BaseModel):
     ``questions`` params), which is checked, so that ``dvc status`` notices an edited input file.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True)
-    dataset: str = Field("metaqa", description="loader name (`kgrag modules`)")
+    model_config = ConfigDict(extra="allow", frozen=True,
+                              json_schema_extra={"yaml": "stage ingest (loader = dataset)"})
+    dataset: str = Field("metaqa", description="loader name (`kgrag modules`): metaqa | triples | ntriples | jsonl | "
+                         "gretriever | explagraphs | irn | rog; a loader's params go in a section named after it, e.g. "
+                         "`triples: {path: kg.tsv, delimiter: \"|\", questions: q.jsonl}` (docs/ingest.md), the "
+                         "default loader's at the top of data; sample and seed apply to every loader")
     sample: int = Field(200, ge=0, description="questions sampled; 0 = all")
     seed: int = Field(0, description="seed of the question sample")
     link_entities: bool = Field(
@@ -49,6 +53,18 @@ class DataParams(BaseModel):
         class's ``DATA_KEYS``; none: every loader has a sub-section)."""
         name = str(cls.model_fields["dataset"].default)
         return name, tuple(getattr(LOADERS.get(name).params, "DATA_KEYS", ()))
+
+    @classmethod
+    def doc_modules(cls, key: str, doc: bool = False) -> Any:
+        """For params.yaml's comments (``kgrag.config.yaml_doc``): a key at the top of ``data`` as (its loader's
+        params class, the field), a loader's sub-section as (its params class, None), else None; ``doc``: the
+        loader's one-line doc."""
+        if doc:
+            return LOADERS.get(key).doc
+        top, keys = cls.top_loader()
+        if key in keys:
+            return LOADERS.get(top).params, key
+        return (LOADERS.get(key).params, None) if key in LOADERS else None
 
     def _at_top(self, name: str) -> bool:
         top, keys = self.top_loader()
@@ -155,6 +171,9 @@ class DataParams(BaseModel):
 
 class ValidateParams(Strict):
     """Data-quality gate."""
+
+    model_config = ConfigDict(json_schema_extra={"yaml": "stage validate (great-expectations): the data-quality "
+                                                         "gate"})
 
     max_bad_fraction: float = Field(0.01, ge=0.0, le=1.0, description="fail when a table's bad share passes this")
 

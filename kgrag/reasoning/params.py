@@ -17,7 +17,9 @@ class GenerateParams(ModuleSection):
     _registry = BACKENDS
     _selector = "backend"
     _section = "generate"
-    backend: str = "llamacpp"
+    backend: str = Field("llamacpp", description="llamacpp | openai | vllm | gretriever (a trained G-Retriever "
+                         "checkpoint: section gretriever: {checkpoint: data/gretriever/explagraphs-g_retriever}; "
+                         "docs/gretriever.md)")
     context: str = Field(
         "triples", description="textualizer of the prompt's context (`kgrag modules`: triples text, grouped (one "
         "line per head and relation), G-Retriever's CSV, none)"
@@ -53,7 +55,9 @@ class ReasonParams(ModuleSection):
     _registry = REASONERS
     _selector = "method"
     _section = "reason"
-    method: str = "rank"  # as params.yaml
+    method: str = Field("rank", description="rank (the context's entities scored as the answer, no generation; "
+                        "scores best with small models) | answer (one generated reply over the retrieved context) | "
+                        "io | cot | cot-sc (no-KG baselines) | tog | fasttog | agent | explore (graph reasoners)")
     max_batch: int = Field(0, ge=0, description="prompts per backend batch; 0 = every active question of a shard")
     constrain_answer: bool = Field(
         False, description="constrained decoding of the answer: entity names of the retrieved context only "

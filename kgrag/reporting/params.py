@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from kgrag.config.base import Strict
 
 
 class ReportParams(Strict):
     """Report."""
+
+    model_config = ConfigDict(json_schema_extra={"yaml": "stage report: reports/report.md and report.html"})
 
     examples: int = Field(5, ge=0, description="questions shown in full in report.md")
     traces: int = Field(3, ge=0, description="questions whose reasoner trace (steps and LLM calls) report.md shows")

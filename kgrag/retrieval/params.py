@@ -35,7 +35,9 @@ class RetrieveParams(ModuleSection):
     _registry = RETRIEVERS
     _selector = "method"
     _section = "retrieve"
-    method: str = "relpath"  # as params.yaml (tests/test_params.py checks the two agree)
+    method: str = Field("relpath", description="relpath (beam over relation sequences, ranked by the learnt plan) | "
+                        "pcst (G-Retriever) | lego (LEGO-GraphRAG) | khop (whole k-hop / question graph) | none; "
+                        "docs/retrieval.md")
     hops: int = Field(2, ge=0, le=4, description="k of the topic entities' k-hop neighbourhood (edges undirected) of "
                       "pcst, lego and khop; relpath (its own max_hops) hands it to its fallback retriever only, and "
                       "with fallback: null it leaves relpath's cache key (kgrag.retrieval.run.key_hash)")

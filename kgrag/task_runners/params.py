@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from kgrag.config.base import ModuleSection
 from kgrag.registry import TASK_RUNNERS
 
@@ -14,4 +16,5 @@ class ClusterParams(ModuleSection):
     _registry = TASK_RUNNERS
     _selector = "task_runner"
     _section = "cluster"
-    task_runner: str = "local"
+    task_runner: str = Field("local", description="local (one shard after another in the stage's process) | dask "
+                             "(Dask workers)")

@@ -39,7 +39,8 @@ class RelPathParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     beam: int = Field(8, ge=1, description="relation sequences kept after each hop")
     paths: int = Field(5, ge=1, description="best full-length sequences whose triples are returned, best first, "
-                       "until max_triples")
+                       "until max_triples (module default 5, for the zero-shot ranking; 1 with the plan: "
+                       "docs/retrieval.md)")
     max_triples: int = Field(100, ge=1, description="triples returned at most (the last hop's first)")
     max_frontier: int = Field(20_000, ge=1, description="nodes a sequence may reach per hop (hub guard)")
     hub_edges: int | None = Field(
@@ -59,7 +60,8 @@ class RelPathParams(BaseModel):
         "the relation alone, of = 'r of', shares = 'shares r with'")
     plan: str | None = Field(
         None, description="folder of a relation-path plan learnt from a held-out split (kgrag.index.relplan), e.g. "
-        "data/relplan written by `dvc repro relplan`; None = zero-shot (cosine alone)")
+        "data/relplan written by `dvc repro relplan`; None = zero-shot (cosine of question and relation names alone; "
+        "the module default)")
     max_hops: int = Field(3, ge=1, le=4, description="longest relation sequence walked; the best sequence of any "
                           "length 1..max_hops is returned (a question's declared hop count is used instead only "
                           "with retrieve.oracle_hops)")
