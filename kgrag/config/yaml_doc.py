@@ -1,8 +1,9 @@
 """params.yaml's comments, written from the params models (``kgrag params --write``): one source for every param.
 
 The values stay as the file has them (they are the experiment's; a test keeps them equal to the models' defaults);
-each key's comment is its field's ``description``, a section's or a module's sub-section's its model's docstring
-(first paragraph) when the field has none. A comment starts at column ``COLUMN`` (after the value when that is
+each key's comment is its field's ``description``; a section's, when its field has none, its model's
+``json_schema_extra={"yaml": ...}`` or docstring (first paragraph); a module's sub-section's the module's first
+sentence. A comment starts at column ``COLUMN`` (after the value when that is
 longer) and wraps at ``WIDTH``, its continuation lines at ``COLUMN``. Lines that are comments only, at a key's
 indentation (the file's header, a note before a key, ``# key: value`` left commented out on purpose), are kept
 as they are, with their own continuation lines; a commented-out key whose model has that field gets the field's
@@ -55,6 +56,15 @@ def model_doc(model: Any) -> str | None:
     return _text(inspect.cleandoc(doc).split("\n\n")[0]) if doc else None
 
 
+def module_doc(impl: Any) -> str | None:
+    """A registered module's first sentence (its docstring's first paragraph up to the first full stop)."""
+    doc = _text(inspect.cleandoc(inspect.getdoc(impl) or "").split("\n\n")[0])
+    if not doc:
+        return None
+    end = re.search(r"[.;](\s|$)", doc)
+    return doc[: end.start()] if end else doc
+
+
 def _child(model: Any, key: str) -> tuple[str | None, Any]:
     """(the comment of ``key`` under ``model``, the model documenting ``key``'s own keys, if any)."""
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -73,11 +83,11 @@ def _child(model: Any, key: str) -> tuple[str | None, Any]:
         if found is not None:
             sub, field = found
             if field is None:
-                return _text(modules(key, doc=True)) or model_doc(sub), sub
+                return module_doc(modules(key, impl=True)) or model_doc(sub), sub
             return _text(sub.model_fields[field].description), None
     if issubclass(model, ModuleSection) and key in model._registry:
         entry = model._registry.get(key)
-        return _text(entry.doc) or model_doc(entry.params), entry.params
+        return module_doc(entry.impl) or model_doc(entry.params), entry.params
     return None, None
 
 

@@ -12,6 +12,8 @@ class JudgeBackendParams(ModuleSection):
     """The LLM judge's backend: ``backend`` picks it (default the embedded llamacpp); its sub-section holds
     its params, as under ``generate``."""
 
+    model_config = ConfigDict(json_schema_extra={"yaml": "the judge's LLM backend (same sections as generate's)"})
+
     _registry = BACKENDS
     _selector = "backend"
     _section = "evaluate.judge_backend"

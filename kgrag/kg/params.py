@@ -38,10 +38,13 @@ class DataParams(BaseModel):
         False, description="remove the questions' [brackets] and link their topic entities from the text "
         "(kgrag.kg.linking, as `kgrag ask` does): linking measured, not assumed")
     max_question_chars: int = Field(
-        2000, ge=1, description="a longer question is quarantined at ingest (it could not fit a prompt)")
+        2000, ge=1, description="a longer question is quarantined at ingest, the limit named in its reason (it could "
+                                "not fit a prompt)")
     input: str | None = Field(
         None, description="file or folder holding every input of the selected loader: the ingest stage's DVC "
-                          "dependency (checked; None = not checked, for params built in code)")
+                          "dependency (checked; None = not checked, for params built in code); e.g. for ExplaGraphs -S "
+                          "data.dataset=explagraphs -S data.input=../shared/data/explagraphs -S retrieve.method=khop "
+                          "(the whole per-question graph, as G-Retriever: k = 0)")
 
     # loader params that name input files
     _INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("path", "kb", "questions", "names", "relation_labels")
@@ -55,12 +58,12 @@ class DataParams(BaseModel):
         return name, tuple(getattr(LOADERS.get(name).params, "DATA_KEYS", ()))
 
     @classmethod
-    def doc_modules(cls, key: str, doc: bool = False) -> Any:
+    def doc_modules(cls, key: str, impl: bool = False) -> Any:
         """For params.yaml's comments (``kgrag.config.yaml_doc``): a key at the top of ``data`` as (its loader's
-        params class, the field), a loader's sub-section as (its params class, None), else None; ``doc``: the
-        loader's one-line doc."""
-        if doc:
-            return LOADERS.get(key).doc
+        params class, the field), a loader's sub-section as (its params class, None), else None; ``impl``: the
+        loader itself."""
+        if impl:
+            return LOADERS.get(key).impl
         top, keys = cls.top_loader()
         if key in keys:
             return LOADERS.get(top).params, key
@@ -184,18 +187,27 @@ class SynthParams(Strict):
     answers are known by construction (``kgrag.kg.synth``). Not an input of the default DAG: point ``data`` at its
     files (docs/scale.md "Synthetic KG at scale")."""
 
-    n_triples: int = Field(100_000, ge=1, description="distinct triples generated")
-    entities_per_triple: float = Field(0.25, gt=0.0, le=2.0, description="entities generated per triple")
-    n_relations: int = Field(24, ge=1, description="relations; relation r joins head type A_r to tail type B_r")
-    n_types: int = Field(8, ge=1, description="entity types")
-    skew: float = Field(1.0, ge=0.0, description="Zipf exponent of entity popularity within a type (0 = uniform)")
+    model_config = ConfigDict(json_schema_extra={"yaml": (
+        "stage synth: a SYNTHETIC KG (names synth_*) + questions answered by construction; its own pipeline, "
+        "synth/dvc.yaml, outside the default DAG (docs/scale.md)"
+    )})
+
+    n_triples: int = Field(100_000, ge=1, description="distinct triples generated (bench/scale.py makes 1M and 10M)")
+    entities_per_triple: float = Field(0.25, gt=0.0, le=2.0, description="entities generated per triple (those never "
+                                                                         "drawn are left out)")
+    n_relations: int = Field(24, ge=1, description="relations; relation r joins head type A_r to tail type B_r (drawn "
+                                                   "once per relation)")
+    n_types: int = Field(8, ge=1, description="entity types (person, film, city, ...)")
+    skew: float = Field(1.0, ge=0.0, description="Zipf exponent of entity popularity within a type: power-law degrees "
+                                                 "(0 = uniform)")
     relation_skew: float = Field(1.0, ge=0.0, description="Zipf exponent of relation frequencies")
     questions: int = Field(200, ge=1, description="questions, split evenly over hops")
     hops: list[Literal[1, 2, 3]] = Field([1, 2], min_length=1, description="hop counts of the questions (chains of "
                                           "1-3 typed relations)")
-    max_answers: int = Field(20, ge=1, description="questions with more answers than this are redrawn")
+    max_answers: int = Field(20, ge=1, description="a drawn question with more answers than this is redrawn")
     graph_extra: int = Field(10, ge=0, description="questions_graphs.jsonl: edges leaving the topic added to "
                              "each question's own graph besides its answer chain")
     bad_lines: int = Field(0, ge=0, description="malformed lines mixed into the triples file (quarantine tests)")
-    seed: int = Field(0, description="seed of every random draw")
-    out: str = Field("data/synth", description="output folder (the stage's DVC out)")
+    seed: int = Field(0, description="seed of every random draw (same params + seed = same files)")
+    out: str = Field("data/synth", description="output folder (the stage's DVC out): triples.tsv, questions.jsonl, "
+                                               "manifest.json")

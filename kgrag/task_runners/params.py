@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from kgrag.config.base import ModuleSection
 from kgrag.registry import TASK_RUNNERS
@@ -12,6 +12,11 @@ class ClusterParams(ModuleSection):
     """Where the retrieve and generate flows run their shard tasks: ``task_runner`` picks the Prefect task
     runner (``local``: one after another in the stage's process; ``dask``: on Dask worker processes); its
     sub-section (``cluster.dask``) holds its params. Outputs and cache keys do not depend on it."""
+
+    model_config = ConfigDict(json_schema_extra={"yaml": (
+        "stages retrieve and generate: where their shard tasks run (Prefect task runner); outputs and cache keys do "
+        "not depend on it (docs/cluster.md)"
+    )})
 
     _registry = TASK_RUNNERS
     _selector = "task_runner"

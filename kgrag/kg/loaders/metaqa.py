@@ -39,7 +39,8 @@ class MetaQAParams(BaseModel):
     SPLITS_ARE_DISJOINT: ClassVar[bool] = True
     path: str = Field("../shared/data/metaqa", description="folder with kb.txt and qa_{hops}hop_{split}.txt")
     hops: int | list[int] = Field(2, description="MetaQA question hop count (1, 2 or 3), or a list of them: the "
-                                  "questions of every listed file (a mixed-hop set, `sample` drawn from each)")
+                                  "questions of every listed file (a mixed-hop set, `sample` drawn from each); the "
+                                  "modules never see it unless retrieve.oracle_hops")
     split: Literal["dev", "test"] = Field("test", description="question split: dev | test")
 
     @field_validator("hops")

@@ -19,7 +19,8 @@ class OpenAIParams(BaseModel):
     """Params of the ``openai`` backend."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    base_url: str = Field("http://127.0.0.1:8000/v1", description="server URL up to /v1")
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="server URL up to /v1: any OpenAI-compatible server "
+                                                                  "(vLLM, llama-cpp-python)")
     model: str = Field("default", description="model name sent to the server")
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the key (may be unset)")
     concurrency: int = Field(8, ge=1, description="requests of a batch sent at once")

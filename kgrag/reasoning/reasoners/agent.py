@@ -85,7 +85,8 @@ from kgrag.reasoning.reasoners.tog import Scorer, rel_words
 class AgentParams(StrategyParams, dc.DemoFields):
     """Params of ``agent`` (the strategy fields are shared with ``explore``, the ``demos`` fields with ``tog``)."""
 
-    max_steps: int = Field(6, ge=1, le=30, description="Thought/Action/Observation steps before the fallback answer")
+    max_steps: int = Field(6, ge=1, le=30, description="Thought/Action/Observation steps before the fallback answer "
+                                                       "(the paper: n = 10)")
     step_max_tokens: int = Field(64, ge=8, description="tokens of one Thought + Action reply")
     max_observation_triples: int = Field(15, ge=1, description="triples / values shown in one observation")
     answer_max_tokens: int = Field(

@@ -95,7 +95,7 @@ class CoTSCParams(BaseModel):
     """Params of ``cot-sc``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    samples: int = Field(5, ge=1, description="chains sampled (seeds seed, seed+1, ...)")
+    samples: int = Field(5, ge=1, description="chains sampled (seeds seed, seed+1, ...); their majority vote answers")
     temperature: float = Field(0.7, ge=0.0, description="sampling temperature of the chains")
 
 

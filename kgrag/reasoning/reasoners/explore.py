@@ -86,7 +86,8 @@ from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, se
 class ExploreParams(StrategyParams, dc.DemoFields):
     """Params of ``explore`` (the strategy fields are shared with ``agent``, the ``demos`` fields with ``tog``)."""
 
-    max_steps: int = Field(3, ge=1, le=20, description="thought + exploration steps before the final answer call")
+    max_steps: int = Field(3, ge=1, le=20, description="thought + exploration steps before the final answer call (the "
+                                                       "paper: n = 10)")
     depth: int = Field(2, ge=1, le=5, description="BFS levels of GraphExplore per step (search_depth)")
     max_relations: int = Field(3, ge=1, le=26, description="relations kept per visited entity")
     max_neighbours: int = Field(5, ge=1, le=26, description="neighbour triples kept per visited entity")

@@ -254,7 +254,8 @@ class FastToGParams(dc.DemoFields):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     width: int = Field(3, ge=1, le=MAX_OPTIONS, description="W: reasoning chains (head communities chosen)")
-    d_max: int = Field(3, ge=1, description="D_max: rounds of the reasoning phase (pruning + reasoning)")
+    d_max: int = Field(3, ge=1, description="D_max: rounds of the reasoning phase (pruning + reasoning) after the "
+                                            "initial one (depth 0); the paper uses 5")
     r_max: int = Field(2, ge=1, description="R_max: radius in hops of the local subgraph around a community")
     rho: float = Field(0.5, gt=0.0, le=1.0, description="decay: a node at hop n is sampled with probability rho^(n-1)")
     max_size: int = Field(4, ge=1, description="M: maximum community size (detection backtracks until it holds)")
@@ -278,7 +279,8 @@ class FastToGParams(dc.DemoFields):
                                      "paper's 0.4)")
     reason_temperature: float = Field(0.1, ge=0.0, description="sampling temperature of the reasoning calls (the "
                                       "paper's 0.1)")
-    fallback: Literal["io", "cot"] = Field("cot", description="baseline answering when no answer after D_max rounds")
+    fallback: Literal["io", "cot"] = Field("cot", description="baseline answering (io | cot) when no answer after "
+                                                              "D_max rounds")
     seed: int = Field(0, description="seed of the neighbour sampling and of the community detector")
     max_nodes: int = Field(300, ge=2, description="local subgraph size cap (past it a hop's sampled nodes are "
                            "subsampled round-robin over the nodes that reached them, seeded)")

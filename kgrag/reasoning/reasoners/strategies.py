@@ -67,8 +67,9 @@ class StrategyParams(dc.ScoreFields):
     strategy: Literal["cot", "tot", "got"] = Field(
         "cot", description="cot: one chain | tot: branching children per kept state, an evaluator keeps breadth "
                            "| got: tot plus merging the two best chains into one each step")
-    branching: int = Field(2, ge=1, le=8, description="tot/got: children generated per kept state and step (k)")
-    breadth: int = Field(1, ge=1, le=8, description="tot/got: states kept after each evaluation (b)")
+    branching: int = Field(2, ge=1, le=8, description="tot/got: children generated per kept state and step (k; the "
+                                                      "paper: 3)")
+    breadth: int = Field(1, ge=1, le=8, description="tot/got: states kept after each evaluation (b; the paper's t: 3)")
     evaluator: Literal["select", "score"] = Field(
         "select", description="tot/got: select = the LLM names the best candidates by letter ({A}); "
                               "score = the LLM rates each candidate 0-10")

@@ -44,7 +44,8 @@ class LegoParams(BaseModel):
     """Params of the ``lego`` retriever: a preset and/or the stage choices (defaults: instance lego-00)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    preset: str | None = Field(None, description="a Table 4 instance, lego-00 ... lego-20; stage keys override it")
+    preset: str | None = Field(None, description="a Table 4 instance, lego-00 ... lego-20; stage keys (extract, prune, "
+                                                 "filter, refine, llm) added here override the preset's")
     extract: ExtractorSpec = Field(default_factory=lambda: ExtractorSpec(**_default("extract")),
                                    description="subgraph extractor (ppr, rwr, ego) and its params")
     prune: PruneParams | None = Field(None, description="semantic scorer after extraction; None = no pruning")

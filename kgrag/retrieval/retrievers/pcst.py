@@ -42,7 +42,7 @@ class PCSTParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     preset: Literal["kgrag", "gretriever-exact"] | None = Field(
         None, description="named setting (PRESETS in kgrag/retrieval/retrievers/pcst.py); keys set to a value other than "
-        "their default override it"
+        "their default override it: kgrag | gretriever-exact (G-Retriever's published construction, docs/retrieval.md)"
     )
     topk: int = Field(3, ge=0, description="nodes given prizes k..1 by cosine similarity (eq. 6)")
     topk_e: int = Field(5, ge=0, description="distinct edge-similarity values given prizes (eq. 6 for edges)")
@@ -51,7 +51,8 @@ class PCSTParams(BaseModel):
     root_topic: bool = Field(
         True, description="root the tree at the topic entity (kgrag); false = unrooted, as G-Retriever"
     )
-    pruning: Literal["gw", "strong", "none", "simple"] = Field("gw", description="pcst_fast pruning")
+    pruning: Literal["gw", "strong", "none", "simple"] = Field("gw", description="pcst_fast pruning: gw | strong | "
+                                                                                 "simple | none")
     relation_priority: bool = Field(
         True, description="a neighbourhood over max_edges is cut by question-relevance of relations (kgrag); "
         "false = in edge order"
