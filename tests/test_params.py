@@ -333,3 +333,27 @@ def test_params_yaml_comments_are_the_models_descriptions():
     diff = first_difference(text, render(text, Params))
     assert diff is None, f"params.yaml differs from its models (run `kgrag params --write`): {diff}"
     assert [n for n, line in enumerate(text.splitlines(), 1) if len(line) > 120] == []
+
+
+def test_a_hand_edited_comment_or_description_is_named(tmp_path, monkeypatch):
+    """The check names the key whose comment differs: a comment edited by hand, or a description edited without
+    `kgrag params --write` (the CLI exits 1 and --write puts the description back)."""
+    from kgrag.cli import main
+    from kgrag.config.yaml_doc import first_difference, render
+    from kgrag.kg.params import DataParams
+    from kgrag.params import Params
+
+    text = (ROOT / "params.yaml").read_text()
+    edited = text.replace("  seed: 0                  # seed of the question sample\n",
+                          "  seed: 0                  # seed of the sample, edited by hand\n", 1)
+    assert edited != text
+    diff = first_difference(edited, render(edited, Params))
+    assert diff is not None and "at key 'seed'" in diff and "edited by hand" in diff
+    f = tmp_path / "params.yaml"
+    f.write_text(edited)
+    assert main(["params", "--params", str(f)]) == 1
+    assert main(["params", "--write", "--params", str(f)]) == 0 and f.read_text() == text
+    field = DataParams.model_fields["sample"]
+    monkeypatch.setattr(field, "description", "questions drawn")
+    diff = first_difference(text, render(text, Params))
+    assert diff is not None and "at key 'sample'" in diff and "questions drawn" in diff
