@@ -357,3 +357,11 @@ def test_a_hand_edited_comment_or_description_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(field, "description", "questions drawn")
     diff = first_difference(text, render(text, Params))
     assert diff is not None and "at key 'sample'" in diff and "questions drawn" in diff
+
+
+def test_a_typo_in_the_gretriever_section_lists_its_keys():
+    """G-Retriever's section is reached by name (typed Any in Params), yet a typo there is named with its key path
+    and the valid keys, as in any section."""
+    with pytest.raises(ParamsError) as e:
+        parse({"gretriever": {"train": {"lrr": 1e-5}}})
+    assert "gretriever.train.lrr" in str(e.value) and "valid keys here: lr, min_lr" in str(e.value)

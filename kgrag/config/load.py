@@ -48,14 +48,21 @@ def set_override(raw: dict[str, Any], assignment: str) -> None:
     node[parts[-1]] = yaml.safe_load(value)
 
 
+def _is_model(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, BaseModel)
+
+
 def _valid_keys(model: Any, loc: tuple[str, ...]) -> list[str]:
     """Field names of the params model at ``loc`` (by alias), for error messages."""
     for part in loc:
         fields = {f.alias or n: f for n, f in model.model_fields.items()}
         field = fields.get(part)
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+        sub = field.annotation if field is not None else None
+        if field is not None and field.default_factory is not None and not _is_model(sub):
+            sub = type(field.default_factory())  # type: ignore[call-arg]  # a section typed Any (G-Retriever's)
+        if not _is_model(sub):
             return []
-        model = field.annotation
+        model = sub
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
@@ -76,7 +83,7 @@ def parse_as(model: type[M], raw: dict[str, Any], *, source: str = "params.yaml"
             head, sep, rest = msg.partition(": ")
             if sep and head.replace("_", "").replace(".", "").isalnum() and " " not in head:
                 loc, msg = (*loc, *head.split(".")), rest
-            if err["type"] == "extra_forbidden":
+            if err["type"] == "extra_forbidden" or msg.startswith("Extra inputs are not permitted"):
                 valid = _valid_keys(model, loc[:-1])
                 if valid:
                     msg += f"; valid keys here: {', '.join(valid)}"
