@@ -198,15 +198,17 @@ def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarr
 
 def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vecs: zeroshot.PhraseVectors,
                 entity_vectors: Callable[[np.ndarray], np.ndarray] | None, keep: Sequence[str] = KEEP,
-                prior: bool = True) -> tuple[zeroshot.Weights, dict]:
+                prior: bool = True, relation_aliases: Sequence | None = None) -> tuple[zeroshot.Weights, dict]:
     """The planner's weights fitted on ``pseudos`` (:func:`fit_smooth`, rounded to :data:`DECIMALS`; the features
     in ``keep`` at their shipped weights; ``prior``: from and towards the shipped weights with :data:`PRIOR_LAM`,
     else from zero with :data:`LAMBDA`), and what the fit saw: pseudo-questions, their lengths, and the expected score of the first choice on them under the shipped
-    weights and under the fitted ones (in-sample: how far the fit moved, not a held-out figure)."""
+    weights and under the fitted ones (in-sample: how far the fit moved, not a held-out figure). ``relation_aliases``:
+    the relations' other names, read as :func:`kgrag.index.zeroshot.features` reads them in relpath."""
     rows = []
     for q in pseudos:
         f = zeroshot.features(question=q.text, topic_names=q.topic_names, seqs=q.seqs, ends=q.ends,
-                              relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors)
+                              relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors,
+                              relation_aliases=relation_aliases)
         rows.append((f, q.p))
     shipped = zeroshot.Weights()
     w = np.round(fit_smooth([(1.0, rows)], lam=PRIOR_LAM if prior else LAMBDA,
@@ -253,4 +255,5 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
         return None, {"pseudo_questions": 0, "pseudo_note": "no walk of 1-3 steps found; the shipped weights"}
     ent = entity_vectors
     return fit_weights(drawn, relation_names=kg.relation_names, vecs=zeroshot.PhraseVectors(encode),
-                       entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None)
+                       entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
+                       relation_aliases=getattr(kg, "relation_aliases", None))

@@ -48,7 +48,7 @@ import pyarrow as pa
 
 from kgrag import schema as S
 from kgrag.kg.memory import available_memory
-from kgrag.kg.duckdb_io import NAME_LOOKUP, write_name_lookup
+from kgrag.kg.duckdb_io import NAME_LOOKUP, relation_aliases, write_name_lookup
 from kgrag.kg.groups import EdgeGroups, groups_folder, open_groups, write_groups
 from kgrag.kg.kgview import Incident, Neighbourhood, khop_walk, undirected_csr
 
@@ -280,6 +280,7 @@ class DuckKGStore:
         self.heads, self.relations, self.tails = EdgeColumn(self, 0), EdgeColumn(self, 1), EdgeColumn(self, 2)
         self.entity_names = LazyNames(self, "names", S.ENTITY_ID, self.num_entities)  # the sidecar's, indexed
         self.relation_names = LazyNames(self, "kg.relations", S.RELATION_ID, int(n_rel))
+        self.relation_aliases = relation_aliases(self._con, "kg.relations", "kg")  # few: read whole, or None
         self._edges = _Cache(3)
         self._degrees = _Cache(1)
         self._csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # question_adjacency, on first use

@@ -502,7 +502,8 @@ def _base_scorer(question, query_vec, kg, index, params: RelPathParams, plan: _Q
                 question=question.text, topic_names=topic_names, seqs=seqs,
                 ends=ends, relation_names=kg.relation_names, vecs=vecs,
                 entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
-                lexicon=plan.lexicon, lexicon_weight=params.lexicon_weight)
+                lexicon=plan.lexicon, lexicon_weight=params.lexicon_weight,
+                relation_aliases=getattr(kg, "relation_aliases", None))
             return ranking.rounded(zeroshot.scores(feats, weights), ranking.SCORE_DECIMALS)
         return lexical
     entry = SCORERS.get(params.scorer)
