@@ -378,7 +378,8 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
              ends: Sequence[np.ndarray], relation_names: Sequence[str], vecs: PhraseVectors,
              entity_vectors: Callable[[np.ndarray], np.ndarray] | None = None,
              lexicon: Lexicon | None = None, lexicon_weight: float = 1.0,
-             wordnet: "Matcher | None" = None, relation_aliases: Sequence | None = None) -> np.ndarray:
+             wordnet: "Matcher | None" = None, relation_aliases: Sequence | None = None,
+             end_types: Callable[[Sequence[Step]], np.ndarray | None] | None = None) -> np.ndarray:
     """The :data:`FEATURES` of each candidate sequence of one question: an array (sequences x features).
 
     Parameters
@@ -403,6 +404,10 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
     relation_aliases
         Other names by relation id (a relation label table's aliases; None or an empty entry: none): a word's
         similarity to a relation is the largest over its name's phrase and its aliases' (:func:`relation_phrases`).
+    end_types
+        A sequence's answer-type vector (the mean of unit name vectors) read from its relations alone, e.g. from
+        its last step's range sample (``relpath.answer_type: relation``), or None where it has none; when given,
+        ``type`` reads it instead of the ends' names (``entity_vectors`` is then not read).
     """
     n = len(seqs)
     out = np.zeros((n, len(FEATURES)), dtype=np.float64)
@@ -467,7 +472,13 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         for members in groups.values():
             out[members, 7] -= out[members, 7].mean()
     phrase = answer_phrase(masked)
-    if phrase is not None and entity_vectors is not None:
+    if phrase is not None and end_types is not None:
+        q = vecs([phrase])[0].astype(np.float64)
+        for i, s in enumerate(seqs):
+            c = end_types(s)
+            norm = float(np.linalg.norm(c)) if c is not None else 0.0
+            out[i, 4] = float(np.asarray(c, dtype=np.float64) @ q) / norm if norm > 0 else 0.0
+    elif phrase is not None and entity_vectors is not None:
         _answer_type(out, vecs([phrase])[0].astype(np.float64), ends, entity_vectors)
     return out
 

@@ -20,6 +20,7 @@ from kgrag.kg.memory import available_memory
 from kgrag.kg.duckdb_io import TABLES, ensure_duckdb, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
 from kgrag.kg.duckdb_io import relation_aliases
 from kgrag.kg.kgview import Incident, KGView, Neighbourhood, khop_walk, undirected_csr  # noqa: F401 (re-exported)
+from kgrag.kg.kgview import range_sample_arrays
 from kgrag.types import Question
 
 
@@ -104,6 +105,10 @@ class KGStore:
     def num_triples(self) -> int:
         """Number of triples."""
         return int(len(self.heads))
+
+    def range_sample(self, k: int, seed: int) -> dict[tuple[int, bool], np.ndarray]:
+        """Each relation's range sample per direction (:func:`kgrag.kg.kgview.range_sample_arrays`)."""
+        return range_sample_arrays(self.heads, self.relations, self.tails, self.num_entities, k, seed)
 
     def degree(self, ids: np.ndarray) -> np.ndarray:
         """Undirected degree of each id."""
