@@ -14,7 +14,7 @@ from kgrag.kg.duckdb_io import write_duckdb
 from kgrag.kg.kgview import range_order
 from kgrag.kg.store import KGStore
 from kgrag.kg.store_duckdb import DuckKGStore
-from kgrag.retrieval.retrievers import relpath
+from kgrag.index import answer_types
 from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
 from kgrag.types import Question
 from tests.conftest import tiny_tables
@@ -76,19 +76,39 @@ def test_relation_mode_reads_only_the_range_samples_and_auto_is_ends_on_a_small_
           for i in range(0, 400, 20)]
     out, read = {}, {}
     for mode in ("ends", "relation", "auto"):
-        relpath._RANGES.clear()
+        answer_types._RANGES.clear()
         ents = _Counted(encode(names, model=MODEL))
         index = EmbeddingIndex(model=MODEL, entity_vectors=ents, relation_vectors=rel)
         p = RelPathParams(plan=None, paths=1, max_triples=100, max_hops=2, fallback=None, answer_type=mode)
         out[mode] = [retrieve_relpath(question=q, query_vec=index.encode([q.text])[0], kg=kg, index=index, params=p,
                                       hops=0, max_edges=0) for q in qs]
         read[mode] = ents.read
-    sample = kg.range_sample(relpath.RANGE_K, 0)
+    sample = kg.range_sample(answer_types.RANGE_K, answer_types.RANGE_SEED)
     assert sorted(read["relation"]) == sorted(np.concatenate(list(sample.values())).tolist())  # once, for the KG
     assert len(read["ends"]) > len(read["relation"])  # every question's candidates' ends
     for mode in ("ends", "relation"):  # "who directed" walks directed_by: the film's own director
         assert [s.tails.tolist() for s in out[mode]] == [list(kg.ids_of([f"Director {i % 40}"]))
                                                          for i in range(0, 400, 20)], mode
-    assert kg.num_triples < relpath.AUTO_RELATION_TRIPLES
+    assert kg.num_triples < answer_types.AUTO_RELATION_TRIPLES
     assert [s.tails.tolist() for s in out["auto"]] == [s.tails.tolist() for s in out["ends"]]
     assert read["auto"] == read["ends"]
+
+
+def test_auto_reads_ranges_from_the_threshold_in_relpath_and_in_the_pseudo_question_fit(tmp_path, monkeypatch):
+    """With the threshold under this KG's size (monkeypatched: a 5M-triple KG is too big for a unit test), ``auto``
+    is ``relation`` in relpath, and relplan's pseudo-question fit (``fit_for_kg``) reads the same range samples, so
+    the weights are fitted on the feature relpath will compute: no entity beyond the samples is read."""
+    from kgrag.index.pseudo import fit_for_kg
+
+    films = [(f"Film {i}", "directed_by", f"Director {i % 40}") for i in range(400)]
+    films += [(f"Film {i}", "release_year", str(1950 + i % 30)) for i in range(400)]
+    db = tmp_path / "kg.duckdb"
+    write_duckdb(db, tiny_tables(films))
+    kg = KGStore(db)
+    monkeypatch.setattr(answer_types, "AUTO_RELATION_TRIPLES", kg.num_triples)
+    answer_types._RANGES.clear()
+    ents = _Counted(encode(kg.names(np.arange(kg.num_entities)), model=MODEL))
+    weights, fit = fit_for_kg(kg, lambda t: encode(t, model=MODEL), {}, [], 40, 0, entity_vectors=ents)
+    assert fit["pseudo_questions"] > 0 and weights is not None
+    sample = kg.range_sample(answer_types.RANGE_K, answer_types.RANGE_SEED)
+    assert sorted(ents.read) == sorted(np.concatenate(list(sample.values())).tolist())

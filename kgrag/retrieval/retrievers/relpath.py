@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from kgrag import arrays
 from kgrag import ranking
 
-from kgrag.index import relplan, zeroshot
+from kgrag.index import answer_types, relplan, zeroshot
 from kgrag.kg.groups import EdgeGroups, group_keys, split_keys
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag.retrieval.lego.types import Context
@@ -60,7 +60,7 @@ class RelPathParams(BaseModel):
         "cold question's time at 1M triples); relation = the names of its last relation's range sample (32 entities "
         "that relation reaches anywhere in the KG, seeded, encoded once per KG: on dev, PathQuestion-Large's first-end "
         "Hit@1 0.93 -> 0.91, WorldCup2014's the same); auto = relation on a KG of 5M triples or more "
-        "(AUTO_RELATION_TRIPLES), else ends; questions with their own graphs read ends (docs/scale.md)")
+        "(kgrag.index.answer_types), else ends; questions with their own graphs read ends (docs/scale.md)")
     inverse: Literal["plain", "of", "shares"] = Field(
         "plain", description="how a step against an edge's direction is written in the scored text: plain = "
         "the relation alone, of = 'r of', shares = 'shares r with'")
@@ -189,36 +189,6 @@ def _hub_sample(n: int, k: int, seed: int, node: int, relation: int, fwd: bool) 
 
 
 _GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its EdgeGroups
-#: answer_type auto reads relations' range samples from this many triples on; RANGE_K entities per sample
-AUTO_RELATION_TRIPLES = 5_000_000
-RANGE_K = 32
-_RANGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> {(relation, forward): mean vector}
-
-
-def _end_types(kg, ent, params: "RelPathParams"):
-    """``sequence -> answer-type vector`` from its last step's range sample (``answer_type: relation``, or auto on
-    a KG of ``AUTO_RELATION_TRIPLES`` or more), read once per store and process; None where the ends' names are read
-    instead (ends, a smaller KG under auto, a store with no range sample, questions with their own graphs)."""
-    mode = params.answer_type
-    if not hasattr(kg, "range_sample") or getattr(kg, "has_graphs", False) or ent is None or not len(ent):
-        return None
-    if mode == "auto":
-        mode = "relation" if kg.num_triples >= AUTO_RELATION_TRIPLES else "ends"
-    if mode != "relation":
-        return None
-    if kg not in _RANGES:
-        sample = kg.range_sample(RANGE_K, 0)
-        keys = sorted(sample)
-        ids = np.concatenate([sample[k] for k in keys]) if keys else np.zeros(0, np.int64)
-        vecs = np.asarray(ent[ids], dtype=np.float64) if len(ids) else np.zeros((0, 1))
-        at = np.cumsum([0] + [len(sample[k]) for k in keys])
-        _RANGES[kg] = {k: vecs[a:b].mean(0) for k, a, b in zip(keys, at[:-1], at[1:]) if b > a}
-    means = _RANGES[kg]
-
-    def of(seq) -> np.ndarray | None:
-        steps = [x for x in seq if x[0] >= 0]
-        return means.get((int(steps[-1][0]), bool(steps[-1][1]))) if steps else None
-    return of
 
 
 def _groups_of(kg, graph_id) -> EdgeGroups | None:
@@ -533,7 +503,7 @@ def _base_scorer(question, query_vec, kg, index, params: RelPathParams, plan: _Q
         vecs = _phrase_vectors(index)
         weights = plan.weights or zeroshot.Weights()
         ent = getattr(index, "entity_vectors", None)
-        types = _end_types(kg, ent, params)
+        types = answer_types.range_types(kg, ent, params.answer_type)
 
         def lexical(seqs: list, ends: list) -> np.ndarray:
             feats = zeroshot.features(
