@@ -69,7 +69,7 @@ help:
 	@echo "make data    fetch the datasets from their publishers into ../shared/data, sha256-checked (FROM=, MIRROR=: README)"
 	@echo "make test    set up if needed, then run the whole test suite"
 	@echo "make test-fast  the tests not marked e2e or slow (no dvc repro, no model training; docs/testing.md)"
-	@echo "make bench   run the benchmarks (writes reports/bench/*.json)"
+	@echo "make bench   re-make the main benchmark results (python -m bench lists them all; writes reports/bench/*.json)"
 	@echo "make train   train a G-Retriever preset: make train DATASET=explagraphs PRESET=g_retriever"
 	@echo "make lock    re-make requirements.lock from pyproject.toml (UPGRADE=1: newest versions; UPGRADE_PACKAGE=name: one)"
 	@echo "make check-repro  a fresh clone's make repro must leave dvc.lock and reports/ as committed"
@@ -171,18 +171,11 @@ test: install $(CHROMIUM)
 test-fast: install
 	pytest -q -n $(TEST_WORKERS) -m "not e2e and not slow" --durations=10
 
+# The benches' one runner (bench/__main__.py): `python -m bench` lists every committed result and the command that
+# made it; `python -m bench rerun NAME` / `--group G` re-makes results from those commands
 bench: install
 	dvc repro retrieve
-	python bench/retrieve.py
-	python bench/lego.py
-	python bench/constrain.py
-	python bench/reasoners.py
-	python bench/scale.py
-	python bench/retrieval_frontier.py
-	python bench/inference.py
-	python bench/linking.py --split test --questions 500
-	dvc repro relplan index
-	python bench/generalize.py --split test --per-hop 100 --config default= --config oracle='retrieve.oracle_hops=true'
+	python -m bench rerun --group make
 
 # G-Retriever training is its own pipeline (gretriever/dvc.yaml), never run by `make repro`.
 DATASET ?= explagraphs

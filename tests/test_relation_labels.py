@@ -142,3 +142,54 @@ def test_the_zero_shot_planner_reads_the_labels(tmp_path, index):
                            vecs=vecs)
         s = Z.scores(feats, Z.Weights())
         assert int(np.argmax(s)) == best and sorted(s)[-1] > sorted(s)[-2], (question, s.tolist())
+
+
+# a US-geography KG whose relations are named after database columns (issue 54's held-out failure modes)
+GEO = ("Texas\tborder\tOklahoma\nTexas\tborder\tNew Mexico\nTexas\tarea\t268596\nTexas\tdensity\t108\n"
+       "Oklahoma\tarea\t69899\nOklahoma\tdensity\t57\n")
+GEO_LABELS = "border\tborder\nborder\tnext to\nborder\tneighbour\narea\tarea\narea\tsize\narea\thow large\n"
+
+
+@pytest.mark.parametrize("store", ["memory", "duckdb"])
+def test_relpath_reads_a_relations_aliases_from_the_label_table(tmp_path, store):
+    """A label table's other names of a relation are its aliases, and the zero-shot planner reads them as it reads
+    the name (a word's similarity to a relation is its largest over the name and the aliases): through the triples
+    loader, the DuckDB file and either store, relpath answers "how large is Texas" by ``area`` (by ``density``
+    without the table: MiniLM puts "large" nearer to density) and "which states are next to Texas" by ``border``
+    (by ``area`` without it). The same KG with no label table has no aliases (None)."""
+    from kgrag.index.embed import EmbeddingIndex, encode
+    from kgrag.kg.duckdb_io import write_tables
+    from kgrag.kg.store import KGStore
+    from kgrag.kg.store_duckdb import DuckKGStore
+    from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
+    from kgrag.types import Question
+
+    kb, table = tmp_path / "kg.tsv", tmp_path / "rel.tsv"
+    kb.write_text(GEO)
+    table.write_text(GEO_LABELS)
+    open_store = KGStore if store == "memory" else DuckKGStore
+    picked = {}
+    for labelled in (True, False):
+        kg = load_triples(path=str(kb), relation_labels=str(table) if labelled else None)
+        db = write_tables(tmp_path / f"out-{labelled}", {"entities": kg.entities, "relations": kg.relations,
+                                                         "triples": kg.triples, "questions": kg.questions})
+        s = open_store(db)
+        names = [str(s.relation_names[i]) for i in range(len(s.relation_names))]
+        if labelled:
+            assert {names[i]: s.relation_aliases[i] for i in range(len(names))} == {
+                "border": ["next to", "neighbour"], "area": ["size", "how large"], "density": None}
+        else:
+            assert s.relation_aliases is None
+        index = EmbeddingIndex(model="all-MiniLM-L6-v2", entity_vectors=np.zeros((0, 384), np.float32),
+                               relation_vectors=encode(names, model="all-MiniLM-L6-v2"))
+        params = RelPathParams(plan=None, paths=1, max_triples=100, max_hops=1, fallback=None, hub_budget=0)
+        for text in ("how large is Texas", "which states are next to Texas"):
+            q = Question(question_id="q", text=text, topic_ids=s.ids_of(["Texas"]))
+            got = retrieve_relpath(question=q, query_vec=index.encode([text])[0], kg=s, index=index, params=params,
+                                   hops=0, max_edges=0)
+            rels = {str(s.relation_names[int(r)]) for r in got.relations}
+            picked[(labelled, text)] = rels
+    assert picked[(True, "how large is Texas")] == {"area"}
+    assert picked[(True, "which states are next to Texas")] == {"border"}
+    assert picked[(False, "how large is Texas")] == {"density"}
+    assert picked[(False, "which states are next to Texas")] == {"area"}

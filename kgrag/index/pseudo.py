@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from kgrag.index import zeroshot
+from kgrag.index import answer_types, zeroshot
 from kgrag.index.relplan import MAX_FRONTIER, Adjacency, adjacency, co_step_mask, is_co_step, mirror_ids
 from kgrag.kg.kgview import KGView
 
@@ -198,15 +198,20 @@ def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarr
 
 def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vecs: zeroshot.PhraseVectors,
                 entity_vectors: Callable[[np.ndarray], np.ndarray] | None, keep: Sequence[str] = KEEP,
-                prior: bool = True) -> tuple[zeroshot.Weights, dict]:
+                prior: bool = True, relation_aliases: Sequence | None = None,
+                end_types: Callable | None = None) -> tuple[zeroshot.Weights, dict]:
     """The planner's weights fitted on ``pseudos`` (:func:`fit_smooth`, rounded to :data:`DECIMALS`; the features
     in ``keep`` at their shipped weights; ``prior``: from and towards the shipped weights with :data:`PRIOR_LAM`,
     else from zero with :data:`LAMBDA`), and what the fit saw: pseudo-questions, their lengths, and the expected score of the first choice on them under the shipped
-    weights and under the fitted ones (in-sample: how far the fit moved, not a held-out figure)."""
+    weights and under the fitted ones (in-sample: how far the fit moved, not a held-out figure). ``relation_aliases``:
+    the relations' other names, read as :func:`kgrag.index.zeroshot.features` reads them in relpath; ``end_types``:
+    the answer type from relations' range samples, as relpath's default reads it on a large KG
+    (:func:`kgrag.index.answer_types.range_types`)."""
     rows = []
     for q in pseudos:
         f = zeroshot.features(question=q.text, topic_names=q.topic_names, seqs=q.seqs, ends=q.ends,
-                              relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors)
+                              relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors,
+                              relation_aliases=relation_aliases, end_types=end_types)
         rows.append((f, q.p))
     shipped = zeroshot.Weights()
     w = np.round(fit_smooth([(1.0, rows)], lam=PRIOR_LAM if prior else LAMBDA,
@@ -231,7 +236,8 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
     """The zero-shot planner's weights fitted on ``n`` pseudo-questions of ``kg`` (the relplan stage's ``source:
     kg``), and what the fit saw (:func:`fit_weights`). ``encode`` embeds relation phrases and question texts (the
     index's model); ``entity_vectors`` (row = entity id), where there are any, give the planner its entity
-    feature, as the index's do in relpath. The walks skip the mirrors of ``pairs``
+    feature, as the index's do in relpath (from relations' range samples on a KG where relpath's default reads them
+    so: :func:`kgrag.index.answer_types.range_types`, auto). The walks skip the mirrors of ``pairs``
     (:func:`~kgrag.index.relplan.mirror_pairs`) and walk their relations back; they start from ``topic_sets``
     (the held-out questions' linked topics; where none links, a seeded sample of the KG's entities, ten for each
     pseudo-question). No answer is read.
@@ -253,4 +259,6 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
         return None, {"pseudo_questions": 0, "pseudo_note": "no walk of 1-3 steps found; the shipped weights"}
     ent = entity_vectors
     return fit_weights(drawn, relation_names=kg.relation_names, vecs=zeroshot.PhraseVectors(encode),
-                       entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None)
+                       entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
+                       relation_aliases=getattr(kg, "relation_aliases", None),
+                       end_types=answer_types.range_types(kg, ent, "auto"))

@@ -47,7 +47,8 @@ written from it (:func:`features`), combined linearly (:class:`Weights`):
 A *unit* is one step, or a *co-step*: a relation walked forward then back (or back then forward), which reaches
 the entities that share a neighbour with the start ("films that share actors with X", "co-directed with").
 A word's similarity to it is the larger of its similarity to the relation's phrase and to ``"same <relation>"``. A relation's phrase is its name's last segment (Freebase
-``__film__film__genre`` -> "genre"), split at ``_``, ``.``, ``/`` and camel case.
+``__film__film__genre`` -> "genre"), split at ``_``, ``.``, ``/`` and camel case; a relation with aliases (a relation
+label table's other names, ``relation_aliases``) is said by any of their phrases too (:func:`relation_phrases`).
 
 Everything here comes from the KG (relation names, entity names) and generic English (stop words, the
 sharing words, wh-words); nothing names a dataset's relations or templates. With labelled questions,
@@ -305,6 +306,32 @@ def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors, wordn
     return s
 
 
+def relation_phrases(r: int, relation_names: Sequence[str], aliases: Sequence | None = None) -> list[str]:
+    """Every phrase relation ``r`` may be said by: its name's (:func:`relation_phrase`), then each of its aliases
+    (a relation label table's other names, e.g. Wikidata's "wife, husband, married to" for P26), read alike."""
+    out = [relation_phrase(relation_names[r])]
+    extra = aliases[r] if aliases is not None and r < len(aliases) else None
+    for a in extra if extra is not None else ():
+        ph = relation_phrase(a) if a else ""
+        if ph and ph not in out:
+            out.append(ph)
+    return out
+
+
+def _relation_similarity(words: list[str], rels: Sequence[int], relation_names: Sequence[str], vecs: PhraseVectors,
+                         wordnet: "Matcher | None" = None, aliases: Sequence | None = None, prefix: str = ""
+                         ) -> np.ndarray:
+    """:func:`_similarity` of each word with each relation of ``rels``: the largest over the relation's phrases
+    (:func:`relation_phrases`; ``prefix`` before each, e.g. "same ")."""
+    phrases = [[prefix + p for p in relation_phrases(r, relation_names, aliases)] for r in rels]
+    if all(len(p) == 1 for p in phrases):
+        return _similarity(words, [p[0] for p in phrases], vecs, wordnet)
+    flat = [p for ps in phrases for p in ps]
+    s = _similarity(words, flat, vecs, wordnet)
+    at = np.cumsum([0] + [len(p) for p in phrases])
+    return np.stack([s[:, a:b].max(1) for a, b in zip(at[:-1], at[1:])], axis=1)
+
+
 def _mentions(words: list[str], rels: list[int], best: np.ndarray, strong: np.ndarray,
               relation_names: Sequence[str], vecs: PhraseVectors, wordnet: "Matcher | None" = None) -> dict[int, int]:
     """How many times the question says each relation: its words whose most similar relation it is (``best``,
@@ -351,7 +378,8 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
              ends: Sequence[np.ndarray], relation_names: Sequence[str], vecs: PhraseVectors,
              entity_vectors: Callable[[np.ndarray], np.ndarray] | None = None,
              lexicon: Lexicon | None = None, lexicon_weight: float = 1.0,
-             wordnet: "Matcher | None" = None) -> np.ndarray:
+             wordnet: "Matcher | None" = None, relation_aliases: Sequence | None = None,
+             end_types: Callable[[Sequence[Step]], np.ndarray | None] | None = None) -> np.ndarray:
     """The :data:`FEATURES` of each candidate sequence of one question: an array (sequences x features).
 
     Parameters
@@ -373,6 +401,13 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         WordNet links between question words and relation-name words (:class:`kgrag.index.wordnet.Matcher`):
         a linked pair's similarity is raised to its ``sim`` everywhere a word meets a relation phrase; None
         (the default): off.
+    relation_aliases
+        Other names by relation id (a relation label table's aliases; None or an empty entry: none): a word's
+        similarity to a relation is the largest over its name's phrase and its aliases' (:func:`relation_phrases`).
+    end_types
+        A sequence's answer-type vector (the mean of unit name vectors) read from its relations alone, e.g. from
+        its last step's range sample (``relpath.answer_type: relation``), or None where it has none; when given,
+        ``type`` reads it instead of the ends' names (``entity_vectors`` is then not read).
     """
     n = len(seqs)
     out = np.zeros((n, len(FEATURES)), dtype=np.float64)
@@ -385,11 +420,11 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
     all_units = [units(s) for s in seqs]
     if words:
         keys = sorted({u for us in all_units for u in us})
-        plain = [relation_phrase(relation_names[r]) for _, r, _ in keys]
-        sim = _similarity(words, plain, vecs, wordnet)
+        sim = _relation_similarity(words, [r for _, r, _ in keys], relation_names, vecs, wordnet, relation_aliases)
         co = [j for j, (k, _, _) in enumerate(keys) if k == "co"]
         if co:  # a co-step says its relation as a step does, or with a sharing word ("same <relation>")
-            sim[:, co] = np.maximum(sim[:, co], _similarity(words, ["same " + plain[j] for j in co], vecs, wordnet))
+            sim[:, co] = np.maximum(sim[:, co], _relation_similarity(
+                words, [keys[j][1] for j in co], relation_names, vecs, wordnet, relation_aliases, prefix="same "))
         like = np.exp((sim - 1.0) / TEMPERATURE)
         support = sim.max(0)
         if lexicon is not None and lexicon.counts:
@@ -402,7 +437,7 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         background = BACKGROUND * math.exp((BACKGROUND_SIM - 1.0) / TEMPERATURE)
         col = {u: j for j, u in enumerate(keys)}
         rels = sorted({r for us in all_units for _, r, _ in us})
-        rsim = _similarity(words, [relation_phrase(relation_names[r]) for r in rels], vecs, wordnet)
+        rsim = _relation_similarity(words, rels, relation_names, vecs, wordnet, relation_aliases)
         best, top = rsim.argmax(1), rsim.max(1)
         mentions = _mentions(words, rels, best, top >= MENTION, relation_names, vecs, wordnet)
         near_cue = _near_cue(masked, words, [rels[b] if ok else None for b, ok in zip(best, top >= MENTION)])
@@ -437,7 +472,13 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         for members in groups.values():
             out[members, 7] -= out[members, 7].mean()
     phrase = answer_phrase(masked)
-    if phrase is not None and entity_vectors is not None:
+    if phrase is not None and end_types is not None:
+        q = vecs([phrase])[0].astype(np.float64)
+        for i, s in enumerate(seqs):
+            c = end_types(s)
+            norm = float(np.linalg.norm(c)) if c is not None else 0.0
+            out[i, 4] = float(np.asarray(c, dtype=np.float64) @ q) / norm if norm > 0 else 0.0
+    elif phrase is not None and entity_vectors is not None:
         _answer_type(out, vecs([phrase])[0].astype(np.float64), ends, entity_vectors)
     return out
 

@@ -35,6 +35,7 @@ import threading
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -305,3 +306,22 @@ def read_tables(path: str | Path, names: tuple[str, ...] = TABLES) -> dict[str, 
         return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table() for n in names}
     finally:
         con.close()
+
+
+def relation_aliases(con, table: str, database: str | None = None) -> np.ndarray | None:
+    """Each relation's aliases (a relation label table's other names; ``schema.RELATIONS_LABELLED``), by relation id,
+    from ``table`` of DuckDB ``database`` (None: the connection's own); None when the table has no aliases column
+    (no label table)."""
+    from kgrag import schema as S
+
+    cols = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE database_name = "
+                                      "coalesce(?, current_database()) AND table_name = ?",
+                                      [database, table.split(".")[-1]]).fetchall()}
+    if S.ALIASES not in cols:
+        return None
+    t = con.sql(f"SELECT {S.RELATION_ID}, {S.ALIASES} FROM {table} ORDER BY {S.RELATION_ID}").to_arrow_table()
+    ids = t.column(0).to_pylist()
+    out = np.empty(max(ids) + 1 if ids else 0, dtype=object)
+    for i, a in zip(ids, t.column(1).to_pylist()):  # one by one: numpy would read equal-length lists as rows
+        out[i] = a
+    return out

@@ -149,3 +149,34 @@ class KGView(Protocol):
     def ids_of(self, names: list[str]) -> tuple[int, ...]: ...
 
     def find_entities(self, text: str, among: np.ndarray | None = None) -> list[int]: ...
+
+
+#: the range sample's entity order: Knuth's multiplicative hash of the id, plus the seed, mod 2^32 (ties by id); the
+#: same integers in numpy and in DuckDB's SQL, so that both stores draw the same sample
+RANGE_MIX = 2654435761
+RANGE_MOD = 1 << 32
+
+
+def range_order(ids: np.ndarray, seed: int) -> np.ndarray:
+    """The range sample's sort key of entity ``ids`` (:data:`RANGE_MIX`)."""
+    return (np.asarray(ids, dtype=np.int64) * RANGE_MIX + int(seed)) % RANGE_MOD
+
+
+def range_sample_arrays(heads: np.ndarray, relations: np.ndarray, tails: np.ndarray, num_entities: int, k: int,
+                        seed: int) -> dict[tuple[int, bool], np.ndarray]:
+    """Each relation's *range sample*, per direction: ``(relation, True)`` -> the ``k`` distinct tails of its
+    triples first in :func:`range_order`, ``(relation, False)`` -> the same of its heads: the entities a step of
+    that relation reaches, a sample that does not depend on where the step starts (the answer type of a
+    relation, read once per KG; ``relpath.answer_type: relation``)."""
+    out: dict[tuple[int, bool], np.ndarray] = {}
+    rel = np.asarray(relations, dtype=np.int64)
+    n = max(int(num_entities), 1)
+    for fwd, ends in ((True, tails), (False, heads)):
+        keys = np.unique(rel * n + np.asarray(ends, dtype=np.int64))
+        r, e = keys // n, keys % n
+        order = np.lexsort((e, range_order(e, seed), r))
+        r, e = r[order], e[order]
+        starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]]) if len(r) else np.zeros(0, np.int64)
+        for a, b in zip(starts, np.r_[starts[1:], len(r)]):
+            out[(int(r[a]), fwd)] = e[a:min(b, a + k)]
+    return out

@@ -18,7 +18,9 @@ from kgrag import arrays
 from kgrag import schema as S
 from kgrag.kg.memory import available_memory
 from kgrag.kg.duckdb_io import TABLES, ensure_duckdb, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
+from kgrag.kg.duckdb_io import relation_aliases
 from kgrag.kg.kgview import Incident, KGView, Neighbourhood, khop_walk, undirected_csr  # noqa: F401 (re-exported)
+from kgrag.kg.kgview import range_sample_arrays
 from kgrag.types import Question
 
 
@@ -71,6 +73,7 @@ class KGStore:
             aliases = (con.sql(f"SELECT {S.ALIASES} FROM entities ORDER BY {S.ENTITY_ID}").to_arrow_table()
                        .column(0).to_pylist() if S.ALIASES in cols else None)
             rel = con.execute(f"SELECT {S.RELATION_ID}, {S.NAME} FROM relations ORDER BY {S.RELATION_ID}").fetchnumpy()
+            rel_aliases = relation_aliases(con, "relations")
         finally:
             con.close()
         self.heads = np.asarray(t[S.HEAD], dtype=np.int64)
@@ -88,6 +91,7 @@ class KGStore:
         rel_ids = np.asarray(rel[S.RELATION_ID], dtype=np.int64)
         self.relation_names = np.empty(int(rel_ids.max()) + 1 if len(rel_ids) else 0, dtype=object)
         self.relation_names[rel_ids] = list(rel[S.NAME])
+        self.relation_aliases = rel_aliases  # other names of each relation (a relation label table's), or None
         self._build_csr()
 
     def _build_csr(self) -> None:
@@ -101,6 +105,10 @@ class KGStore:
     def num_triples(self) -> int:
         """Number of triples."""
         return int(len(self.heads))
+
+    def range_sample(self, k: int, seed: int) -> dict[tuple[int, bool], np.ndarray]:
+        """Each relation's range sample per direction (:func:`kgrag.kg.kgview.range_sample_arrays`)."""
+        return range_sample_arrays(self.heads, self.relations, self.tails, self.num_entities, k, seed)
 
     def degree(self, ids: np.ndarray) -> np.ndarray:
         """Undirected degree of each id."""

@@ -48,9 +48,9 @@ import pyarrow as pa
 
 from kgrag import schema as S
 from kgrag.kg.memory import available_memory
-from kgrag.kg.duckdb_io import NAME_LOOKUP, write_name_lookup
+from kgrag.kg.duckdb_io import NAME_LOOKUP, relation_aliases, write_name_lookup
 from kgrag.kg.groups import EdgeGroups, groups_folder, open_groups, write_groups
-from kgrag.kg.kgview import Incident, Neighbourhood, khop_walk, undirected_csr
+from kgrag.kg.kgview import RANGE_MIX, RANGE_MOD, Incident, Neighbourhood, khop_walk, undirected_csr
 
 SIDECAR_VERSION = "4"  # bump when the sidecar's tables change
 ROW_GROUP_SIZE = 16384  # rows per row group of the sidecar (zone-map granularity of a node lookup)
@@ -280,6 +280,7 @@ class DuckKGStore:
         self.heads, self.relations, self.tails = EdgeColumn(self, 0), EdgeColumn(self, 1), EdgeColumn(self, 2)
         self.entity_names = LazyNames(self, "names", S.ENTITY_ID, self.num_entities)  # the sidecar's, indexed
         self.relation_names = LazyNames(self, "kg.relations", S.RELATION_ID, int(n_rel))
+        self.relation_aliases = relation_aliases(self._con, "kg.relations", "kg")  # few: read whole, or None
         self._edges = _Cache(3)
         self._degrees = _Cache(1)
         self._csr: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # question_adjacency, on first use
@@ -312,6 +313,30 @@ class DuckKGStore:
     def num_triples(self) -> int:
         """Number of triples."""
         return self._num_triples
+
+    def range_sample(self, k: int, seed: int) -> dict[tuple[int, bool], np.ndarray]:
+        """Each relation's range sample per direction, by SQL with no triple loaded (the same entities as
+        :func:`kgrag.kg.kgview.range_sample_arrays`). A first pass reads only the entities whose order key is under
+        a cut that leaves about ``8 k`` per relation; a relation with fewer than ``k`` there is read again whole
+        (its ``k`` first are then exact: every entity under the cut precedes every entity over it)."""
+        n_rel = max(len(self.relation_names), 1)
+        cut = min(RANGE_MOD, max(1, RANGE_MOD * 8 * int(k) * n_rel // max(self.num_entities, 1)))
+        order = f"(e * {RANGE_MIX} + {int(seed)}) % {RANGE_MOD}"
+        out: dict[tuple[int, bool], np.ndarray] = {}
+        for fwd, col in ((True, S.TAIL), (False, S.HEAD)):
+            def sample(where: str) -> dict[int, np.ndarray]:
+                rows = self._query(
+                    f"SELECT r, e FROM (SELECT r, e, row_number() OVER (PARTITION BY r ORDER BY {order}, e) AS rn "
+                    f"FROM (SELECT DISTINCT {S.RELATION} AS r, {col} AS e FROM kg.triples WHERE {where})) "
+                    f"WHERE rn <= {int(k)} ORDER BY r, {order}, e")
+                r, e = np.asarray(rows["r"], np.int64), np.asarray(rows["e"], np.int64)
+                return {int(x): e[r == x] for x in np.unique(r)}
+            got = sample(f"({col} * {RANGE_MIX} + {int(seed)}) % {RANGE_MOD} < {cut}")
+            short = [r for r in range(len(self.relation_names)) if len(got.get(r, ())) < k]
+            if short:
+                got.update(sample(f"{S.RELATION} IN ({', '.join(map(str, short))})"))
+            out.update({(r, fwd): e for r, e in got.items()})
+        return out
 
     # ---- adjacency ---------------------------------------------------------------------------------
 

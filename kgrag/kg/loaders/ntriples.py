@@ -213,7 +213,8 @@ class NTriplesParams(BaseModel):
     relation_labels: str | None = Field(
         None, description="relation label table: relation<TAB>name lines (the predicate's local name, e.g. P26, or "
         "its IRI), several per relation allowed; the first names the relation (what the relation-path planner "
-        "reads), the others are its aliases (none: relations named by the predicate's local name)")
+        "reads), the others are its aliases, which the planner reads as it reads the name "
+        "(paraphrases: \"wife\", \"married to\" for spouse) (none: relations named by the predicate's local name)")
 
 
 @LOADERS.register("ntriples", params=NTriplesParams)

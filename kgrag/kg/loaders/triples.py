@@ -65,7 +65,8 @@ class TriplesParams(BaseModel):
     relation_labels: str | None = Field(
         None, description="relation label table: relation<TAB>name lines (the relation as the triples file writes "
         "it, e.g. P26), several per relation allowed; the first names the relation (what the relation-path planner "
-        "reads), the others are its aliases (none: relations named by their field text)")
+        "reads), the others are its aliases, which the planner reads as it reads the name "
+        "(paraphrases: \"wife\", \"married to\" for spouse) (none: relations named by their field text)")
     engine: Literal["auto", "python", "vectorized"] = Field(
         "auto", description="python (line by line), vectorized (numpy/pyarrow, same output), auto (vectorized "
         "when it applies: no quotechar, one-byte ASCII delimiter)")

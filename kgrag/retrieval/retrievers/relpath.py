@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from kgrag import arrays
 from kgrag import ranking
 
-from kgrag.index import relplan, zeroshot
+from kgrag.index import answer_types, relplan, zeroshot
 from kgrag.kg.groups import EdgeGroups, group_keys, split_keys
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag.retrieval.lego.types import Context
@@ -55,6 +55,13 @@ class RelPathParams(BaseModel):
         "docs/scale.md). 0 = every group over hub_edges is sampled (before 2026-12-04)")
     hub_seed: int = Field(0, ge=0, description="seed of the hub_edges sample: the same node, relation and direction "
                           "give the same sample in every step, sequence and question")
+    answer_type: Literal["auto", "ends", "relation"] = Field(
+        "auto", description="what the zero-shot planner's answer-type feature reads: ends = the names of up to 32 "
+        "entities each candidate sequence reaches (a new KG's first run encodes them as they are met: most of a "
+        "cold question's time at 1M triples); relation = the names of its last relation's range sample (32 entities "
+        "that relation reaches anywhere in the KG, seeded, encoded once per KG: on dev, PathQuestion-Large's first-end "
+        "Hit@1 0.93 -> 0.91, WorldCup2014's the same); auto = relation on a KG of 5M triples or more "
+        "(kgrag.index.answer_types), else ends; questions with their own graphs read ends (docs/scale.md)")
     inverse: Literal["plain", "of", "shares"] = Field(
         "plain", description="how a step against an edge's direction is written in the scored text: plain = "
         "the relation alone, of = 'r of', shares = 'shares r with'")
@@ -498,13 +505,15 @@ def _base_scorer(question, query_vec, kg, index, params: RelPathParams, plan: _Q
         vecs = _phrase_vectors(index)
         weights = plan.weights or zeroshot.Weights()
         ent = getattr(index, "entity_vectors", None)
+        types = answer_types.range_types(kg, ent, params.answer_type)
 
         def lexical(seqs: list, ends: list) -> np.ndarray:
             feats = zeroshot.features(
                 question=question.text, topic_names=topic_names, seqs=seqs,
                 ends=ends, relation_names=kg.relation_names, vecs=vecs,
                 entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
-                lexicon=plan.lexicon, lexicon_weight=params.lexicon_weight)
+                lexicon=plan.lexicon, lexicon_weight=params.lexicon_weight,
+                relation_aliases=getattr(kg, "relation_aliases", None), end_types=types)
             return ranking.rounded(zeroshot.scores(feats, weights), ranking.SCORE_DECIMALS)
         return lexical
     entry = SCORERS.get(params.scorer)
