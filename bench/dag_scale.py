@@ -22,6 +22,7 @@ Writes ``reports/bench/dag_scale.json`` (sizes already in the file are kept unle
 
     python bench/dag_scale.py --sizes 1M 10M                      # ~30 minutes on 2 cores
     python bench/dag_scale.py --sizes 1M 10M --warm               # then retrieve again, the vector cache warm
+    python bench/dag_scale.py --sizes 10M --rerun-retrieve        # retrieve again, cold then warm (an idle re-check)
     python bench/dag_scale.py --sizes 100k --questions 20 --out /tmp/dag_scale.json     # a smoke run, ~3 minutes
 """
 
@@ -125,6 +126,9 @@ def main() -> None:
     ap.add_argument("--warm", action="store_true",
                     help="only retrieve again in each size's kept project, its vector cache now warm (shards cleared), "
                          "with MetaQA's just before: retrieve_warm and retrieve_ratio_warm, added to the size's row")
+    ap.add_argument("--rerun-retrieve", action="store_true",
+                    help="only retrieve again in each size's kept project, twice: with an emptied vector cache (cold), "
+                         "then warm, MetaQA's before each: retrieve_rerun in the size's row (an idle re-check)")
     args = ap.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the stages' children write their bytecode, as `make` lets them
     work = Path(args.work)
@@ -135,7 +139,7 @@ def main() -> None:
                              "call caches; retrieve_ratio = the size's per-question retrieve p50 over MetaQA's default "
                              "project's, timed just before it",
               "sizes": old.get("sizes", {}), "stages": list(args.stages)}
-    for size in args.sizes if args.warm else ():  # before anything is built
+    for size in args.sizes if args.warm or args.rerun_retrieve else ():  # before anything is built
         if size not in result["sizes"] or not (work / size / "project" / "params.yaml").exists():
             raise SystemExit(f"dag_scale --warm: no {size} run in {out} and {work / size / 'project'}; run without "
                              "--warm first")
@@ -146,6 +150,23 @@ def main() -> None:
         for name in ("ingest", "validate", "index", "relplan", "retrieve"):
             stage(mq, name, mq_vectors)
         print("[dag_scale] MetaQA's project built", file=sys.stderr, flush=True)
+    if args.rerun_retrieve:
+        for size in args.sizes:
+            row, proj, vectors = result["sizes"][size], work / size / "project", work / size / "vectors"
+            rerun: dict = {"load_before": load()}
+            for kind in ("cold", "warm"):
+                if kind == "cold":
+                    shutil.rmtree(vectors, ignore_errors=True)
+                mq_row = metaqa_retrieve(mq, mq_vectors)
+                shutil.rmtree(proj / ".kgrag_cache" / "shards", ignore_errors=True)
+                stage_row = stage(proj, "retrieve", vectors)
+                rerun[kind] = {"metaqa": mq_row, "stage": stage_row, **retrieve_ms(proj),
+                               "ratio": round(retrieve_ms(proj)["ms_p50"] / mq_row["ms_p50"], 2)}
+                print(f"[dag_scale] {size} retrieve again, {kind}: {rerun[kind]}", file=sys.stderr, flush=True)
+            rerun["load_after"] = load()
+            row["retrieve_rerun"] = rerun
+        write_result(str(out), result)
+        return
     if args.warm:
         for size in args.sizes:
             row, proj = result["sizes"][size], work / size / "project"
