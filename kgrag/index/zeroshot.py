@@ -476,8 +476,7 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         q = vecs([phrase])[0].astype(np.float64)
         for i, s in enumerate(seqs):
             c = end_types(s)
-            norm = float(np.linalg.norm(c)) if c is not None else 0.0
-            out[i, 4] = float(np.asarray(c, dtype=np.float64) @ q) / norm if norm > 0 else 0.0
+            out[i, 4] = _type_cosine(np.asarray(c, dtype=np.float64), q) if c is not None else 0.0
     elif phrase is not None and entity_vectors is not None:
         _answer_type(out, vecs([phrase])[0].astype(np.float64), ends, entity_vectors)
     return out
@@ -496,9 +495,14 @@ def _answer_type(out: np.ndarray, q: np.ndarray, ends: Sequence[np.ndarray],
         at = np.cumsum([0] + [len(p) for p in picks.values()])
         allv = np.asarray(entity_vectors(np.concatenate(list(picks.values()))), dtype=np.float64)
         for (i, _), a, b in zip(picks.items(), at[:-1], at[1:]):
-            c = allv[a:b].mean(0)
-            norm = float(np.linalg.norm(c))
-            out[i, 4] = float(c @ q) / norm if norm > 0 else 0.0
+            out[i, 4] = _type_cosine(allv[a:b].mean(0), q)
+
+
+def _type_cosine(c: np.ndarray, q: np.ndarray) -> float:
+    """The ``type`` feature of a mean of unit name vectors ``c`` and the answer phrase's unit vector ``q``: their
+    cosine (0 for a zero mean)."""
+    norm = float(np.linalg.norm(c))
+    return float(c @ q) / norm if norm > 0 else 0.0
 
 
 def scores(feats: np.ndarray, weights: Weights) -> np.ndarray:

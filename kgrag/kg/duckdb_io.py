@@ -308,10 +308,10 @@ def read_tables(path: str | Path, names: tuple[str, ...] = TABLES) -> dict[str, 
         con.close()
 
 
-def relation_aliases(con, table: str, database: str | None = None) -> np.ndarray | None:
-    """Each relation's aliases (a relation label table's other names; ``schema.RELATIONS_LABELLED``), by relation id,
-    from ``table`` of DuckDB ``database`` (None: the connection's own); None when the table has no aliases column
-    (no label table)."""
+def aliases_by_id(con, table: str, id_col: str, database: str | None = None) -> np.ndarray | None:
+    """Each row's aliases (a label table's other names: ``schema.ENTITIES_ALIASES``, ``RELATIONS_LABELLED``), an
+    object array indexed by ``id_col``, from ``table`` of DuckDB ``database`` (None: the connection's own); None when
+    the table has no aliases column (no label table)."""
     from kgrag import schema as S
 
     cols = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE database_name = "
@@ -319,9 +319,16 @@ def relation_aliases(con, table: str, database: str | None = None) -> np.ndarray
                                       [database, table.split(".")[-1]]).fetchall()}
     if S.ALIASES not in cols:
         return None
-    t = con.sql(f"SELECT {S.RELATION_ID}, {S.ALIASES} FROM {table} ORDER BY {S.RELATION_ID}").to_arrow_table()
+    t = con.sql(f"SELECT {id_col}, {S.ALIASES} FROM {table} ORDER BY {id_col}").to_arrow_table()
     ids = t.column(0).to_pylist()
     out = np.empty(max(ids) + 1 if ids else 0, dtype=object)
     for i, a in zip(ids, t.column(1).to_pylist()):  # one by one: numpy would read equal-length lists as rows
         out[i] = a
     return out
+
+
+def relation_aliases(con, table: str, database: str | None = None) -> np.ndarray | None:
+    """Each relation's aliases by relation id (:func:`aliases_by_id`), or None."""
+    from kgrag import schema as S
+
+    return aliases_by_id(con, table, S.RELATION_ID, database)

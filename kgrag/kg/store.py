@@ -18,7 +18,7 @@ from kgrag import arrays
 from kgrag import schema as S
 from kgrag.kg.memory import available_memory
 from kgrag.kg.duckdb_io import TABLES, ensure_duckdb, file_hash, read_tables, write_duckdb  # noqa: F401 (re-exported)
-from kgrag.kg.duckdb_io import relation_aliases
+from kgrag.kg.duckdb_io import aliases_by_id, relation_aliases
 from kgrag.kg.kgview import Incident, KGView, Neighbourhood, khop_walk, undirected_csr  # noqa: F401 (re-exported)
 from kgrag.kg.kgview import range_sample_arrays
 from kgrag.types import Question
@@ -67,13 +67,11 @@ class KGStore:
         con = duckdb.connect(self.path, read_only=True)
         try:
             t = con.execute(f"SELECT {S.HEAD}, {S.RELATION}, {S.TAIL} FROM triples").fetchnumpy()
-            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                              "WHERE table_name = 'entities'").fetchall()}
             ent = con.execute(f"SELECT {S.ENTITY_ID}, {S.NAME} FROM entities ORDER BY {S.ENTITY_ID}").fetchnumpy()
-            aliases = (con.sql(f"SELECT {S.ALIASES} FROM entities ORDER BY {S.ENTITY_ID}").to_arrow_table()
-                       .column(0).to_pylist() if S.ALIASES in cols else None)
+            # other names of each entity / relation (a label table's), None when the KG has none
+            self.entity_aliases = aliases_by_id(con, "entities", S.ENTITY_ID)
             rel = con.execute(f"SELECT {S.RELATION_ID}, {S.NAME} FROM relations ORDER BY {S.RELATION_ID}").fetchnumpy()
-            rel_aliases = relation_aliases(con, "relations")
+            self.relation_aliases = relation_aliases(con, "relations")
         finally:
             con.close()
         self.heads = np.asarray(t[S.HEAD], dtype=np.int64)
@@ -83,15 +81,9 @@ class KGStore:
         self.num_entities = int(ent_ids.max()) + 1 if len(ent_ids) else 0
         self.entity_names = np.empty(self.num_entities, dtype=object)
         self.entity_names[ent_ids] = list(ent[S.NAME])
-        self.entity_aliases = None  # other names of each entity (a label table's), None when the KG has none
-        if aliases is not None:
-            self.entity_aliases = np.empty(self.num_entities, dtype=object)
-            for i, a in zip(ent_ids.tolist(), aliases):  # one by one: numpy would read equal-length lists as rows
-                self.entity_aliases[i] = a
         rel_ids = np.asarray(rel[S.RELATION_ID], dtype=np.int64)
         self.relation_names = np.empty(int(rel_ids.max()) + 1 if len(rel_ids) else 0, dtype=object)
         self.relation_names[rel_ids] = list(rel[S.NAME])
-        self.relation_aliases = rel_aliases  # other names of each relation (a relation label table's), or None
         self._build_csr()
 
     def _build_csr(self) -> None:

@@ -321,17 +321,19 @@ class DuckKGStore:
         (its ``k`` first are then exact: every entity under the cut precedes every entity over it)."""
         n_rel = max(len(self.relation_names), 1)
         cut = min(RANGE_MOD, max(1, RANGE_MOD * 8 * int(k) * n_rel // max(self.num_entities, 1)))
-        order = f"(e * {RANGE_MIX} + {int(seed)}) % {RANGE_MOD}"
+        def key(x: str) -> str:  # kgview.range_order in SQL
+            return f"({x} * {RANGE_MIX} + {int(seed)}) % {RANGE_MOD}"
+
         out: dict[tuple[int, bool], np.ndarray] = {}
         for fwd, col in ((True, S.TAIL), (False, S.HEAD)):
             def sample(where: str) -> dict[int, np.ndarray]:
                 rows = self._query(
-                    f"SELECT r, e FROM (SELECT r, e, row_number() OVER (PARTITION BY r ORDER BY {order}, e) AS rn "
+                    f"SELECT r, e FROM (SELECT r, e, row_number() OVER (PARTITION BY r ORDER BY {key('e')}, e) AS rn "
                     f"FROM (SELECT DISTINCT {S.RELATION} AS r, {col} AS e FROM kg.triples WHERE {where})) "
-                    f"WHERE rn <= {int(k)} ORDER BY r, {order}, e")
+                    f"WHERE rn <= {int(k)} ORDER BY r, {key('e')}, e")
                 r, e = np.asarray(rows["r"], np.int64), np.asarray(rows["e"], np.int64)
                 return {int(x): e[r == x] for x in np.unique(r)}
-            got = sample(f"({col} * {RANGE_MIX} + {int(seed)}) % {RANGE_MOD} < {cut}")
+            got = sample(f"{key(col)} < {cut}")
             short = [r for r in range(len(self.relation_names)) if len(got.get(r, ())) < k]
             if short:
                 got.update(sample(f"{S.RELATION} IN ({', '.join(map(str, short))})"))
