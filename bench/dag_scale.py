@@ -84,6 +84,16 @@ def metaqa_retrieve(proj: Path, vectors: Path) -> dict:
     return {**stage(proj, "retrieve", vectors), **retrieve_ms(proj)}
 
 
+def retrieve_against_metaqa(proj: Path, vectors: Path, mq: Path, mq_vectors: Path) -> dict:
+    """MetaQA's retrieve (:func:`metaqa_retrieve`), then the project's with its shards cleared: MetaQA's figures,
+    the stage's, its per-question times and ``ratio``, its p50 over MetaQA's."""
+    mq_row = metaqa_retrieve(mq, mq_vectors)
+    shutil.rmtree(proj / ".kgrag_cache" / "shards", ignore_errors=True)
+    stage_row = stage(proj, "retrieve", vectors)
+    ms = retrieve_ms(proj)
+    return {"metaqa": mq_row, "stage": stage_row, **ms, "ratio": round(ms["ms_p50"] / mq_row["ms_p50"], 2)}
+
+
 def du_gb(*paths: Path) -> float:
     """Disk used by ``paths`` (``du -sb``), GB."""
     have = [str(p) for p in paths if p.exists()]
@@ -141,8 +151,9 @@ def main() -> None:
               "sizes": old.get("sizes", {}), "stages": list(args.stages)}
     for size in args.sizes if args.warm or args.rerun_retrieve else ():  # before anything is built
         if size not in result["sizes"] or not (work / size / "project" / "params.yaml").exists():
-            raise SystemExit(f"dag_scale --warm: no {size} run in {out} and {work / size / 'project'}; run without "
-                             "--warm first")
+            flag = "--warm" if args.warm else "--rerun-retrieve"
+            raise SystemExit(f"dag_scale {flag}: no {size} run in {out} and {work / size / 'project'}; run without "
+                             f"{flag} first")
     mq = work / "metaqa"
     mq_vectors = work / "metaqa-vectors"
     if not (mq / "data" / "retrieve" / "retrieved.parquet").exists():
@@ -157,11 +168,7 @@ def main() -> None:
             for kind in ("cold", "warm"):
                 if kind == "cold":
                     shutil.rmtree(vectors, ignore_errors=True)
-                mq_row = metaqa_retrieve(mq, mq_vectors)
-                shutil.rmtree(proj / ".kgrag_cache" / "shards", ignore_errors=True)
-                stage_row = stage(proj, "retrieve", vectors)
-                rerun[kind] = {"metaqa": mq_row, "stage": stage_row, **retrieve_ms(proj),
-                               "ratio": round(retrieve_ms(proj)["ms_p50"] / mq_row["ms_p50"], 2)}
+                rerun[kind] = retrieve_against_metaqa(proj, vectors, mq, mq_vectors)
                 print(f"[dag_scale] {size} retrieve again, {kind}: {rerun[kind]}", file=sys.stderr, flush=True)
             rerun["load_after"] = load()
             row["retrieve_rerun"] = rerun
@@ -170,12 +177,11 @@ def main() -> None:
     if args.warm:
         for size in args.sizes:
             row, proj = result["sizes"][size], work / size / "project"
-            row["metaqa_retrieve_warm"] = metaqa_retrieve(mq, mq_vectors)
-            shutil.rmtree(proj / ".kgrag_cache" / "shards", ignore_errors=True)
-            row["stages_warm"] = {"retrieve": stage(proj, "retrieve", work / size / "vectors")}
-            row["retrieve_warm"] = retrieve_ms(proj)
-            mq_p50 = row["metaqa_retrieve_warm"]["ms_p50"]
-            row["retrieve_ratio_warm"] = round(row["retrieve_warm"]["ms_p50"] / mq_p50, 2)
+            got = retrieve_against_metaqa(proj, work / size / "vectors", mq, mq_vectors)
+            row["metaqa_retrieve_warm"] = got.pop("metaqa")
+            row["stages_warm"] = {"retrieve": got.pop("stage")}
+            row["retrieve_ratio_warm"] = got.pop("ratio")
+            row["retrieve_warm"] = got
             print(f"[dag_scale] {size} retrieve, warm: {row['retrieve_warm']}", file=sys.stderr, flush=True)
         result["growth_warm_retrieve_ms_p50"] = growth(
             {k: {**r, "retrieve": r["retrieve_warm"], "stages": {}} for k, r in result["sizes"].items()
