@@ -200,7 +200,10 @@ class PathBook:
     """One question's demonstrations and the scores of every relation path a search walked after them (``demos:
     k`` of ``explore``, ``agent`` and ``fasttog``). The scores are the path's, whichever entity ends it:
     ``ends[path]`` = (log P(path '.'), log P(path ' ->')) as the reply, ``score[path]`` = their log-sum, log
-    P(path) as the reply's start; ``expanded``: the paths whose next steps were scored."""
+    P(path) as the reply's start; ``expanded``: the paths whose next steps were scored. The demonstrations policy
+    of ``demos: k`` (``policies.NoDemos`` is ``demos: 0``'s)."""
+
+    active = True
 
     def __init__(self, *, plan: str, index, k: int, question: str, topic_names: Sequence[str], s: Sampling,
                  order: str = "nearest") -> None:
@@ -223,6 +226,10 @@ class PathBook:
             return None
         return cls(plan=params.plan, index=index, k=params.demos, question=question, topic_names=topic_names, s=s,
                    order=params.demos_order)
+
+    def stamp(self, trace: dict) -> None:
+        """The demonstrations shown, in the trace (``demos``: [question, path] each)."""
+        trace["demos"] = self.shown
 
     def expand(self, groups: dict[tuple, Sequence[tuple[str, bool]]]):
         """Score the next ``steps`` of each path (``{path: steps}``) not scored before, each step's path ending

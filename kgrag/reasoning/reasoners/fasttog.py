@@ -54,9 +54,10 @@ from kgrag.llm.calls import CallRecord, LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.kgtools import rel_name
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
-from kgrag.reasoning.reasoners.parsing import letters, parse_choices
+from kgrag.reasoning.reasoners.parsing import letters
+from kgrag.reasoning.reasoners.policies import Policies, parse_fine, policies_of, ranked
 from kgrag.reasoning.reasoners.tog import (
-    MAX_OPTIONS, REASON_SYSTEM, _fmt, _triple, example_letters, fallback_answer, fallback_step, incident_edges,
+    MAX_OPTIONS, REASON_SYSTEM, _fmt, _triple, example_letters, incident_edges,
     option_lines, parse_reasoning, prune_request, rel_words, valid_topics,
 )
 from kgrag.kg.kgview import KGView
@@ -510,19 +511,6 @@ def _triples(kg: KGView, edges: Sequence[int]) -> list[Triple]:
     return kg.named_triples(kg.heads[e], kg.relations[e], kg.tails[e]) if len(e) else []
 
 
-def parse_fine(reply: str, n: int, k: int) -> tuple[list[int] | None, bool]:
-    """(chosen positions, parsed) of a fine-pruning reply over ``n`` options plus the "none" option.
-
-    ``[]`` when the LLM picks "none" first; None with parsed False when no valid letter is found.
-    """
-    got = parse_choices(reply, n + 1, n + 1)
-    if got is None:
-        return None, False
-    if got[0] == n:
-        return [], True
-    return [g for g in got if g != n][:k], True
-
-
 def community_paths(kg: KGView, cand: Candidate, known: dict[int, tuple], cap: int = 4,
                     layers: int | None = None) -> dict[int, list[tuple]]:
     """The relation paths from the topic entities to each node of a candidate community, over the triples that
@@ -672,8 +660,8 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     Graph (2024), Algorithms 1 and 2, equations 4-6, Appendix C. ``answer: rank``: Luo et al., Graph-constrained
     Reasoning (GCR, 2024), answers constrained to KG entities ranked by the LLM's likelihood.
     """
-    run = _FastToGRun(inp, params)
     topics = valid_topics(inp)
+    run = _FastToGRun(inp, params, topics)
     if not topics:
         run.trace["start"] = []
         return (yield from run.finish("no_topic_entity", 0))
@@ -707,8 +695,11 @@ class _FastToGRun:
     trace, the purpose of every LLM request, the replies not parsed, with demos the relation paths reached) and
     its phases, each a generator of LLM request batches as the reasoner protocol wants."""
 
-    def __init__(self, inp: ReasonInput, params: FastToGParams) -> None:
+    def __init__(self, inp: ReasonInput, params: FastToGParams, topics: list[int]) -> None:
         self.inp, self.params = inp, params
+        # the three policies: deciding, answering, demonstrations (demos: every relation path's scores)
+        self.pol: Policies = policies_of(params, inp, inp.kg.names(np.asarray(sorted(topics))) if topics else None)
+        self.book = self.pol.demos
         self.s, self.kg, self.q = inp.sampling, inp.kg, inp.question
         self.question = clean_question(self.q.text)
         W, D = params.width, params.d_max
@@ -718,16 +709,12 @@ class _FastToGRun:
             "reasoner": "fasttog", "width": W, "d_max": D, "detector": params.detector,
             "text": params.text if params.text == "triple2text" else f"graph2text-{params.graph2text}",
             "depths": [], "llm_requests": self.calls}
-        self.scored = params.decide == "score"
-        self.scored_check = self.scored and params.answer == "rank"
-        self.rank_stop = self.scored_check and params.stop == "rank"  # rank at every depth in place of the check
-        if self.scored or params.answer == "rank":
-            self.trace.update(decide=params.decide, answer=params.answer)
+        self.rank_stop = self.pol.scored_check and params.stop == "rank"  # rank at every depth, not the check
+        self.pol.stamp(self.trace)
         self.unparseable = 0
         self.qkey = zlib.crc32(self.q.question_id.encode())
         self.chains: list[Chain] = []
-        self.best_depth: list = []  # stop: rank: (best score, answer, depth, top names, chosen names) of the best
-        self.book: dc.PathBook | None = None
+        self.best_depth: list = []  # stop: rank: (best score, depth, rank's answer) of the best depth so far
         self.reach: dict[tuple, list[int]] = {}  # demos: the nodes at each relation path's end (all chains)
         self.path_stop = params.stop == "path"
         self.last_context: str | None = None
@@ -735,7 +722,13 @@ class _FastToGRun:
     def rng(self, phase: int, chain: int) -> np.random.Generator:
         return np.random.default_rng([self.params.seed, self.qkey, phase, chain])
 
+    def checked(self, res: Reasoning) -> Reasoning:
+        """``res``, once the call bound is checked (:meth:`check`)."""
+        self.check()
+        return res
+
     def check(self) -> None:
+        """The call bound in the trace (``call_bound``); an ``AssertionError`` where the calls made exceed it."""
         calls, bound = self.calls, self.bound
         self.trace["call_bound"] = {"calls": len(calls), "bound": bound, "holds": len(calls) <= bound}
         if len(calls) > bound:
@@ -744,13 +737,12 @@ class _FastToGRun:
     def finish(self, stop: str, depth: int) -> Gen:
         """The fallback (IO / CoT) answers."""
         params = self.params
-        (rec,) = yield [fallback_step(params.fallback, self.inp)]
+        fb = yield from self.pol.answer.fallback(params.fallback)
         self.calls.append("fallback")
-        ans, bad = fallback_answer(params.fallback, rec)
-        self.unparseable += bad
-        self.trace.update(stop=stop, depth_reached=depth, fallback_reply=text_of(rec))
+        self.unparseable += fb.unparseable
+        self.trace.update(stop=stop, depth_reached=depth, fallback_reply=fb.reply)
         self.check()
-        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=self.trace,
+        return Reasoning(answer=fb.answer, depth=depth, fallback=params.fallback, trace=self.trace,
                          unparseable=self.unparseable)
 
     def chain_facts(self) -> list[str]:
@@ -763,19 +755,17 @@ class _FastToGRun:
 
     def ranked_last(self, need_score: bool = False) -> Gen:
         """rank's call over the entities of the chains' last communities (the entities reached), the chains'
-        triples as the facts: (answer, top names, the names chosen); one entity and no score needed (not
-        ``stop: rank``): no call (``dc.rank_call``)."""
+        triples as the facts (``policies.Ranked``); one entity and no score needed (not ``stop: rank``): no call
+        (``dc.rank_call``)."""
         ids: dict[str, int] = {}
         for ch in self.chains:
             last = sorted(ch.communities[-1])
             for n, e in zip(self.kg.names(np.asarray(last)), last):
                 ids.setdefault(str(n), int(e))
-        picked: list[str] = []
-        got, top, made = yield from dc.rank_call(question=self.q, facts=self.chain_facts(), ids=ids, s=self.s,
-                                                 margin=self.params.margin, trace=self.trace, need_score=need_score,
-                                                 chosen=picked)
-        self.calls.extend(["rank"] * made)
-        return got, top, tuple(picked)
+        got = yield from self.pol.answer.rank(facts=self.chain_facts(), ids=ids, trace=self.trace,
+                                              need_score=need_score)
+        self.calls.extend(["rank"] * got.calls)
+        return got
 
     def conclude(self, stop: str, depth: int, ans: str | None = None) -> Gen:
         """The search's answer: with answer: rank, rank's selection over the entities of the chains' last
@@ -783,29 +773,23 @@ class _FastToGRun:
         the fallback when there is none. The entities rank chose are the answers as they are
         (``Reasoning.answers``), not parsed back from their joined text."""
         params, kg, trace, book, reach = self.params, self.kg, self.trace, self.book, self.reach
-        if book is not None and params.stop == "path" and reach:
+        if book.active and params.stop == "path" and reach:
             path, _ = book.best(reach)
             if path is not None:  # the ends of the most likely whole relation path
                 ids = {str(n): int(e) for n, e in zip(kg.names(np.asarray(reach[path])), reach[path])}
                 trace["answer_path"] = dc.path_text(path)
-                on_path: list[str] = []
-                got, top, made = yield from dc.rank_call(question=self.q, facts=self.chain_facts(), ids=ids,
-                                                         s=self.s, margin=params.margin, trace=trace, chosen=on_path)
-                self.calls.extend(["rank"] * made)
-                trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
-                self.check()
-                return Reasoning(answer=got, depth=depth, trace=trace, unparseable=self.unparseable,
-                                 answers=tuple(on_path))
+                got = yield from self.pol.answer.rank(facts=self.chain_facts(), ids=ids, trace=trace)
+                self.calls.extend(["rank"] * got.calls)
+                return self.checked(ranked(got, depth=depth, trace=trace, unparseable=self.unparseable, stop=stop,
+                                           depth_reached=depth))
         if self.best_depth:
-            _, got, d_best, top, picked = self.best_depth
-            trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top, answer_depth=d_best)
-            self.check()
-            return Reasoning(answer=got, depth=d_best, trace=trace, unparseable=self.unparseable, answers=picked)
-        if params.answer == "rank" and self.chains:
-            got, top, picked = yield from self.ranked_last()
-            trace.update(stop=stop, depth_reached=depth, answer_from="rank", rank_top=top)
-            self.check()
-            return Reasoning(answer=got, depth=depth, trace=trace, unparseable=self.unparseable, answers=picked)
+            d_best, got = self.best_depth[1:]
+            return self.checked(ranked(got, depth=d_best, trace=trace, unparseable=self.unparseable,
+                                       answer_depth=d_best, stop=stop, depth_reached=depth))
+        if self.pol.answer.ranks and self.chains:
+            got = yield from self.ranked_last()
+            return self.checked(ranked(got, depth=depth, trace=trace, unparseable=self.unparseable, stop=stop,
+                                       depth_reached=depth))
         if ans is not None:
             trace.update(stop=stop, depth_reached=depth)
             self.check()
@@ -821,10 +805,7 @@ class _FastToGRun:
         self.trace["start"] = self.start_text
         self.history: set[frozenset[int]] = {self.c0}
         self.converter = community2text(params)
-        self.book = dc.PathBook.of(params, index=self.inp.index, question=self.q.text,
-                                   topic_names=kg.names(np.asarray(sorted(self.c0))), s=self.s)
-        if self.book is not None:
-            self.trace["demos"] = self.book.shown
+        self.book.stamp(self.trace)
 
     def rate(self, groups: list[tuple[list[Candidate], dict[int, tuple]]]) -> Gen:
         """demos: every candidate community of each group (one group per pruning: the candidates and the paths
@@ -867,7 +848,7 @@ class _FastToGRun:
                 ends.append(n)
 
     def best_reached(self) -> tuple[tuple | None, float | None]:
-        return self.book.best(self.reach) if self.book is not None else (None, None)
+        return self.book.best(self.reach)
 
     def names(self, c: frozenset[int]) -> list[str]:
         return self.kg.names(np.asarray(sorted(c)))
@@ -877,7 +858,7 @@ class _FastToGRun:
         start of a chain; returns the stop (``no_candidates``, ``pruned_all``) where no chain starts, else None."""
         params, kg, q, s, book, c0, W = self.params, self.kg, self.q, self.s, self.book, self.c0, self.params.width
         cands, info = lcs_candidates(kg, c0, set(c0), self.history, params, self.rng(0, 0), q.graph_id,
-                                     known=None if book is None else {t: () for t in c0})
+                                     known=None if not book.active else {t: () for t in c0})
         opts = [triple2text(_triples(kg, c.edges)) for c in cands]
         init: dict[str, Any] = {"lcs": info, "options": opts, "modularity": [c.modularity for c in cands]}
         self.init = init
@@ -885,7 +866,7 @@ class _FastToGRun:
         if not cands:
             return "no_candidates"
         head_rated: list = []
-        if book is not None:  # demos: the W communities of the likeliest paths, within path_margin of the best
+        if book.active:  # demos: the W communities of the likeliest paths, within path_margin of the best
             n, ((sc, head_rated),) = yield from self.rate([(cands, {t: () for t in c0})])
             self.calls.extend(["prune_multi"] * n)
             ok = [x for x in sc if x is not None]
@@ -893,25 +874,20 @@ class _FastToGRun:
                       if sc[i] is not None and sc[i] >= max(ok) - params.path_margin] if ok \
                 else list(range(min(W, len(cands))))
             init.update(reply="", parsed=True, chosen=chosen, **self.path_info(cands, sc, head_rated))
-        elif self.scored:
-            (rec,) = yield [dc.score_request(SCORE_MULTI.format(question=self.question, premise=self.start_text),
-                                             opts, s)]
+        else:  # the paper's prompt lists "none of them" (a letter of its own); scoring does not offer it
+            decider = self.pol.decide
+            (rec,) = yield [decider.request(
+                opts, ask=lambda: SCORE_MULTI.format(question=self.question, premise=self.start_text),
+                paper=lambda: prune_request(PRUNE_PROMPT.format(
+                    question=self.question, premise=self.start_text, options=option_lines(opts + [NONE_OPTION]),
+                    instruction=PRUNE_MULTI.format(k=W, example=example_letters(W, len(opts)),
+                                                   none=letters(len(opts) + 1)[-1])),
+                    s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature))]
             self.calls.append("prune_multi")
-            chosen, scores = dc.choose(rec, len(cands), W, params.score_normalize)
-            init.update(reply="", parsed=True, chosen=chosen, scores=dc.scored_options(opts, scores))
-        else:
-            prompt = PRUNE_PROMPT.format(
-                question=self.question, premise=self.start_text, options=option_lines(opts + [NONE_OPTION]),
-                instruction=PRUNE_MULTI.format(k=W, example=example_letters(W, len(opts)),
-                                               none=letters(len(opts) + 1)[-1]))
-            (rec,) = yield [prune_request(prompt, s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)]
-            self.calls.append("prune_multi")
-            got, ok = parse_fine(text_of(rec), len(cands), W)
-            if not ok:
-                self.unparseable += 1
-                got = list(range(min(W, len(cands))))
-            chosen = got or []
-            init.update(reply=text_of(rec), parsed=ok, chosen=chosen)
+            got = decider.choose(rec, len(cands), W, none=not decider.scored)
+            self.unparseable += int(not got.parsed)
+            chosen = got.positions
+            init.update(reply=got.reply, parsed=got.parsed, chosen=chosen, **self.scores_of(decider, opts, got))
         if not chosen:
             return "pruned_all"
         for i in chosen:
@@ -959,12 +935,12 @@ class _FastToGRun:
             return False, None, True
         self.last_context = context
         if self.rank_stop:
-            got, top, picked = yield from self.ranked_last(need_score=True)
-            rd["reasoning"] = {"rank_top": top}
-            if top and (not self.best_depth or top[0][1] > self.best_depth[0]):
-                self.best_depth[:] = [top[0][1], got, depth, top, picked]
+            got = yield from self.ranked_last(need_score=True)
+            rd["reasoning"] = {"rank_top": got.top}
+            if got.top and (not self.best_depth or got.top[0][1] > self.best_depth[0]):
+                self.best_depth[:] = [got.top[0][1], depth, got]
             return False, None, False
-        if self.scored_check:
+        if self.pol.scored_check:
             (rec,) = yield [dc.enough_request("\n".join(self.chain_facts()), question, s)]
             self.calls.append("reason")
             yes, sc = dc.enough(rec)
@@ -982,6 +958,11 @@ class _FastToGRun:
         rd["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
         return ans is not None, ans, False
 
+    @staticmethod
+    def scores_of(decider, options: list[str], got) -> dict[str, Any]:
+        """A community pruning's ``scores`` trace field when it was scored (none when generated)."""
+        return {"scores": dc.scored_options(options, got.scores)} if decider.scored else {}
+
     def path_state(self, rd: dict[str, Any]) -> None:
         """stop: path: the most likely whole path reached so far, in place of the reasoning call (no call)."""
         best, bs = self.best_reached()
@@ -997,7 +978,7 @@ class _FastToGRun:
             if not ch.active:
                 continue
             cs, info = lcs_candidates(kg, ch.communities[-1], ch.visited(self.c0), self.history, params,
-                                      self.rng(it + 1, ci), q.graph_id, known=None if book is None else ch.last_paths())
+                                      self.rng(it + 1, ci), q.graph_id, known=None if not book.active else ch.last_paths())
             entry = {"chain": ci, "lcs": info, "options": [triple2text(_triples(kg, c.edges)) for c in cs],
                      "modularity": [c.modularity for c in cs]}
             rd["pruning"].append(entry)
@@ -1007,7 +988,7 @@ class _FastToGRun:
                 continue
             asks.append((ci, cs))
         grew = False
-        if asks and book is not None:  # demos: each chain's candidates rated by their nodes' paths
+        if asks and book.active:  # demos: each chain's candidates rated by their nodes' paths
             n, rated_groups = yield from self.rate([(cs, chains[ci].last_paths()) for ci, cs in asks])
             self.calls.extend(["prune"] * n)
             _, bs = self.best_reached()
@@ -1024,34 +1005,26 @@ class _FastToGRun:
                 self.extend(chains[ci], cs[got[0]], rated[got[0]])
                 grew = True
         elif asks:
-            reqs = []
+            decider, reqs = self.pol.decide, []
             for ci, cs in asks:
                 premise = "; ".join([self.start_text] + [triple2text(_triples(kg, e)) for e in chains[ci].edges])
-                opts = [triple2text(_triples(kg, c.edges)) for c in cs]
-                if self.scored:
-                    reqs.append(dc.score_request(SCORE_SINGLE.format(question=self.question, premise=premise),
-                                                 opts + [NONE_OPTION], s))
-                    continue
-                reqs.append(prune_request(PRUNE_PROMPT.format(
-                    question=self.question, premise=premise, options=option_lines(opts + [NONE_OPTION]),
-                    instruction=PRUNE_SINGLE.format(none=letters(len(opts) + 1)[-1])), s, params.prune_tokens,
-                    PRUNE_SYSTEM, params.prune_temperature))
+                opts = [triple2text(_triples(kg, c.edges)) for c in cs] + [NONE_OPTION]
+                reqs.append(decider.request(opts, ask=lambda: SCORE_SINGLE.format(question=self.question,
+                                                                                   premise=premise),
+                                            paper=lambda: prune_request(PRUNE_PROMPT.format(
+                                                question=self.question, premise=premise, options=option_lines(opts),
+                                                instruction=PRUNE_SINGLE.format(none=letters(len(opts))[-1])),
+                                                s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)))
             recs = yield reqs
             self.calls.extend(["prune"] * len(reqs))
             by_chain = {e["chain"]: e for e in rd["pruning"]}
             for (ci, cs), r in zip(asks, recs):
-                if self.scored:
-                    # "None of the above" is the last option: chosen when it scores best
-                    best, sc = dc.choose(r, len(cs) + 1, 1, params.score_normalize)
-                    got = [] if best == [len(cs)] else best
-                    by_chain[ci].update(reply="", parsed=True, chosen=got,
-                                        scores=dc.scored_options(by_chain[ci]["options"] + [NONE_OPTION], sc))
-                else:
-                    got, ok = parse_fine(text_of(r), len(cs), 1)
-                    if not ok:
-                        self.unparseable += 1
-                        got = [0]
-                    by_chain[ci].update(reply=text_of(r), parsed=ok, chosen=got)
+                # "None of the above" is the last option: chosen first (by letter or best score), no candidate
+                choice = decider.choose(r, len(cs), 1, none=True)
+                self.unparseable += int(not choice.parsed)
+                got = choice.positions
+                by_chain[ci].update(reply=choice.reply, parsed=choice.parsed, chosen=got,
+                                    **self.scores_of(decider, by_chain[ci]["options"] + [NONE_OPTION], choice))
                 if not got:
                     chains[ci].active = False
                     by_chain[ci]["stopped"] = "llm_none"

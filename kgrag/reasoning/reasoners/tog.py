@@ -30,10 +30,10 @@ from pydantic import ConfigDict, Field
 from kgrag import ranking
 from kgrag.llm.prompts import DEMO_QUESTION, clean_question, separated
 from kgrag.llm.calls import CallRecord, LLMRequest
-from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request, io_request
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
-from kgrag.reasoning.reasoners.parsing import final_answer, is_unknown, letters, parse_choices
+from kgrag.reasoning.reasoners.parsing import final_answer, is_unknown, letters
+from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
 from kgrag.kg.kgview import KGView
 
 
@@ -123,23 +123,6 @@ def parse_reasoning(text: str) -> tuple[str | None, bool]:
     if is_unknown(text):
         return None, True
     return None, False
-
-
-def fallback_step(kind: str, inp: ReasonInput) -> LLMRequest:
-    """The fallback request: the IO prompt (question alone) or chain of thought."""
-    q = inp.question
-    return (io_request(q.text, inp.sampling, choices=q.choices) if kind == "io"
-            else cot_request(q.text, inp.sampling, choices=q.choices))
-
-
-def fallback_answer(kind: str, rec: CallRecord) -> tuple[str, int]:
-    """(answer, unparseable) of the fallback reply: IO's text as is; CoT's ``Answer:`` line, else its last
-    line (counted unparseable, as in the ``cot`` baseline)."""
-    text = text_of(rec)
-    if kind == "io":
-        return text.strip(), 0
-    ans, ok = cot_answer(text)
-    return ans, int(not ok and bool(text))
 
 
 def incident_edges(kg: KGView, ids: Sequence[int], graph_id: str | None, max_edges: int,
@@ -284,25 +267,22 @@ def _all_kept(texts: list[str]) -> tuple[list[int], dict, int]:
                                      "no_call": "no more options than the width"}, 0
 
 
-def _prune(params, s, texts: list[str], *, score_prompt, prompt):
-    """One pruning decision of ToG (relations or entities) over ``texts``: with ``prune: llm`` and ``decide: score``
-    the options scored
-    (``score_prompt()``, W best kept), else the paper's prompt (``prompt()``, ``prune: llm``) parsed, or the
-    embedding / random pre-rank. Yields its one request, if any; returns (chosen positions, the trace record:
-    options, chosen, parsed, reply and, when scored, every option's score (None after a failed call), calls)."""
-    if params.prune == "llm" and params.decide == "score":
-        if len(texts) <= params.width:
-            return _all_kept(texts)
-        (rec,) = yield [dc.score_request(score_prompt(), texts, s)]
-        chosen, scores = dc.choose(rec, len(texts), params.width, params.score_normalize)
-        return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": True, "reply": "",
-                        "scores": dc.scored_options(texts, scores)}, 1
-    rec = None
-    if params.prune == "llm":
-        (rec,) = yield [prune_request(prompt(), s, params.prune_tokens)]
-    chosen, ok, reply = _choose(params.prune, params.width, rec, len(texts))
-    return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": ok, "reply": reply}, \
-        int(rec is not None)
+def _prune(params, s, decider, texts: list[str], *, score_prompt, prompt):
+    """One pruning decision of ToG (relations or entities) over ``texts``: with ``prune: llm`` the decider's
+    (``decide: score``: the options scored as the reply to ``score_prompt()``, W best kept, and no call where
+    there are no more options than W; ``generate``: the paper's prompt ``prompt()``, its letters parsed), else
+    the embedding / BM25 pre-rank's first W. Yields its one request, if any; returns (chosen positions, the trace
+    record: options, chosen, parsed, reply and, when scored, every option's score (None after a failed call),
+    calls)."""
+    if params.prune != "llm":
+        return list(range(min(params.width, len(texts)))), {"options": texts, "chosen": texts[: params.width],
+                                                            "parsed": True, "reply": ""}, 0
+    if decider.scored and len(texts) <= params.width:
+        return _all_kept(texts)
+    (rec,) = yield [decider.request(texts, ask=score_prompt,
+                                    paper=lambda: prune_request(prompt(), s, params.prune_tokens))]
+    got = decider.choose(rec, len(texts), params.width)
+    return got.positions, got.record(texts, decider.scored), 1
 
 
 def _steps(kg: KGView, path: Sequence[int], end: int) -> tuple[tuple[str, bool], ...]:
@@ -342,18 +322,6 @@ def _prune_by_path(params, texts: list[str], steps: list[tuple[str, bool]],
         chosen = [i for i in chosen if score[i] is not None and score[i] >= score[chosen[0]] - params.path_margin]
     return chosen, {"options": texts, "chosen": [texts[i] for i in chosen], "parsed": True, "reply": "",
                     "scores": [[t, score[i]] for i, t in enumerate(texts)], "paths": per_path}, n
-
-
-def _choose(kind: str, k: int, rec: CallRecord | None, n: int) -> tuple[list[int], bool, str]:
-    """Positions chosen among ``n`` options (already in pre-rank order): by the LLM's letters, else the
-    first ``k`` (the pre-rank). Returns (chosen, parsed, reply)."""
-    if kind != "llm" or rec is None:
-        return list(range(min(k, n))), True, ""
-    reply = text_of(rec)
-    got = parse_choices(reply, n, k)
-    if got is None:
-        return list(range(min(k, n))), False, reply
-    return got, True, reply
 
 
 def _hub_rng(seed: int, question_id: str, depth: int) -> np.random.Generator:
@@ -402,8 +370,8 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     ----------
     Sun et al., Think-on-Graph (ICLR 2024), section 2.1; Liang et al., FastToG (2024).
     """
-    run = _ToGRun(inp, params)
     topics = valid_topics(inp)
+    run = _ToGRun(inp, params, topics)
     if not topics:
         run.trace["topic"] = []
         return (yield from run.finish("no_topic_entity", 0))
@@ -427,18 +395,20 @@ class _ToGRun:
     """One question's Think-on-Graph search (:func:`tog`): its state (the kept chains, the trace, the calls made and
     the replies not parsed) and its steps, each a generator of LLM request batches as the reasoner protocol wants."""
 
-    def __init__(self, inp: ReasonInput, params: ToGParams) -> None:
+    def __init__(self, inp: ReasonInput, params: ToGParams, topics: list[int]) -> None:
         self.inp, self.params = inp, params
+        # the three policies: deciding, answering, demonstrations (demos: every relation path's scores)
+        self.pol: Policies = policies_of(params, inp, inp.kg.names(np.asarray(topics)) if topics else None)
+        self.book = self.pol.demos
         self.s, self.kg, self.q = inp.sampling, inp.kg, inp.question
         self.question = clean_question(self.q.text)
         self.trace: dict[str, Any] = {"reasoner": "tog", "width": params.width, "max_depth": params.depth,
                                       "prune": params.prune, "depths": []}
         self.unparseable = 0
         self.calls = 0
-        # stop: rank: (best score, answer, depth, top names, chosen names) of the best depth so far
+        # stop: rank: (best score, depth, rank's answer) of the best depth so far
         self.best: list = []
         self.path_score: dict[tuple[int, ...], float] = {}  # demos: a chain's summed next-step scores
-        self.book: dc.PathBook | None = None
         # a chain: the triple indices walked from a topic entity, and the entity it ends at
         self.chains: list[tuple[tuple[int, ...], int]] = []
 
@@ -447,29 +417,23 @@ class _ToGRun:
         trace["topic"] = self.kg.names(np.asarray(topics))
         self.scorer = Scorer("bm25" if params.prune == "llm" else params.prune, self.inp)
         trace["scorer"] = self.scorer.used
-        if params.decide == "score" or params.answer == "rank":
-            trace.update(decide=params.decide, answer=params.answer)
-        # demos: the demonstrations and every relation path's scores
-        self.book = dc.PathBook.of(params, index=self.inp.index, question=self.q.text, topic_names=trace["topic"],
-                                   s=self.s)
-        if self.book is not None:
-            trace["demos"] = self.book.shown
+        self.pol.stamp(trace)
+        self.book.stamp(trace)
         self.chains = [((), t) for t in topics]
 
     def finish(self, stop: str, depth: int) -> Gen:
         """The fallback (IO / CoT) answers."""
         params = self.params
-        (rec,) = yield [fallback_step(params.fallback, self.inp)]
+        fb = yield from self.pol.answer.fallback(params.fallback)
         self.calls += 1
-        ans, bad = fallback_answer(params.fallback, rec)
-        self.unparseable += bad
-        self.trace.update(stop=stop, depth_reached=depth, llm_requests=self.calls, fallback_reply=text_of(rec))
-        return Reasoning(answer=ans, depth=depth, fallback=params.fallback, trace=self.trace,
+        self.unparseable += fb.unparseable
+        self.trace.update(stop=stop, depth_reached=depth, llm_requests=self.calls, fallback_reply=fb.reply)
+        return Reasoning(answer=fb.answer, depth=depth, fallback=params.fallback, trace=self.trace,
                          unparseable=self.unparseable)
 
     def ranked_ends(self, need_score: bool = False) -> Gen:
-        """rank's call over the walked chains' ends, their triples as the facts: (answer, top names, the names
-        chosen); one end and no score needed (not ``stop: rank``): no call (``dc.rank_call``)."""
+        """rank's call over the walked chains' ends, their triples as the facts (``policies.Ranked``); one end and
+        no score needed (not ``stop: rank``): no call (``dc.rank_call``)."""
         kg, path_score = self.kg, self.path_score
         walked = [(p, e) for p, e in self.chains if p]
         if path_score:  # demos: the ends of the best-scored relation path (summed next-step scores) only
@@ -481,28 +445,23 @@ class _ToGRun:
         facts: list[str] = []
         for p, _ in walked:
             facts.extend(t for t in (_fmt(_triple(kg, x)) for x in p) if t not in facts)
-        picked: list[str] = []
-        ans, top, made = yield from dc.rank_call(question=self.q, facts=facts, ids=ids, s=self.s,
-                                                 margin=self.params.margin, trace=self.trace, need_score=need_score,
-                                                 chosen=picked)
-        self.calls += made
-        return ans, top, tuple(picked)
+        got = yield from self.pol.answer.rank(facts=facts, ids=ids, trace=self.trace, need_score=need_score)
+        self.calls += got.calls
+        return got
 
     def conclude(self, stop: str, depth: int) -> Gen:
         """With answer: rank, rank's selection over the kept chains' ends (stop: rank: the best depth's); no
         chain walked yet: the fallback. The entities rank chose are the answers as they are
         (``Reasoning.answers``), not parsed back from their joined text."""
-        trace = self.trace
         if self.best:
-            _, ans, d_best, top, picked = self.best
-            trace.update(stop=stop, depth_reached=depth, llm_requests=self.calls, answer_from="rank", rank_top=top,
-                         answer_depth=d_best)
-            return Reasoning(answer=ans, depth=d_best, trace=trace, unparseable=self.unparseable, answers=picked)
-        if self.params.answer != "rank" or not any(p for p, _ in self.chains):
+            d_best, got = self.best[1:]
+            return ranked(got, depth=d_best, trace=self.trace, unparseable=self.unparseable, answer_depth=d_best,
+                          stop=stop, depth_reached=depth, llm_requests=self.calls)
+        if not self.pol.answer.ranks or not any(p for p, _ in self.chains):
             return (yield from self.finish(stop, depth))
-        ans, top, picked = yield from self.ranked_ends()
-        trace.update(stop=stop, depth_reached=depth, llm_requests=self.calls, answer_from="rank", rank_top=top)
-        return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=self.unparseable, answers=picked)
+        got = yield from self.ranked_ends()
+        return ranked(got, depth=depth, trace=self.trace, unparseable=self.unparseable, stop=stop,
+                      depth_reached=depth, llm_requests=self.calls)
 
     def prune_relations(self, rec_d: dict, d: int) -> Gen:
         """Relation pruning: the (entity, relation, direction) candidates of the chains' end entities, pre-ranked
@@ -530,7 +489,7 @@ class _ToGRun:
         keys = [keys[i] for i in order]
         texts = [(f"({kg.entity_names[e]}, {kg.relation_names[r]}, ?)" if dr == "out"
                   else f"(?, {kg.relation_names[r]}, {kg.entity_names[e]})") for e, r, dr in keys]
-        if book is not None:
+        if book.active:
             hist_of = {}
             for path, end in self.chains:
                 hist_of.setdefault(end, _steps(kg, path, end))
@@ -540,7 +499,7 @@ class _ToGRun:
         else:
             question = self.question
             chosen, rec_d["relations"], n_calls = yield from _prune(
-                params, self.s, texts,
+                params, self.s, self.pol.decide, texts,
                 score_prompt=lambda: TOG_RELATION_SCORE.format(question=question,
                                                                entities=", ".join(kg.names(np.asarray(ends)))),
                 prompt=lambda: TOG_RELATION_PROMPT.format(
@@ -567,9 +526,9 @@ class _ToGRun:
                     nxt = int(kg.tails[e]) if dr == "out" else int(kg.heads[e])
                     if nxt not in on_path:
                         ext.append((path + (e,), nxt))
-                        if book is not None:  # the chain's path score: its relations' next-step scores
+                        if book.active:  # the chain's path score: its relations' next-step scores
                             path_score[path + (e,)] = path_score.get(path, 0.0) + step_score.get(texts[i], 0.0)
-        if params.decide == "score":  # one chain per entity reached: two relations to one entity would fill the beam
+        if self.pol.decide.scored:  # one chain per entity reached: two relations to one entity would fill the beam
             seen: set[int] = set()
             ext = [x for x in ext if not (x[1] in seen or seen.add(x[1]))]
         if not ext:
@@ -580,7 +539,7 @@ class _ToGRun:
         ext, etexts = [ext[i] for i in order], [etexts[i] for i in order]
         question = self.question
         chosen, rec_d["entities"], n_calls = yield from _prune(
-            params, self.s, etexts, score_prompt=lambda: TOG_ENTITY_SCORE.format(question=question),
+            params, self.s, self.pol.decide, etexts, score_prompt=lambda: TOG_ENTITY_SCORE.format(question=question),
             prompt=lambda: TOG_ENTITY_PROMPT.format(question=question, options=option_lines(etexts),
                                                     k=params.width, example=example_letters(params.width, len(etexts))))
         self.calls += n_calls
@@ -609,13 +568,13 @@ class _ToGRun:
             rec_d["reasoning"] = {"path": dc.path_text(hist), "path_ends": done,
                                   "scores": dc.scored_options(dc.END_OPTIONS, sc)}
             return (yield from self.conclude("answered", d)) if done else None
-        if params.decide == "score" and params.answer == "rank" and params.stop == "rank":
-            ans, top, picked = yield from self.ranked_ends(need_score=True)
-            rec_d["reasoning"] = {"rank_top": top}
-            if top and (not self.best or top[0][1] > self.best[0]):
-                self.best[:] = [top[0][1], ans, d, top, picked]
+        if self.pol.scored_check and params.stop == "rank":
+            got = yield from self.ranked_ends(need_score=True)
+            rec_d["reasoning"] = {"rank_top": got.top}
+            if got.top and (not self.best or got.top[0][1] > self.best[0]):
+                self.best[:] = [got.top[0][1], d, got]
             return None
-        if params.decide == "score" and params.answer == "rank":
+        if self.pol.scored_check:
             # the sufficiency check scored (Yes / No); the answer then comes from rank
             (rec,) = yield [dc.enough_request("\n".join(lines), question, s)]
             self.calls += 1
@@ -630,7 +589,7 @@ class _ToGRun:
         rec_d["reasoning"] = {"reply": text_of(rec), "parsed": ok, "answer": ans}
         if ans is None:
             return None
-        if params.answer == "rank":
+        if self.pol.answer.ranks:
             return (yield from self.conclude("answered", d))
         trace.update(stop="answered", depth_reached=d, llm_requests=self.calls)
         return Reasoning(answer=ans, depth=d, trace=trace, unparseable=self.unparseable)
