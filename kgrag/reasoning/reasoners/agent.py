@@ -73,11 +73,11 @@ from pydantic import Field
 from kgrag.llm.prompts import DEMO_QUESTION, clean_question, separated
 from kgrag.llm.calls import LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
-from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoning.reasoners.kgtools import (
     clean_name, edges_of, other_end, rel_name, relations_of, resolve_entity, resolve_relation, triple_text,
 )
+from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
 from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, search
 from kgrag.reasoning.reasoners.tog import Scorer, rel_words
 
@@ -211,9 +211,9 @@ class AgentDomain:
         self.step_no = 0
         self._topics: list[int] | None = None
         self._scorer: Scorer | None = None
-        self.book = dc.PathBook.of(params, index=inp.index, question=inp.question.text,
-                                   topic_names=inp.kg.names(self.topics) if inp.kg is not None else [],
-                                   s=inp.sampling)
+        # the three policies: deciding, answering, demonstrations (demos: every relation path's scores)
+        self.pol: Policies = policies_of(params, inp, inp.kg.names(self.topics) if inp.kg is not None else [])
+        self.book = self.pol.demos
 
     @property
     def topics(self) -> list[int]:
@@ -386,7 +386,7 @@ class AgentDomain:
                 lines.append(f"Thought: {st['thought']}")
         prompt = SCORE_PROMPT.format(question=clean_question(self.inp.question.text),
                                      history="\n".join(lines) or "No actions yet.")
-        return dc.score_request(prompt, [o[2] for o in options], self.inp.sampling, system=SCORE_SYSTEM)
+        return self.pol.decide.request([o[2] for o in options], ask=lambda: prompt, paper=None, system=SCORE_SYSTEM)
 
     def take(self, state: AgentState, option: tuple[str, list[str], str], scores: list[list], parent: int,
              branch: int, path: dict | None = None, walks: set | None = None) -> AgentState:
@@ -401,11 +401,11 @@ class AgentDomain:
             rec["best_path"] = path
         self.log.append({"step": self.step_no, "parent": parent, "branch": branch, **rec})
         paths = dict(state.paths)
-        if self.book is not None and name == "RetrieveNode":
+        if self.book.active and name == "RetrieveNode":
             for n in seen.nodes:
                 paths.setdefault(n, ())
         reach = dict(state.reach)
-        if self.book is not None and name == "NeighborCheck" and seen.nodes and seen.nodes[0] in paths:
+        if self.book.active and name == "NeighborCheck" and seen.nodes and seen.nodes[0] in paths:
             src = seen.nodes[0]  # act() records the checked node first, then each shown triple's two ends
             for e in seen.edges:
                 o = other_end(self.kg, e, src)
@@ -507,17 +507,17 @@ class AgentDomain:
                                  "observation": "No valid action.", "valid": False})
                 out.append([AgentState(steps=s.steps, nodes=s.nodes, end="stuck")])
                 continue
-            chosen, scores = dc.choose(rs[0], len(os), k, self.p.score_normalize)
-            scored = dc.scored_options([o[2] for o in os], scores)
-            out.append([self.take(s, os[c], scored, i, j) for j, c in enumerate(chosen)])
+            got = self.pol.decide.choose(rs[0], len(os), k)
+            scored = dc.scored_options([o[2] for o in os], got.scores)
+            out.append([self.take(s, os[c], scored, i, j) for j, c in enumerate(got.positions)])
         return out
 
     # ---- the Domain protocol --------------------------------------------------------------------------
     def expand(self, states: list[AgentState], k: int, temperature: float, seeds: list[list[int]]) -> Gen:
         self.step_no += 1
-        if self.book is not None:
+        if self.book.active:
             return (yield from self.expand_by_path(states, k))
-        if self.p.decide == "score":
+        if self.pol.decide.scored:
             return (yield from self.expand_scored(states, k))
         groups = [[self.request(s, temperature, seeds[i][j]) for j in range(k)] for i, s in enumerate(states)]
         recs = yield from gather(groups)
@@ -530,7 +530,7 @@ class AgentDomain:
     def render(self, state: AgentState) -> str:
         out = []
         for st in state.steps:
-            if st["thought"] or self.p.decide != "score":
+            if st["thought"] or not self.pol.decide.scored:
                 out.append(f"Thought: {st['thought']}")
             if st["action"]:
                 out.append(f"Action: {st['action']}")
@@ -571,47 +571,40 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
     Thought (2024); Yao et al., ReAct (2023).
     """
     dom = AgentDomain(inp, params)
+    pol = dom.pol
     res = yield from search(dom, question=inp.question.text, init=AgentState(), params=params,
                             max_steps=params.max_steps, sampling=inp.sampling)
     finished = [s for s in res.states if s.answer is not None or s.end == "finish"]
-    best = finished[0] if finished else res.states[0]
-    if dom.book is not None:  # demos: the kept state whose most likely whole path scores best
-        best = dom.book.best_state(res.states, best)
+    # demos: the kept state whose most likely whole path scores best
+    best = dom.book.best_state(res.states, finished[0] if finished else res.states[0])
     trace = {"reasoner": "agent", "strategy": params.strategy, "steps": [dict(s) for s in best.steps],
              "all_steps": dom.log, "search": res.trace}
-    if params.decide == "score" or params.answer == "rank":
-        trace.update(decide=params.decide, answer=params.answer)
-    if params.decide == "score" and dom._scorer is not None:
+    pol.stamp(trace)
+    if pol.decide.scored and dom._scorer is not None:
         trace["prerank"] = dom.scorer.used
+    dom.book.stamp(trace)
     unparseable = dom.unparseable + res.unparseable
-    q, s = inp.question, inp.sampling
-    names: list[str] = []
     ids: dict[str, int] = {}
-    if dom.book is not None:
-        trace["demos"] = dom.book.shown
-    if params.answer == "rank" and inp.kg is not None:
+    if pol.answer.ranks and inp.kg is not None:
         nodes = [i for i in best.nodes if i not in dom.topics]
-        path, _ = dom.book.best(best.reach) if dom.book is not None else (None, None)
+        path, _ = dom.book.best(best.reach)
         if path is not None:  # demos: the ends of the most likely whole relation path
             nodes = [i for i in nodes if i in best.reach[path]]
             trace["answer_path"] = dc.path_text(path)
         ids = {str(n): i for n, i in zip(inp.kg.names(nodes), nodes)}
-        names = list(ids)
-    if params.answer == "rank" and (names or q.choices):
+    if pol.answer.ranks and (ids or inp.question.choices):
         facts = [ln for ln in dom.observations(best).splitlines() if ln.strip()]
-        return (yield from dc.rank_reached(question=q, facts=facts, ids=ids, s=s, margin=params.margin,
-                                           trace=trace, depth=res.steps, unparseable=unparseable))
+        got = yield from pol.answer.rank(facts=facts, ids=ids, trace=trace)
+        return ranked(got, depth=res.steps, trace=trace, unparseable=unparseable)
     if best.answer is not None:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
-    facts = dom.observations(best)
-    (rec,) = yield [cot_request(q.text, s, facts=facts, max_tokens=params.answer_max_tokens, choices=q.choices)]
-    ans, ok = cot_answer(text_of(rec))
+    fb = yield from pol.answer.fallback("cot", facts=dom.observations(best), max_tokens=params.answer_max_tokens)
     chosen = best.end == "finish"  # decide: score chose Finish: this call is its answer, not a fallback
-    trace["answer_reply" if chosen else "fallback_reply"] = text_of(rec)
+    trace["answer_reply" if chosen else "fallback_reply"] = fb.reply
     if chosen:
         trace["answer_from"] = "observations"
-    return Reasoning(answer=ans, depth=res.steps, fallback=None if chosen else "observations", trace=trace,
-                     unparseable=unparseable + int(not ok and bool(text_of(rec))))
+    return Reasoning(answer=fb.answer, depth=res.steps, fallback=None if chosen else "observations", trace=trace,
+                     unparseable=unparseable + fb.unparseable)
 
 
 __all__ = ["ACTIONS", "AgentParams", "AgentState", "agent", "parse_action", "parse_thought"]

@@ -42,7 +42,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kgrag.llm.calls import CallRecord, LLMRequest, scores_of
-from kgrag.reasoning.reasoners.core import Reasoning, Sampling
+from kgrag.reasoning.reasoners.core import Sampling
 
 Decide = Literal["generate", "score"]
 FinalAnswer = Literal["generate", "rank"]
@@ -410,16 +410,3 @@ def rank_call(*, question, facts: Sequence[str], ids: dict[str, int], s: Samplin
     ans, top = rank_answer(rec, question.choices or names, s, margin=margin, ids=ids, chosen=chosen)
     return ans, top, 1
 
-
-def rank_reached(*, question, facts: Sequence[str], ids: dict[str, int], s: Sampling, margin: float, trace: dict,
-                 depth: int, unparseable: int):
-    """``answer: rank`` at the end of a search (the agent's, the explorer's): ``rank``'s call over the names of the
-    entities it reached (``ids``: name -> entity id; a label task's choices instead where it has them), with the
-    facts it collected as context. Yields the one request (none for one name: ``rank_call``); returns the
-    :class:`Reasoning` (``rank_top`` and ``answer_from`` in ``trace``)."""
-    chosen: list[str] = []
-    ans, top, _ = yield from rank_call(question=question, facts=facts, ids=ids, s=s, margin=margin, trace=trace,
-                                       chosen=chosen)
-    trace.update(answer_from="rank", rank_top=top)
-    # the names rank chose are the answers as they are, not parsed back from their joined text
-    return Reasoning(answer=ans, depth=depth, trace=trace, unparseable=unparseable, answers=tuple(chosen))

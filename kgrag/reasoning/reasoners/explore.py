@@ -76,10 +76,10 @@ from pydantic import Field
 from kgrag.llm.prompts import clean_question, parse_answers, separated
 from kgrag.llm.calls import LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
-from kgrag.reasoning.reasoners.baselines import cot_answer, cot_request
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, text_of
 from kgrag.reasoning.reasoners.kgtools import edges_of, other_end, rel_name, relations_of, resolve_entity, triple_text
-from kgrag.reasoning.reasoners.parsing import final_answer, letters, parse_choices
+from kgrag.reasoning.reasoners.parsing import final_answer, letters
+from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
 from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, search
 
 
@@ -144,11 +144,11 @@ class ExploreDomain:
         self.unparseable = 0
         self.log: list[dict] = []
         self.step_no = 0
+        # the three policies: deciding, answering, demonstrations (demos: every relation path's scores)
+        self.pol: Policies = policies_of(params, inp, seed_names or [])
+        self.book = self.pol.demos
         # decide: score with answer: rank: the End? check is a scoring call, the thought's Answer: line not read
-        self.checked = params.decide == "score" and params.answer == "rank"
-        # demos: the demonstrations and every relation path's scores
-        self.book = dc.PathBook.of(params, index=inp.index, question=inp.question.text,
-                                   topic_names=seed_names or [], s=inp.sampling)
+        self.checked = self.pol.scored_check
 
     # ---- prompts --------------------------------------------------------------------------------------
     def facts(self, state: ExploreState) -> str:
@@ -185,19 +185,19 @@ class ExploreDomain:
 
     def prune_request(self, what: str, entity: str, thought: str, options: list[str], keep: int) -> LLMRequest:
         """A pruning call over ``options``: letters picked (``decide: generate``) or the options scored."""
-        if self.p.decide == "score":
-            tpl = RELATION_SCORE if what == "relations" else FACT_SCORE
-            prompt = tpl.format(question=clean_question(self.inp.question.text), thought=thought, entity=entity)
-            return dc.score_request(prompt, options, self.inp.sampling, system=PRUNE_SYSTEM)
+        tpl = RELATION_SCORE if what == "relations" else FACT_SCORE
         head = f"Relations of {entity}" if what == "relations" else f"Facts about {entity}"
-        return self.pick_request(head, thought, options, keep)
+        return self.pol.decide.request(
+            options, system=PRUNE_SYSTEM, paper=lambda: self.pick_request(head, thought, options, keep),
+            ask=lambda: tpl.format(question=clean_question(self.inp.question.text), thought=thought, entity=entity))
 
     def pruned(self, rec, ranked: list, texts: list[str], keep: int) -> tuple[list, list[list] | None]:
-        """(kept options, scored options for the trace or None) of a pruning call."""
-        if self.p.decide == "score":
-            chosen, scores = dc.choose(rec, len(ranked), keep, self.p.score_normalize)
-            return [ranked[i] for i in chosen], dc.scored_options(texts, scores)
-        return self._pick(rec, ranked, keep)[0], None
+        """(kept options, scored options for the trace or None) of a pruning call; a pick reply without a valid
+        letter keeps the first ``keep`` (counted unparseable)."""
+        got = self.pol.decide.choose(rec, len(ranked), keep)
+        self.unparseable += int(not got.parsed)
+        return [ranked[i] for i in got.positions], \
+            dc.scored_options(texts, got.scores) if self.pol.decide.scored else None
 
     # ---- graph helpers ----------------------------------------------------------------------------------
     def qvec(self, thought: str) -> np.ndarray | None:
@@ -217,14 +217,6 @@ class ExploreDomain:
         ends = np.asarray([other_end(self.kg, e, node) for e in edges], dtype=np.int64)
         s = self.index.entity_vectors[ends] @ q
         return [edges[i] for i in np.argsort(-s, kind="stable")]
-
-    def _pick(self, rec, ranked: list, keep: int) -> tuple[list, str | None]:
-        """Apply an LLM pick reply over the listed ``ranked`` options (fallback: the first ``keep``)."""
-        got = parse_choices(text_of(rec), min(len(ranked), 26), k=keep)
-        if got is None:
-            self.unparseable += 1
-            return ranked[:keep], None
-        return [ranked[i] for i in got], text_of(rec)
 
     def prune_relations(self, visits: list) -> Gen:
         """Relation pruning of each visited entity (``prune: llm``: one call per entity with more relations than
@@ -326,7 +318,7 @@ class ExploreDomain:
         for level in range(self.p.depth):
             if not (yield from self.explore_level(open_, qs, level)):
                 break
-        if self.checked and self.book is not None:  # demos: the End? check is the path's
+        if self.checked and self.book.active:  # demos: the End? check is the path's
             yield from self.path_end(open_)
         elif self.checked:  # the End? check scored: Yes / No over each open state's facts
             yield from self.check_enough(open_)
@@ -357,7 +349,7 @@ class ExploreDomain:
         """Entity extraction: one request per open child, all in one batch; the names resolved to entities join
         the child's seen ones (decide: score: none, the search goes on from the state's own entities)."""
         p = self.p
-        scored = p.decide == "score"
+        scored = self.pol.decide.scored
         ext = yield from gather([[] if scored else [self.extract_request(c[2].thoughts[-1])] for c in open_])
         for (_, _, child, log), recs_ in zip(open_, ext):
             if scored:
@@ -383,7 +375,7 @@ class ExploreDomain:
         visits = []  # (child, log, entity, relations)
         for _, _, child, log in open_:
             todo = [e for e in child.seen if e not in child.visited]
-            if self.book is not None:  # demos: the entities at the end of the likeliest paths first
+            if self.book.active:  # demos: the entities at the end of the likeliest paths first
                 todo.sort(key=lambda e: -self.book.score.get(child.paths.get(e), -1e18))
             todo = todo[: p.max_entities]
             child.visited = child.visited | frozenset(todo)
@@ -393,7 +385,7 @@ class ExploreDomain:
         if not visits:
             return False
         # relation pruning (demos: steps, relation and direction, scored as the next step of a path)
-        if self.book is not None:
+        if self.book.active:
             visits = [(c, lg, ent, self.steps_of(ent, rels[:26])) for c, lg, ent, rels in visits]
             pruned = yield from self.prune_by_path(visits)
         else:
@@ -440,7 +432,7 @@ class ExploreDomain:
         o = other_end(self.kg, e, ent)
         if o not in child.seen:
             child.seen = child.seen + (o,)
-        if self.book is not None:  # the path o was first reached by; every path's ends
+        if self.book.active:  # the path o was first reached by; every path's ends
             p_o = child.paths.get(ent, ()) + ((rel_name(self.kg, self.kg.relations[e]),
                                               int(self.kg.heads[e]) == ent),)
             child.paths.setdefault(o, p_o)
@@ -502,41 +494,34 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     res = yield from search(dom, question=inp.question.text, init=init, params=params, max_steps=params.max_steps,
                             sampling=inp.sampling)
     finished = [s for s in res.states if s.answer is not None or s.end is not None]
-    best = finished[0] if finished else res.states[0]
-    if dom.book is not None:  # demos: the kept state whose most likely whole path scores best
-        best = dom.book.best_state(res.states, best)
-    kg = inp.kg
+    # demos: the kept state whose most likely whole path scores best
+    best = dom.book.best_state(res.states, finished[0] if finished else res.states[0])
+    kg, pol = inp.kg, dom.pol
     trace = {"reasoner": "explore", "strategy": params.strategy, "prune": params.prune,
              "seed_entities": kg.names(list(init.seen)) if kg is not None else [],
              "thoughts": list(best.thoughts), "triples": triple_text(kg, best.edges) if kg is not None else [],
              "steps": dom.log, "search": res.trace}
-    if params.decide == "score" or params.answer == "rank":
-        trace.update(decide=params.decide, answer=params.answer)
-    if dom.book is not None:
-        trace["demos"] = dom.book.shown
+    pol.stamp(trace)
+    dom.book.stamp(trace)
     unparseable = dom.unparseable + res.unparseable
-    q, s = inp.question, inp.sampling
     ids: dict[str, int] = {}
-    if params.answer == "rank" and kg is not None:
+    if pol.answer.ranks and kg is not None:
         reached = [e for e in best.seen if e not in init.seen]
-        path, _ = dom.book.best(best.reach) if dom.book is not None else (None, None)
+        path, _ = dom.book.best(best.reach)
         if path is not None:  # demos: the ends of the most likely whole relation path
             reached = [e for e in best.reach[path] if e not in init.seen]
             trace["answer_path"] = dc.path_text(path)
         ids = {str(n): e for n, e in zip(kg.names(reached), reached)}
-    if params.answer == "rank" and (ids or q.choices):
+    if pol.answer.ranks and (ids or inp.question.choices):
         facts = triple_text(kg, best.edges[: params.max_context_triples]) if kg is not None else []
-        return (yield from dc.rank_reached(question=q, facts=facts, ids=ids, s=s, margin=params.margin,
-                                           trace=trace, depth=res.steps, unparseable=unparseable))
+        got = yield from pol.answer.rank(facts=facts, ids=ids, trace=trace)
+        return ranked(got, depth=res.steps, trace=trace, unparseable=unparseable)
     if best.answer is not None:
         return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
-    facts = dom.facts(best) if kg is not None else ""
-    (rec,) = yield [cot_request(inp.question.text, inp.sampling, facts=facts,
-                               max_tokens=params.answer_max_tokens, choices=inp.question.choices)]
-    ans, ok = cot_answer(text_of(rec))
-    trace["answer_reply"] = text_of(rec)
-    return Reasoning(answer=ans, depth=res.steps, trace=trace, unparseable=unparseable + int(not ok and bool(
-        text_of(rec))))
+    fb = yield from pol.answer.fallback("cot", facts=dom.facts(best) if kg is not None else "",
+                                        max_tokens=params.answer_max_tokens)
+    trace["answer_reply"] = fb.reply
+    return Reasoning(answer=fb.answer, depth=res.steps, trace=trace, unparseable=unparseable + fb.unparseable)
 
 
 __all__ = ["ExploreParams", "ExploreState", "explore"]

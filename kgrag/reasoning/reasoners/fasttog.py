@@ -55,7 +55,7 @@ from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.kgtools import rel_name
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoning.reasoners.parsing import letters
-from kgrag.reasoning.reasoners.policies import Policies, parse_fine, policies_of, ranked
+from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
 from kgrag.reasoning.reasoners.tog import (
     MAX_OPTIONS, REASON_SYSTEM, _fmt, _triple, example_letters, incident_edges,
     option_lines, parse_reasoning, prune_request, rel_words, valid_topics,
