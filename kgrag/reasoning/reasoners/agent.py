@@ -573,7 +573,7 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
     dom = AgentDomain(inp, params)
     pol = dom.pol
     res = yield from search(dom, question=inp.question.text, init=AgentState(), params=params,
-                            max_steps=params.max_steps, sampling=inp.sampling)
+                            max_steps=params.max_steps, sampling=inp.sampling, decider=pol.decide)
     finished = [s for s in res.states if s.answer is not None or s.end == "finish"]
     # demos: the kept state whose most likely whole path scores best
     best = dom.book.best_state(res.states, finished[0] if finished else res.states[0])

@@ -492,7 +492,7 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     init = _init(inp)
     dom = ExploreDomain(inp, params, seed_names=inp.kg.names(list(init.seen)) if inp.kg is not None else [])
     res = yield from search(dom, question=inp.question.text, init=init, params=params, max_steps=params.max_steps,
-                            sampling=inp.sampling)
+                            sampling=inp.sampling, decider=dom.pol.decide)
     finished = [s for s in res.states if s.answer is not None or s.end is not None]
     # demos: the kept state whose most likely whole path scores best
     best = dom.book.best_state(res.states, finished[0] if finished else res.states[0])

@@ -55,6 +55,7 @@ from kgrag.llm.calls import CallRecord, LLMRequest
 from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.core import Sampling, text_of
 from kgrag.reasoning.reasoners.parsing import letters, parse_choices, parse_rating
+from kgrag.reasoning.reasoners.policies import Decider
 
 S = TypeVar("S")
 Gen = Generator[list[LLMRequest], list[CallRecord], Any]
@@ -153,12 +154,6 @@ EVAL_SCORE_PROMPT = ("Question: {question}\n\n"
                      "Which reasoning state most likely leads to the correct answer? Reply with it.")
 
 
-def eval_score_request(question: str, rendered: Sequence[str], seed: int, clip: int = 700) -> LLMRequest:
-    """The evaluator with ``decide: score``: every candidate's rendering scored as the reply (one call)."""
-    return dc.score_request(EVAL_SCORE_PROMPT.format(question=clean_question(question)),
-                            [_clip(r, clip) for r in rendered], Sampling(seed=seed), system=EVAL_SYSTEM)
-
-
 def merge_request(question: str, a: str, b: str, max_tokens: int, seed: int, temperature: float = 0.0,
                   clip: int = 700) -> LLMRequest:
     """GoT merge: one thought combining two reasoning chains."""
@@ -175,9 +170,10 @@ def norm_score(text: str) -> float | None:
 
 
 def search(domain: Domain[S], *, question: str, init: S, params: StrategyParams, max_steps: int,
-           sampling: Sampling) -> Generator[list[LLMRequest], list[CallRecord], SearchResult[S]]:
+           sampling: Sampling, decider: Decider) -> Generator[list[LLMRequest], list[CallRecord], SearchResult[S]]:
     """Grow ``init`` for up to ``max_steps`` steps with the strategy of ``params``; stops early when every kept
-    state is done. Returns the kept states, best first."""
+    state is done (``decider``: the reasoner's deciding policy, which the evaluator follows). Returns the kept
+    states, best first."""
     tree = params.strategy != "cot"
     k = params.branching if tree else 1
     temp = params.branch_temperature if tree else sampling.temperature
@@ -195,7 +191,7 @@ def search(domain: Domain[S], *, question: str, init: S, params: StrategyParams,
         cands = [s for s in beam if domain.done(s)] + [c for cs in children for c in cs]
         rec: dict[str, Any] = {"step": step, "candidates": len(cands)}
         if tree and len(cands) > params.breadth:
-            order, info, b = yield from _evaluate(domain, question, cands, params, sampling.seed)
+            order, info, b = yield from _evaluate(domain, question, cands, params, sampling.seed, decider)
             rec.update(info)
             bad += b
         else:
@@ -229,14 +225,17 @@ def _pos(cands: list, s: Any) -> int | str:
     return next((i for i, c in enumerate(cands) if c is s), "merged")
 
 
-def _evaluate(domain: Domain[S], question: str, cands: list[S], params: StrategyParams, seed: int
-              ) -> Generator[list[LLMRequest], list[CallRecord], tuple[list[int], dict, int]]:
+def _evaluate(domain: Domain[S], question: str, cands: list[S], params: StrategyParams, seed: int,
+              decider: Decider) -> Generator[list[LLMRequest], list[CallRecord], tuple[list[int], dict, int]]:
     """Rank the candidates with the evaluator: (order best first, trace info, unparseable replies)."""
     rendered = [domain.render(c) for c in cands]
     n = len(cands)
-    if params.decide == "score":  # both evaluators: one scoring call over the candidates' renderings
-        (rec,) = yield [eval_score_request(question, rendered, seed, params.clip_chars)]
-        order, scores = dc.choose(rec, n, n, params.score_normalize)
+    if decider.scored:  # both evaluators: one scoring call over the candidates' renderings (their last clip_chars)
+        (rec,) = yield [decider.request([_clip(r, params.clip_chars) for r in rendered], system=EVAL_SYSTEM,
+                                        ask=lambda: EVAL_SCORE_PROMPT.format(question=clean_question(question)),
+                                        paper=None)]
+        got = decider.choose(rec, n, n)
+        order, scores = got.positions, got.scores
         return order, {"evaluator": params.evaluator, "decide": "score", "scores": scores,
                        "chosen": order[: params.breadth]}, 0
     if params.evaluator == "select":
