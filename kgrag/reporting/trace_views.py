@@ -1,5 +1,5 @@
 """Report views of the reasoners' traces: each graph reasoner's view (``@TRACE_VIEWS.register(name)``: tog,
-fasttog, agent, explore) marks what it walked on the drawn subgraph and lays out its steps; any other reasoner gets
+fasttog, agent, explore; each reads its trace type of ``kgrag.reasoning.traces``, which the reasoner writes) marks what it walked on the drawn subgraph and lays out its steps; any other reasoner gets
 :func:`generic_view` (a table); every reasoner gets its scored decisions (:func:`scores_html`) and its LLM calls
 (:func:`calls_table`). A plugin reasoner registers its own view the same way.
 
@@ -13,6 +13,7 @@ import re
 from typing import Any, Callable, Mapping, Sequence
 
 from kgrag import schema as S
+from kgrag.reasoning.traces import AgentTrace, ExploreTrace, FastToGTrace, ToGTrace
 from kgrag.registry import TRACE_VIEWS
 from kgrag.reporting.graph_svg import CHAIN_COLOURS, Marks, NamedSubgraph, QuestionData, clip, esc, graph_svg
 
@@ -97,7 +98,7 @@ def _demos_html(trace: dict) -> str:
 
 
 @TRACE_VIEWS.register("tog")
-def _trace_tog(trace: dict, gi: GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
+def _trace_tog(trace: ToGTrace, gi: GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """ToG (Sun et al. 2024): per depth the relation and entity pruning, the kept chains (coloured on the
     graph where their triples are retrieved ones), the reasoning reply."""
     out = [f'<p>topic: {esc(", ".join(map(str, trace.get("topic") or [])))}; scorer {esc(trace.get("scorer"))}; '
@@ -137,7 +138,7 @@ def _trace_tog(trace: dict, gi: GraphIndex, marks: Marks, data: QuestionData, ui
 
 
 @TRACE_VIEWS.register("fasttog")
-def _trace_fasttog(trace: dict, gi: GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
+def _trace_fasttog(trace: FastToGTrace, gi: GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """FastToG (Liang et al. 2024): chains of communities per round (the last round's chains coloured on the
     graph where their entities are retrieved ones), the pruning choices and the reasoning reply."""
     out = [f'<p>start: {esc(trace.get("start"))}; width {esc(trace.get("width"))}, D_max {esc(trace.get("d_max"))}, '
@@ -269,7 +270,7 @@ def _agent_done(e: dict) -> bool:
 
 
 @TRACE_VIEWS.register("agent")
-def _trace_agent(trace: dict, gi: GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
+def _trace_agent(trace: AgentTrace, gi: GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Graph-CoT agent (Jin et al. 2024): the best chain's Thought / Action / Observation steps; with a ToT /
     GoT strategy the whole search as a tree."""
     out = [f'<p>strategy {esc(trace.get("strategy"))}</p>', _demos_html(trace), '<ol class="steps">']
@@ -289,7 +290,7 @@ def _trace_agent(trace: dict, gi: GraphIndex, marks: Marks, data: QuestionData, 
 
 
 @TRACE_VIEWS.register("explore")
-def _trace_explore(trace: dict, gi: GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
+def _trace_explore(trace: ExploreTrace, gi: GraphIndex, marks: Marks, data: QuestionData, uid: str) -> str:
     """Thought-guided exploration (ToT / GoT, Yao et al. 2023; Besta et al. 2024): each thought, the entities
     it named and the triples explored from them (their entities coloured on the graph by step)."""
     out = [f'<p>strategy {esc(trace.get("strategy"))}, prune {esc(trace.get("prune"))}</p>', _demos_html(trace),

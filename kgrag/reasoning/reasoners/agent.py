@@ -79,6 +79,7 @@ from kgrag.reasoning.reasoners.kgtools import (
 )
 from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
 from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, search
+from kgrag.reasoning.traces import AgentStep, AgentTrace
 from kgrag.reasoning.reasoners.tog import Scorer, rel_words
 
 
@@ -189,7 +190,7 @@ class Observed:
 class AgentState:
     """One chain: its steps (thought, action, observation, valid) and the answer once finished."""
 
-    steps: tuple[dict, ...] = ()
+    steps: tuple[AgentStep, ...] = ()
     answer: str | None = None
     merged_from: tuple[int, ...] = field(default=())
     nodes: tuple[int, ...] = ()  # entities observed, in order (a retrieved node, the nodes of the triples shown)
@@ -207,7 +208,7 @@ class AgentDomain:
         self.inp, self.p, self.kg, self.index = inp, params, inp.kg, inp.index
         self.gid = inp.question.graph_id  # a question with its own graph: every action stays inside it
         self.unparseable = 0
-        self.log: list[dict] = []
+        self.log: list[AgentStep] = []
         self.step_no = 0
         self._topics: list[int] | None = None
         self._scorer: Scorer | None = None
@@ -325,7 +326,7 @@ class AgentDomain:
         if parsed is None:
             self.unparseable += 1
             action_line = re.sub(r"\s+", " ", reply or "").strip()[:120] or "(empty)"
-            rec = {"thought": thought, "action": action_line, "observation": INVALID, "valid": False}
+            rec: AgentStep = {"thought": thought, "action": action_line, "observation": INVALID, "valid": False}
             answer = None
         else:
             name, args = parsed
@@ -396,7 +397,7 @@ class AgentDomain:
         name, args, text = option
         seen = Observed()
         obs = "" if name == FINISH else self.act(name, args, seen)
-        rec = {"thought": "", "action": text, "observation": obs, "valid": True, "scores": scores}
+        rec: AgentStep = {"thought": "", "action": text, "observation": obs, "valid": True, "scores": scores}
         if path is not None:
             rec["best_path"] = path
         self.log.append({"step": self.step_no, "parent": parent, "branch": branch, **rec})
@@ -543,7 +544,7 @@ class AgentDomain:
     def merge(self, a: AgentState, b: AgentState, thought: str) -> AgentState:
         seen = {st["action"] for st in a.steps}
         extra = tuple(st for st in b.steps if st["valid"] and st["action"] not in seen)
-        merged = {"thought": thought, "action": "", "observation": "", "valid": True}
+        merged: AgentStep = {"thought": thought, "action": "", "observation": "", "valid": True}
         self.log.append({"step": self.step_no, "parent": "merge", "branch": None, **merged})
         return AgentState(steps=a.steps + extra + (merged,), answer=None, nodes=_joined(a.nodes, b.nodes),
                           shown=_joined(a.shown, b.shown), paths={**b.paths, **a.paths}, walked=a.walked | b.walked,
@@ -577,7 +578,7 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
     finished = [s for s in res.states if s.answer is not None or s.end == "finish"]
     # demos: the kept state whose most likely whole path scores best
     best = dom.book.best_state(res.states, finished[0] if finished else res.states[0])
-    trace = {"reasoner": "agent", "strategy": params.strategy, "steps": [dict(s) for s in best.steps],
+    trace: AgentTrace = {"reasoner": "agent", "strategy": params.strategy, "steps": [dict(s) for s in best.steps],
              "all_steps": dom.log, "search": res.trace}
     pol.stamp(trace)
     if pol.decide.scored and dom._scorer is not None:

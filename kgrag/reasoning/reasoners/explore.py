@@ -81,6 +81,7 @@ from kgrag.reasoning.reasoners.kgtools import edges_of, other_end, rel_name, rel
 from kgrag.reasoning.reasoners.parsing import final_answer, letters
 from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
 from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, search
+from kgrag.reasoning.traces import ExploreStep, Explored, ExploreTrace
 
 
 class ExploreParams(StrategyParams, dc.DemoFields):
@@ -142,7 +143,7 @@ class ExploreDomain:
         self.inp, self.p, self.kg, self.index = inp, params, inp.kg, inp.index
         self.gid = inp.question.graph_id  # a question with its own graph: exploration stays inside it
         self.unparseable = 0
-        self.log: list[dict] = []
+        self.log: list[ExploreStep] = []
         self.step_no = 0
         # the three policies: deciding, answering, demonstrations (demos: every relation path's scores)
         self.pol: Policies = policies_of(params, inp, seed_names or [])
@@ -339,7 +340,7 @@ class ExploreDomain:
             for j, r in enumerate(rs):
                 thought = text_of(r).strip()
                 ans = None if self.checked else final_answer(thought)
-                log = {"step": self.step_no, "parent": i, "branch": j, "thought": thought}
+                log: ExploreStep = {"step": self.step_no, "parent": i, "branch": j, "thought": thought}
                 child = ExploreState(thoughts=s.thoughts + (thought,), edges=s.edges, seen=s.seen, visited=s.visited,
                                      answer=ans, paths=dict(s.paths), reach=dict(s.reach))
                 kids.append((i, j, child, log))
@@ -414,7 +415,7 @@ class ExploreDomain:
             child.edges = child.edges + tuple(kept)
             for e in kept:
                 self.reached(child, ent, e)
-            entry = {"level": level + 1, "entity": self.kg.names([ent])[0],
+            entry: Explored = {"level": level + 1, "entity": self.kg.names([ent])[0],
                      "relations": [dc.step_text(*self.named(r)) if isinstance(r, tuple) else rel_name(self.kg, r)
                                    for r in rels], "triples": triple_text(self.kg, kept)}
             if isinstance(rsc, dict):
@@ -497,7 +498,7 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
     # demos: the kept state whose most likely whole path scores best
     best = dom.book.best_state(res.states, finished[0] if finished else res.states[0])
     kg, pol = inp.kg, dom.pol
-    trace = {"reasoner": "explore", "strategy": params.strategy, "prune": params.prune,
+    trace: ExploreTrace = {"reasoner": "explore", "strategy": params.strategy, "prune": params.prune,
              "seed_entities": kg.names(list(init.seen)) if kg is not None else [],
              "thoughts": list(best.thoughts), "triples": triple_text(kg, best.edges) if kg is not None else [],
              "steps": dom.log, "search": res.trace}

@@ -56,6 +56,7 @@ from kgrag.reasoning.reasoners.kgtools import rel_name
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoning.reasoners.parsing import letters
 from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
+from kgrag.reasoning.traces import CommunityChoice, FastToGRound, FastToGTrace
 from kgrag.reasoning.reasoners.tog import (
     MAX_OPTIONS, REASON_SYSTEM, _fmt, _triple, example_letters, incident_edges,
     option_lines, parse_reasoning, prune_request, rel_words, valid_topics,
@@ -670,7 +671,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     if done is not None:
         return done
     for it in range(params.d_max):
-        rd: dict[str, Any] = {"depth": it + 1, "pruning": []}
+        rd: FastToGRound = {"depth": it + 1, "pruning": []}
         run.trace["depths"].append(rd)
         grew = yield from run.prune_round(rd, it)
         rd["chains"] = [[run.names(c) for c in ch.communities] for ch in run.chains]
@@ -705,7 +706,7 @@ class _FastToGRun:
         W, D = params.width, params.d_max
         self.bound = implementation_bound(W, D, params.text == "graph2text" and params.graph2text == "llm")
         self.calls: list[str] = []  # the purpose of every LLM request, in order
-        self.trace: dict[str, Any] = {
+        self.trace: FastToGTrace = {
             "reasoner": "fasttog", "width": W, "d_max": D, "detector": params.detector,
             "text": params.text if params.text == "triple2text" else f"graph2text-{params.graph2text}",
             "depths": [], "llm_requests": self.calls}
@@ -860,7 +861,7 @@ class _FastToGRun:
         cands, info = lcs_candidates(kg, c0, set(c0), self.history, params, self.rng(0, 0), q.graph_id,
                                      known=None if not book.active else {t: () for t in c0})
         opts = [triple2text(_triples(kg, c.edges)) for c in cands]
-        init: dict[str, Any] = {"lcs": info, "options": opts, "modularity": [c.modularity for c in cands]}
+        init: CommunityChoice = {"lcs": info, "options": opts, "modularity": [c.modularity for c in cands]}
         self.init = init
         self.trace["initial"] = init
         if not cands:
@@ -909,7 +910,7 @@ class _FastToGRun:
         answered, ans, _ = yield from self.text_and_reason(self.init, 0)
         return (yield from self.conclude("answered", 0, ans)) if answered else None
 
-    def text_and_reason(self, rd: dict[str, Any], depth: int) -> Gen:
+    def text_and_reason(self, rd: FastToGRound | CommunityChoice, depth: int) -> Gen:
         """Community2Text of every community not yet in text (one segment per chain), then one reasoning call
         over all chains; (answered, the generated answer or None, stale) — stale: the context is the last one
         reasoned over (no call). With the scored check, answered: "Yes" scored above "No". With stop: rank,
@@ -963,12 +964,12 @@ class _FastToGRun:
         """A community pruning's ``scores`` trace field when it was scored (none when generated)."""
         return {"scores": dc.scored_options(options, got.scores)} if decider.scored else {}
 
-    def path_state(self, rd: dict[str, Any]) -> None:
+    def path_state(self, rd: FastToGRound | CommunityChoice) -> None:
         """stop: path: the most likely whole path reached so far, in place of the reasoning call (no call)."""
         best, bs = self.best_reached()
         rd["reasoning"] = {"path": None if best is None else dc.path_text(best), "score": bs}
 
-    def prune_round(self, rd: dict[str, Any], it: int) -> Gen:
+    def prune_round(self, rd: FastToGRound, it: int) -> Gen:
         """A round's pruning: LCS around each active chain's last community, one single-choice decision per chain
         (by their paths with demos, in one batch); a chain with no candidate, or whose choice is none, stops.
         Returns whether a chain grew (read by ``stop: path``)."""
@@ -979,7 +980,7 @@ class _FastToGRun:
                 continue
             cs, info = lcs_candidates(kg, ch.communities[-1], ch.visited(self.c0), self.history, params,
                                       self.rng(it + 1, ci), q.graph_id, known=None if not book.active else ch.last_paths())
-            entry = {"chain": ci, "lcs": info, "options": [triple2text(_triples(kg, c.edges)) for c in cs],
+            entry: CommunityChoice = {"chain": ci, "lcs": info, "options": [triple2text(_triples(kg, c.edges)) for c in cs],
                      "modularity": [c.modularity for c in cs]}
             rd["pruning"].append(entry)
             if not cs:

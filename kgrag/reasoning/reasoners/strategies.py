@@ -56,6 +56,7 @@ from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.core import Sampling, text_of
 from kgrag.reasoning.reasoners.parsing import letters, parse_choices, parse_rating
 from kgrag.reasoning.reasoners.policies import Decider
+from kgrag.reasoning.traces import SearchStep
 
 S = TypeVar("S")
 Gen = Generator[list[LLMRequest], list[CallRecord], Any]
@@ -116,7 +117,7 @@ class SearchResult(Generic[S]):
 
     states: list[S]
     steps: int
-    trace: list[dict] = field(default_factory=list)
+    trace: list[SearchStep] = field(default_factory=list)
     unparseable: int = 0
 
 
@@ -178,7 +179,7 @@ def search(domain: Domain[S], *, question: str, init: S, params: StrategyParams,
     k = params.branching if tree else 1
     temp = params.branch_temperature if tree else sampling.temperature
     beam: list[S] = [init]
-    trace: list[dict] = []
+    trace: list[SearchStep] = []
     bad = 0
     step = 0
     for step in range(1, max_steps + 1):
@@ -189,7 +190,7 @@ def search(domain: Domain[S], *, question: str, init: S, params: StrategyParams,
         seeds = [[sampling.seed + i * k + j for j in range(k)] for i in range(len(live))]
         children: list[list[S]] = yield from domain.expand(live, k, temp, seeds)
         cands = [s for s in beam if domain.done(s)] + [c for cs in children for c in cs]
-        rec: dict[str, Any] = {"step": step, "candidates": len(cands)}
+        rec: SearchStep = {"step": step, "candidates": len(cands)}
         if tree and len(cands) > params.breadth:
             order, info, b = yield from _evaluate(domain, question, cands, params, sampling.seed, decider)
             rec.update(info)

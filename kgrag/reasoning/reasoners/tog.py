@@ -34,6 +34,7 @@ from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
 from kgrag.reasoning.reasoners.parsing import final_answer, is_unknown, letters
 from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
+from kgrag.reasoning.traces import ToGDepth, ToGTrace
 from kgrag.kg.kgview import KGView
 
 
@@ -377,7 +378,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
         return (yield from run.finish("no_topic_entity", 0))
     run.start(topics)
     for d in range(1, params.depth + 1):
-        rec_d: dict[str, Any] = {"depth": d}
+        rec_d: ToGDepth = {"depth": d}
         run.trace["depths"].append(rec_d)
         relations = yield from run.prune_relations(rec_d, d)
         if relations is None or not (yield from run.prune_entities(rec_d, *relations)):
@@ -402,7 +403,7 @@ class _ToGRun:
         self.book = self.pol.demos
         self.s, self.kg, self.q = inp.sampling, inp.kg, inp.question
         self.question = clean_question(self.q.text)
-        self.trace: dict[str, Any] = {"reasoner": "tog", "width": params.width, "max_depth": params.depth,
+        self.trace: ToGTrace = {"reasoner": "tog", "width": params.width, "max_depth": params.depth,
                                       "prune": params.prune, "depths": []}
         self.unparseable = 0
         self.calls = 0
@@ -463,7 +464,7 @@ class _ToGRun:
         return ranked(got, depth=depth, trace=self.trace, unparseable=self.unparseable, stop=stop,
                       depth_reached=depth, llm_requests=self.calls)
 
-    def prune_relations(self, rec_d: dict, d: int) -> Gen:
+    def prune_relations(self, rec_d: ToGDepth, d: int) -> Gen:
         """Relation pruning: the (entity, relation, direction) candidates of the chains' end entities, pre-ranked
         and pruned to W. Returns (candidate keys, their texts, their edges, the chosen positions), or None where
         there is no candidate (a dead end)."""
@@ -509,7 +510,7 @@ class _ToGRun:
         self.unparseable += int(not rec_d["relations"]["parsed"])
         return keys, texts, cands, chosen
 
-    def prune_entities(self, rec_d: dict, keys: list, texts: list[str], cands: dict, chosen: list[int]) -> Gen:
+    def prune_entities(self, rec_d: ToGDepth, keys: list, texts: list[str], cands: dict, chosen: list[int]) -> Gen:
         """Entity pruning: each chosen relation extends the chains ending at its entity by one triple; the
         extensions pre-ranked and pruned to W become the chains. Returns False where none extends (a dead end)."""
         params, kg, book, path_score = self.params, self.kg, self.book, self.path_score
@@ -547,7 +548,7 @@ class _ToGRun:
         self.chains = [ext[i] for i in chosen]
         return True
 
-    def reason(self, rec_d: dict, d: int) -> Gen:
+    def reason(self, rec_d: ToGDepth, d: int) -> Gen:
         """After a depth, whether the kept chains answer: the best chain's path ends (``stop: path``), rank's best
         depth so far (``stop: rank``), the sufficiency check (``answer: rank``) or the paper's reasoning call.
         Returns the Reasoning where the search stops here, else None (deeper)."""
