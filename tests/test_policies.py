@@ -58,8 +58,6 @@ def test_score_decider_scores_the_options_and_takes_the_best():
     # "none of them" scored best: nothing chosen; a failed call: the pre-rank's first, no scores
     assert d.choose(scores(-3.0, -2.0, -0.5), 2, 1, none=True).positions == []
     assert d.choose(rec(""), 3, 2) == P.Choice([0, 1], True, "", None)
-    assert P.Choice([1], scores=[-3.0, -1.0]).record(["a", "b"], scored=True) == {
-        "options": ["a", "b"], "chosen": ["b"], "parsed": True, "reply": "", "scores": [["a", -3.0], ["b", -1.0]]}
 
 
 @pytest.mark.parametrize("decide, answer, adapted", [("generate", "generate", False), ("score", "generate", True),

@@ -859,7 +859,7 @@ class _FastToGRun:
         start of a chain; returns the stop (``no_candidates``, ``pruned_all``) where no chain starts, else None."""
         params, kg, q, s, book, c0, W = self.params, self.kg, self.q, self.s, self.book, self.c0, self.params.width
         cands, info = lcs_candidates(kg, c0, set(c0), self.history, params, self.rng(0, 0), q.graph_id,
-                                     known=None if not book.active else {t: () for t in c0})
+                                     known={t: () for t in c0} if book.active else None)
         opts = [triple2text(_triples(kg, c.edges)) for c in cands]
         init: CommunityChoice = {"lcs": info, "options": opts, "modularity": [c.modularity for c in cands]}
         self.init = init
@@ -979,9 +979,11 @@ class _FastToGRun:
             if not ch.active:
                 continue
             cs, info = lcs_candidates(kg, ch.communities[-1], ch.visited(self.c0), self.history, params,
-                                      self.rng(it + 1, ci), q.graph_id, known=None if not book.active else ch.last_paths())
-            entry: CommunityChoice = {"chain": ci, "lcs": info, "options": [triple2text(_triples(kg, c.edges)) for c in cs],
-                     "modularity": [c.modularity for c in cs]}
+                                      self.rng(it + 1, ci), q.graph_id,
+                                      known=ch.last_paths() if book.active else None)
+            entry: CommunityChoice = {"chain": ci, "lcs": info,
+                                      "options": [triple2text(_triples(kg, c.edges)) for c in cs],
+                                      "modularity": [c.modularity for c in cs]}
             rd["pruning"].append(entry)
             if not cs:
                 ch.active = False

@@ -42,15 +42,6 @@ class Choice:
     reply: str = ""
     scores: list[float] | None = None
 
-    def record(self, options: Sequence[str], scored: bool) -> dict[str, Any]:
-        """The decision as ToG's trace writes it: options, the options chosen, parsed, reply and, when scored,
-        every option's score."""
-        out = {"options": list(options), "chosen": [options[i] for i in self.positions], "parsed": self.parsed,
-               "reply": self.reply}
-        if scored:
-            out["scores"] = dc.scored_options(options, self.scores)
-        return out
-
 
 class Decider(Protocol):
     """How an LLM choice among options is taken (``decide``)."""
@@ -203,6 +194,27 @@ def ranked(r: Ranked, *, depth: int, trace: dict, unparseable: int, answer_depth
 
 # ------------------------------------------------------------------------------------------ demonstrations
 
+class Demonstrations(Protocol):
+    """Which demonstrations the relation decisions are shown (``demos``), and the scores of the relation paths
+    walked after them: ``decide.PathBook`` (``demos: k``; its path scoring is what the reasoners' relation
+    decisions call) or :class:`NoDemos`."""
+
+    active: bool  # demonstrations are shown, relation paths scored
+    shown: list  # [question, path] of each demonstration
+
+    def stamp(self, trace: dict) -> None:
+        """The demonstrations shown, in the trace."""
+        ...
+
+    def best(self, paths) -> tuple[tuple | None, float | None]:
+        """The most likely whole path among ``paths`` and its score; (None, None) when none is scored."""
+        ...
+
+    def best_state(self, states: Sequence, default):
+        """The state whose most likely whole path scores highest; ``default`` when none has a scored path."""
+        ...
+
+
 @dataclass(frozen=True)
 class NoDemos:
     """``demos: 0``: no demonstration is shown, no relation path is scored (``decide.PathBook``'s reads answer
@@ -229,7 +241,7 @@ class Policies:
 
     decide: Decider
     answer: Answerer
-    demos: Any  # NoDemos | decide.PathBook
+    demos: Demonstrations
 
     @property
     def scored_check(self) -> bool:

@@ -283,7 +283,10 @@ def _prune(params, s, decider, texts: list[str], *, score_prompt, prompt):
     (rec,) = yield [decider.request(texts, ask=score_prompt,
                                     paper=lambda: prune_request(prompt(), s, params.prune_tokens))]
     got = decider.choose(rec, len(texts), params.width)
-    return got.positions, got.record(texts, decider.scored), 1
+    record = {"options": texts, "chosen": [texts[i] for i in got.positions], "parsed": got.parsed, "reply": got.reply}
+    if decider.scored:
+        record["scores"] = dc.scored_options(texts, got.scores)
+    return got.positions, record, 1
 
 
 def _steps(kg: KGView, path: Sequence[int], end: int) -> tuple[tuple[str, bool], ...]:
