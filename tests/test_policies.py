@@ -98,3 +98,20 @@ def test_the_fallback_is_io_as_is_or_chain_of_thought_read():
     assert got.answer == "Michael Mann" and got.unparseable == 0
     _, got = drive(ans.fallback("cot"), [[rec("thinking\nMichael Mann")]])
     assert got.answer == "Michael Mann" and got.unparseable == 1  # no Answer: line, its last line
+
+
+def test_final_ranks_what_was_reached_else_the_generated_answer_else_none():
+    gen, rank = P.GenerateAnswerer(inp()), P.RankAnswerer(inp())
+    kw = dict(facts=["(Heat, directed_by, Michael Mann)"], trace={}, depth=3, unparseable=0)
+    # generate: the generated answer without a call, or None (the reasoner's fallback answers)
+    batches, res = drive(gen.final(ids={"A": 1, "B": 2}, generated="Al", **kw), [])
+    assert batches == [] and res.answer == "Al" and res.depth == 3
+    assert drive(gen.final(ids={"A": 1}, generated=None, **kw), []) == ([], None)
+    # rank: one call over the names reached; nothing reached (and no choices): as generate
+    batches, res = drive(rank.final(ids={"A": 1, "B": 2}, generated="Al", **kw), [[scores(-1.0, -2.0)]])
+    assert len(batches) == 1 and res.answer == "A" and res.trace["answer_from"] == "rank"
+    assert drive(rank.final(ids={}, generated=None, **kw), []) == ([], None)
+    # a label task ranks its choices even when nothing was reached
+    labelled = P.RankAnswerer(inp(choices=("yes", "no")))
+    batches, res = drive(labelled.final(ids={}, generated=None, **kw), [[scores(-3.0, -1.0)]])
+    assert batches[0][0].continuations == ("yes", "no") and res.answer == "no"

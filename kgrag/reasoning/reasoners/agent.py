@@ -77,7 +77,7 @@ from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Re
 from kgrag.reasoning.reasoners.kgtools import (
     clean_name, edges_of, other_end, rel_name, relations_of, resolve_entity, resolve_relation, triple_text,
 )
-from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
+from kgrag.reasoning.reasoners.policies import Policies, policies_of
 from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, search
 from kgrag.reasoning.traces import AgentStep, AgentTrace
 from kgrag.reasoning.reasoners.tog import Scorer, rel_words
@@ -593,12 +593,10 @@ def agent(*, inp: ReasonInput, params: AgentParams) -> ReasonGen:
             nodes = [i for i in nodes if i in best.reach[path]]
             trace["answer_path"] = dc.path_text(path)
         ids = {str(n): i for n, i in zip(inp.kg.names(nodes), nodes)}
-    if pol.answer.ranks and (ids or inp.question.choices):
-        facts = [ln for ln in dom.observations(best).splitlines() if ln.strip()]
-        got = yield from pol.answer.rank(facts=facts, ids=ids, trace=trace)
-        return ranked(got, depth=res.steps, trace=trace, unparseable=unparseable)
-    if best.answer is not None:
-        return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
+    done = yield from pol.answer.final(ids=ids, facts=[ln for ln in dom.observations(best).splitlines() if ln.strip()],
+                                       generated=best.answer, trace=trace, depth=res.steps, unparseable=unparseable)
+    if done is not None:
+        return done
     fb = yield from pol.answer.fallback("cot", facts=dom.observations(best), max_tokens=params.answer_max_tokens)
     chosen = best.end == "finish"  # decide: score chose Finish: this call is its answer, not a fallback
     trace["answer_reply" if chosen else "fallback_reply"] = fb.reply

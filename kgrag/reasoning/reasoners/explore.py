@@ -79,7 +79,7 @@ from kgrag.reasoning.reasoners import decide as dc
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, text_of
 from kgrag.reasoning.reasoners.kgtools import edges_of, other_end, rel_name, relations_of, resolve_entity, triple_text
 from kgrag.reasoning.reasoners.parsing import final_answer, letters
-from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
+from kgrag.reasoning.reasoners.policies import Policies, policies_of
 from kgrag.reasoning.reasoners.strategies import Gen, StrategyParams, gather, search
 from kgrag.reasoning.traces import ExploreStep, Explored, ExploreTrace
 
@@ -513,12 +513,11 @@ def explore(*, inp: ReasonInput, params: ExploreParams) -> ReasonGen:
             reached = [e for e in best.reach[path] if e not in init.seen]
             trace["answer_path"] = dc.path_text(path)
         ids = {str(n): e for n, e in zip(kg.names(reached), reached)}
-    if pol.answer.ranks and (ids or inp.question.choices):
-        facts = triple_text(kg, best.edges[: params.max_context_triples]) if kg is not None else []
-        got = yield from pol.answer.rank(facts=facts, ids=ids, trace=trace)
-        return ranked(got, depth=res.steps, trace=trace, unparseable=unparseable)
-    if best.answer is not None:
-        return Reasoning(answer=best.answer or "", depth=res.steps, trace=trace, unparseable=unparseable)
+    done = yield from pol.answer.final(
+        ids=ids, facts=triple_text(kg, best.edges[: params.max_context_triples]) if kg is not None else [],
+        generated=best.answer, trace=trace, depth=res.steps, unparseable=unparseable)
+    if done is not None:
+        return done
     fb = yield from pol.answer.fallback("cot", facts=dom.facts(best) if kg is not None else "",
                                         max_tokens=params.answer_max_tokens)
     trace["answer_reply"] = fb.reply

@@ -144,6 +144,12 @@ class Answerer(Protocol):
         """The LLM answers alone: the IO prompt, or chain of thought over ``facts``: returns :class:`Fallback`."""
         ...
 
+    def final(self, *, ids: dict[str, int], facts: Sequence[str], generated: str | None, trace: dict, depth: int,
+              unparseable: int) -> Gen:
+        """A search's answer from what it reached (``ids``, ``facts``) or ``generated``: the :class:`Reasoning`, or
+        None where neither answers (the caller's fallback then does)."""
+        ...
+
 
 @dataclass(frozen=True)
 class GenerateAnswerer:
@@ -160,6 +166,13 @@ class GenerateAnswerer:
                                                  s=self.inp.sampling, margin=self.margin, trace=trace,
                                                  need_score=need_score, chosen=picked)
         return Ranked(ans, top, tuple(picked), made)
+
+    def final(self, *, ids, facts, generated, trace, depth, unparseable) -> Gen:
+        """The generated answer, if any (no call)."""
+        if generated is None:
+            return None
+        yield from ()
+        return Reasoning(answer=generated or "", depth=depth, trace=trace, unparseable=unparseable)
 
     def fallback(self, kind: str = "cot", *, facts: str = "", max_tokens: int | None = None) -> Gen:
         q, s = self.inp.question, self.inp.sampling
@@ -179,6 +192,15 @@ class RankAnswerer(GenerateAnswerer):
 
     name: str = "rank"
     ranks: bool = True
+
+    def final(self, *, ids, facts, generated, trace, depth, unparseable) -> Gen:
+        """rank's answer over the names of ``ids`` (a label task's choices where it has them) with ``facts`` as
+        context; nothing to rank: the generated answer, if any."""
+        if not ids and not self.inp.question.choices:
+            return (yield from super().final(ids=ids, facts=facts, generated=generated, trace=trace, depth=depth,
+                                             unparseable=unparseable))
+        got = yield from self.rank(facts=facts, ids=ids, trace=trace)
+        return ranked(got, depth=depth, trace=trace, unparseable=unparseable)
 
 
 def ranked(r: Ranked, *, depth: int, trace: dict, unparseable: int, answer_depth: int | None = None,
