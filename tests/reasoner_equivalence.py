@@ -31,33 +31,15 @@ from kgrag.kg.duckdb_io import write_duckdb
 from kgrag.kg.store import KGStore
 from kgrag.llm.calls import LLMClient, LLMReply, score_reply_text
 from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched
+from kgrag.reasoning.reasoners.decide import PATH_SYSTEM
 from kgrag.types import Question
 from tests.conftest import MOVIES, tiny_tables
+from tests.test_decide_demos import PLAN_LABELS, PLAN_TEXTS
+from tests.test_decide_demos import ExploreIndex as Index  # every text embeds to one plan row
 from tests.test_golden_reasoners import EDGES as GOLDEN
-
-PLAN_TEXTS = ["where was X born", "who directed the films X starred in", "what films did X star in",
-              "when was X released"]
-PLAN_LABELS = [(("born_in", True),), (("starred_actors", False), ("directed_by", True)),
-               (("starred_actors", False),), (("release_year", True),)]
-PATH_SYSTEM_START = "You write the knowledge graph relation path"
-
 
 def h(*parts) -> int:
     return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:12], 16)
-
-
-class Index:
-    model = "fake-encoder"
-    entity_vectors = np.zeros((0, len(PLAN_TEXTS)), dtype=np.float32)
-    relation_vectors = np.zeros((0, len(PLAN_TEXTS)), dtype=np.float32)
-
-    def __init__(self, row: int) -> None:
-        self.row = row
-
-    def encode(self, texts):
-        v = np.zeros((len(texts), len(PLAN_TEXTS)), dtype=np.float32)
-        v[:, self.row] = 1.0
-        return v
 
 
 def names_in(text: str) -> list[str]:
@@ -89,7 +71,7 @@ class Scripted:
             if h(key, "fail") % 23 == 0:
                 return LLMReply(text="", tokens_in=1, tokens_out=0)
             out = []
-            copy = r.messages[0][1].startswith(PATH_SYSTEM_START) and self.salt % 2 == 0
+            copy = r.messages[0][1] == PATH_SYSTEM and self.salt % 2 == 0  # even salts copy the demos
             shown = [m[1] for m in r.messages[1:-1] if m[0] == "assistant"]
             for c in r.continuations:
                 if copy:
@@ -163,7 +145,7 @@ def run(dest: str, reasoners: tuple[str, ...] = (), salts: int = 2, kgs_only: tu
     questions = [("golden", "who directed the films [Actor P] starred in", "Actor P", 1),
                  ("golden", "where was [Dir X] born", "Dir X", 0),
                  ("movies", "who directed the films [Al Pacino] starred in", "Al Pacino", 1),
-                 ("movies", "when was [Top Gun] released", "Top Gun", 3),
+                 ("movies", "when was [Top Gun] released", "Top Gun", 2),
                  ("golden", "what is the capital of nowhere", None, 2)]
     n = skipped = 0
     with open(dest, "w") as f:
