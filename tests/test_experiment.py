@@ -31,8 +31,6 @@ ALLOWED = {
     ("stages/index.py", "KGStore"), ("stages/relplan.py", "KGStore"), ("stages/finetune.py", "KGStore"),
     # G-Retriever's training pipeline (its own dvc.yaml, not the experiment)
     ("kgrag/gretriever/run.py", "KGStore"), ("kgrag/gretriever/run.py", "EmbeddingIndex.load"),
-    # ToT / GoT evaluators score at a fixed seed, whatever the sampling
-    ("kgrag/reasoning/reasoners/strategies.py", "Sampling"),
     # benches that time or compare the parts themselves
     ("bench/constrain.py", "client_for"),  # a fresh, uncached client per backend variant (cold-load timing)
     ("bench/scale.py", "KGStore"), ("bench/scale.py", "DuckKGStore"),  # compares the two stores
