@@ -973,7 +973,7 @@ class _FastToGRun:
         """A round's pruning: LCS around each active chain's last community, one single-choice decision per chain
         (by their paths with demos, in one batch); a chain with no candidate, or whose choice is none, stops.
         Returns whether a chain grew (read by ``stop: path``)."""
-        params, kg, q, s, book, chains = self.params, self.kg, self.q, self.s, self.book, self.chains
+        params, kg, q, book, chains = self.params, self.kg, self.q, self.book, self.chains
         asks: list[tuple[int, list[Candidate]]] = []
         for ci, ch in enumerate(chains):
             if not ch.active:
@@ -990,47 +990,61 @@ class _FastToGRun:
                 entry["stopped"] = "no_candidates"
                 continue
             asks.append((ci, cs))
-        grew = False
-        if asks and book.active:  # demos: each chain's candidates rated by their nodes' paths
-            n, rated_groups = yield from self.rate([(cs, chains[ci].last_paths()) for ci, cs in asks])
-            self.calls.extend(["prune"] * n)
-            _, bs = self.best_reached()
-            by_chain = {e["chain"]: e for e in rd["pruning"]}
-            for (ci, cs), (sc, rated) in zip(asks, rated_groups):
-                ok = any(x is not None for x in sc)
-                got = self.ranked(sc, rated, 1) if ok else [0]
-                by_chain[ci].update(reply="", parsed=True, chosen=got, **self.path_info(cs, sc, rated))
-                if self.path_stop and ok and bs is not None and sc[got[0]] < bs:
-                    # no path through any candidate can score above the likeliest whole path reached
-                    chains[ci].active = False
-                    by_chain[ci]["stopped"] = "path_ends"
-                    continue
-                self.extend(chains[ci], cs[got[0]], rated[got[0]])
-                grew = True
-        elif asks:
-            decider, reqs = self.pol.decide, []
-            for ci, cs in asks:
-                premise = "; ".join([self.start_text] + [triple2text(_triples(kg, e)) for e in chains[ci].edges])
-                opts = [triple2text(_triples(kg, c.edges)) for c in cs] + [NONE_OPTION]
-                reqs.append(decider.request(opts, ask=lambda: SCORE_SINGLE.format(question=self.question,
-                                                                                   premise=premise),
-                                            paper=lambda: prune_request(PRUNE_PROMPT.format(
-                                                question=self.question, premise=premise, options=option_lines(opts),
-                                                instruction=PRUNE_SINGLE.format(none=letters(len(opts))[-1])),
-                                                s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)))
-            recs = yield reqs
-            self.calls.extend(["prune"] * len(reqs))
-            by_chain = {e["chain"]: e for e in rd["pruning"]}
-            for (ci, cs), r in zip(asks, recs):
-                # "None of the above" is the last option: chosen first (by letter or best score), no candidate
-                choice = decider.choose(r, len(cs), 1, none=True)
-                self.unparseable += int(not choice.parsed)
-                got = choice.positions
-                by_chain[ci].update(reply=choice.reply, parsed=choice.parsed, chosen=got,
-                                    **self.scores_of(decider, by_chain[ci]["options"] + [NONE_OPTION], choice))
-                if not got:
-                    chains[ci].active = False
-                    by_chain[ci]["stopped"] = "llm_none"
-                    continue
-                self.extend(chains[ci], cs[got[0]])
+        if not asks:
+            return False
+        by_chain = {e["chain"]: e for e in rd["pruning"]}
+        if book.active:  # demos: each chain's candidates rated by their nodes' paths
+            return (yield from self.choose_by_paths(asks, by_chain))
+        return (yield from self.choose_one(asks, by_chain))
+
+    def choose_by_paths(self, asks: list[tuple[int, list[Candidate]]], by_chain: dict[int, CommunityChoice]) -> Gen:
+        """demos: each asking chain's candidates rated by their nodes' paths (one call per chain, one batch); a
+        chain grows by its best, or (``stop: path``) stops when no path through any candidate can beat the
+        likeliest whole path reached. Returns whether a chain grew."""
+        chains, grew = self.chains, False
+        n, rated_groups = yield from self.rate([(cs, chains[ci].last_paths()) for ci, cs in asks])
+        self.calls.extend(["prune"] * n)
+        _, bs = self.best_reached()
+        for (ci, cs), (sc, rated) in zip(asks, rated_groups):
+            ok = any(x is not None for x in sc)
+            got = self.ranked(sc, rated, 1) if ok else [0]
+            by_chain[ci].update(reply="", parsed=True, chosen=got, **self.path_info(cs, sc, rated))
+            if self.path_stop and ok and bs is not None and sc[got[0]] < bs:
+                # no path through any candidate can score above the likeliest whole path reached
+                chains[ci].active = False
+                by_chain[ci]["stopped"] = "path_ends"
+                continue
+            self.extend(chains[ci], cs[got[0]], rated[got[0]])
+            grew = True
         return grew
+
+    def choose_one(self, asks: list[tuple[int, list[Candidate]]], by_chain: dict[int, CommunityChoice]) -> Gen:
+        """Each asking chain's single-choice pruning by the Decider (one request per chain, one batch; "None of
+        the above" listed or scored last); a chain whose choice is none stops. Returns False (only ``stop:
+        path``, which needs demos, reads it)."""
+        params, kg, s, chains = self.params, self.kg, self.s, self.chains
+        decider, reqs = self.pol.decide, []
+        for ci, cs in asks:
+            premise = "; ".join([self.start_text] + [triple2text(_triples(kg, e)) for e in chains[ci].edges])
+            opts = [triple2text(_triples(kg, c.edges)) for c in cs] + [NONE_OPTION]
+            reqs.append(decider.request(opts, ask=lambda: SCORE_SINGLE.format(question=self.question,
+                                                                               premise=premise),
+                                        paper=lambda: prune_request(PRUNE_PROMPT.format(
+                                            question=self.question, premise=premise, options=option_lines(opts),
+                                            instruction=PRUNE_SINGLE.format(none=letters(len(opts))[-1])),
+                                            s, params.prune_tokens, PRUNE_SYSTEM, params.prune_temperature)))
+        recs = yield reqs
+        self.calls.extend(["prune"] * len(reqs))
+        for (ci, cs), r in zip(asks, recs):
+            # "None of the above" is the last option: chosen first (by letter or best score), no candidate
+            choice = decider.choose(r, len(cs), 1, none=True)
+            self.unparseable += int(not choice.parsed)
+            got = choice.positions
+            by_chain[ci].update(reply=choice.reply, parsed=choice.parsed, chosen=got,
+                                **self.scores_of(decider, by_chain[ci]["options"] + [NONE_OPTION], choice))
+            if not got:
+                chains[ci].active = False
+                by_chain[ci]["stopped"] = "llm_none"
+                continue
+            self.extend(chains[ci], cs[got[0]])
+        return False
