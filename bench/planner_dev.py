@@ -364,8 +364,20 @@ def reword(phrase: str, wordnet, rng) -> str:
 verbalise = P.verbalise  # the relplan stage's wording of a walk (kgrag.index.pseudo)
 
 
+def range_nouns(kg: ArrayKG) -> dict:
+    """Names of the answer types of ``kg``'s relations (``kgrag.index.pseudo.type_nouns``: WordNet's class nouns
+    against the relations' range samples, as the relplan stage reads them from a store)."""
+    from kgrag.index import answer_types as A
+    from kgrag.index import wordnet as W
+    from kgrag.kg.kgview import range_sample_arrays
+
+    vocab = W.class_nouns()
+    sample = range_sample_arrays(kg.h, kg.r, kg.t, kg.n, A.RANGE_K, A.RANGE_SEED)
+    return P.type_nouns(A.means_of(sample, name_vectors(kg)), kg.relation_names, vocab, VECS(list(vocab)))
+
+
 def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_ends: int = 50,
-                     wordnet=None) -> list[dict]:
+                     wordnet=None, types: float = 0.0) -> list[dict]:
     """``n`` pseudo-questions of ``kg`` with no label read: topics of the pool's questions (their linked topics only,
     never their answers or gold sequences), a walk of 1-3 steps drawn from each (a length first, uniformly among
     those the topic has, then a sequence of it that reaches 1..``max_ends`` entities besides the topic), worded by
@@ -398,6 +410,10 @@ def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_e
                     "topic_ids": q["topic_ids"], "hops": k,
                     "seqs": q["seqs"], "p": {s: p(e) for s, e in q["seqs"].items()}, "paraphrase": False,
                     "pseudo_of": sq})
+    if types > 0:  # a share worded by the answer type, as the relplan stage words them (relplan.pseudo_types)
+        texts = P.type_wording([(q["pseudo_of"], q["topics"][0], q["text"]) for q in out], kg.relation_names,
+                               range_nouns(kg), types, seed)
+        out = [{**q, "text": t} for q, t in zip(out, texts)]
     return out
 
 
@@ -436,6 +452,8 @@ def main() -> None:
     ap.add_argument("--pseudo-seed", type=int, default=0, help="seed of the pseudo-questions' draw")
     ap.add_argument("--pseudo-prior-lams", type=float, nargs="*", default=[],
                     help="also the pseudo-question fits penalised towards the other KGs' smooth fit with these lam")
+    ap.add_argument("--pseudo-types", type=float, default=0.0,
+                    help="share of the pseudo-questions worded by their answer type (relplan.pseudo_types)")
     ap.add_argument("--pseudo-wordnet", action="store_true",
                     help="reword half the pseudo-questions' relation words by WordNet synonyms / derivations")
     ap.add_argument("--out", default=str(OUT))
@@ -526,10 +544,12 @@ def main() -> None:
             if args.pseudo_wordnet:
                 from kgrag.index import wordnet as W
                 wn = W.load()
-            pq_ = pseudo_questions(kg, pool, args.pseudo, seed=args.pseudo_seed, wordnet=wn)
+            pq_ = pseudo_questions(kg, pool, args.pseudo, seed=args.pseudo_seed, wordnet=wn,
+                                   types=args.pseudo_types)
             pfeats[n] = feature_rows(kg, pq_)
             res.setdefault("pseudo", {})[n] = {
                 "questions": len(pfeats[n]), "seed": args.pseudo_seed, "wordnet": args.pseudo_wordnet,
+                "types": args.pseudo_types,
                 "examples": [q["text"] for q in pq_[:3]],
                 "shipped weights on them": score(pfeats[n], linear(Z.Weights().vector()))}
         for n in names:

@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
             # the index's model embeds the phrases; its entity vectors, where the index stage wrote any, as relpath
             ent = getattr(exp.index, "entity_vectors", None) if own is None else None
             weights, fit = fit_for_kg(kg, encoder, pairs, [q.topic_ids for q in qs], p.pseudo, p.seed,
-                                      entity_vectors=ent, over_budget=too_big is not None, own_graphs=own is not None)
+                                      entity_vectors=ent, over_budget=too_big is not None, own_graphs=own is not None,
+                                      types=p.pseudo_types, prior=p.pseudo_prior)
             log(f"weights fitted on {fit['pseudo_questions']} pseudo-questions of the KG: {fit.get('weights')}"
                 if weights is not None else f"pseudo-questions: {fit['pseudo_note']}")
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller

@@ -36,16 +36,27 @@ def range_types(kg, entity_vectors, mode: str) -> Callable[[Sequence], np.ndarra
         mode = "relation" if kg.num_triples >= AUTO_RELATION_TRIPLES else "ends"
     if mode != "relation":
         return None
-    if kg not in _RANGES:
-        sample = kg.range_sample(RANGE_K, RANGE_SEED)
-        keys = sorted(sample)
-        ids = np.concatenate([sample[k] for k in keys]) if keys else np.zeros(0, np.int64)
-        vecs = np.asarray(entity_vectors[ids], dtype=np.float64) if len(ids) else np.zeros((0, 1))
-        at = np.cumsum([0] + [len(sample[k]) for k in keys])
-        _RANGES[kg] = {k: vecs[a:b].mean(0) for k, a, b in zip(keys, at[:-1], at[1:]) if b > a}
-    means = _RANGES[kg]
+    means = range_means(kg, entity_vectors)
 
     def of(seq) -> np.ndarray | None:
         steps = [x for x in seq if x[0] >= 0]
         return means.get((int(steps[-1][0]), bool(steps[-1][1]))) if steps else None
     return of
+
+
+def range_means(kg, entity_vectors) -> dict[tuple[int, bool], np.ndarray]:
+    """``(relation, forward) -> the mean name vector of its range sample`` (:data:`RANGE_K` entities, seed
+    :data:`RANGE_SEED`; ``kg.range_sample``), read once per store and process; a relation's range in one direction
+    is its answer type (``relpath.answer_type: relation``) and what names it (:func:`kgrag.index.pseudo.type_nouns`)."""
+    if kg not in _RANGES:
+        _RANGES[kg] = means_of(kg.range_sample(RANGE_K, RANGE_SEED), entity_vectors)
+    return _RANGES[kg]
+
+
+def means_of(sample: dict[tuple[int, bool], np.ndarray], entity_vectors) -> dict[tuple[int, bool], np.ndarray]:
+    """The mean vector of each range sample's entities (rows of ``entity_vectors``), read in one pass."""
+    keys = sorted(sample)
+    ids = np.concatenate([sample[k] for k in keys]) if keys else np.zeros(0, np.int64)
+    vecs = np.asarray(entity_vectors[ids], dtype=np.float64) if len(ids) else np.zeros((0, 1))
+    at = np.cumsum([0] + [len(sample[k]) for k in keys])
+    return {k: vecs[a:b].mean(0) for k, a, b in zip(keys, at[:-1], at[1:]) if b > a}

@@ -58,6 +58,14 @@ class RelPlanParams(Strict):
                         "weights (kgrag/index/pseudo.py, plan.json weights; docs/retrieval.md has the dev and test "
                         "figures); 0 = the shipped weights, fitted on the four dev KGs. Source labelled keeps the "
                         "shipped weights")
+    pseudo_types: float = Field(0.5, ge=0.0, le=1.0, description="source kg, pseudo > 0: share of the "
+                                "pseudo-questions whose last relation is said by its answer type alone (\"which "
+                                "stadium has the one whose plays for country is X?\": a WordNet class noun nearest "
+                                "the relation's range, not echoing its name), as people name what they ask for; 0 = "
+                                "every one worded from the relation names")
+    pseudo_prior: float = Field(0.1, ge=0.0, description="source kg, pseudo > 0: how strongly the fit is held "
+                                "towards the shipped weights (lam on the spread-scaled difference); 0 = fitted on "
+                                "the KG's pseudo-questions alone, from zero")
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "

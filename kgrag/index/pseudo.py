@@ -18,12 +18,13 @@ first end, no LLM), against weights fitted on the other dev KGs (what the shippe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from kgrag.index import answer_types, zeroshot
+from kgrag.index import wordnet as wn
 from kgrag.index.relplan import MAX_FRONTIER, Adjacency, adjacency, co_step_mask, is_co_step, mirror_ids
 from kgrag.kg.kgview import KGView
 
@@ -49,6 +50,14 @@ KEEP: tuple[str, ...] = ()
 #: lam 0.1 gave MetaQA 0.826, PQL 0.943 / 0.912, WC2014 0.683, each at least the other KGs' fit alone
 #: (0.810 / 0.943 / 0.908 / 0.633); 0.01 0.882 / 0.950 / 0.930 / 0.620; no prior 0.851 / 0.977 / 0.917 / 0.530
 PRIOR_LAM = 0.1
+#: share of the pseudo-questions worded by their answer type (:func:`typed`; relplan.pseudo_types' default) and the
+#: offset of that draw's seed from the walks' seed
+TYPE_SHARE = 0.5
+TYPE_SEED = 100
+#: features whose fitted weight stays >= 0 (:func:`fit_smooth`); length and ends may take either sign
+NONNEGATIVE: frozenset[str] = frozenset({"ll", "support", "count", "cue", "type", "order"})
+#: nearest vocabulary words looked at for a range's name (the first that does not echo the relation is taken)
+TYPE_CANDIDATES = 50
 
 
 @dataclass(frozen=True)
@@ -100,14 +109,70 @@ def verbalise(seq: Sequence[Step], topic: str, relation_names: Sequence[str],
     step "the <relation> of <it>", each backward step "the one whose <relation> is <it>", a relation walked there
     and back (a co-step) "the others with the same <relation> as <it>", read from the topic outwards ("what is the
     nationality of the spouse of X?")."""
+    return f"what is {_said(zeroshot.units(seq), topic, relation_names, phrase)}?"
+
+
+def _said(units: Sequence[tuple[str, int, bool]], topic: str, relation_names: Sequence[str],
+          phrase: Callable[[str], str] = zeroshot.relation_phrase) -> str:
+    """The noun phrase of :func:`verbalise` for ``units`` walked from ``topic`` (the topic itself for none)."""
     it = topic
-    for kind, r, fwd in zeroshot.units(seq):
+    for kind, r, fwd in units:
         ph = phrase(str(relation_names[r]))
         if kind == "co":
             it = f"the others with the same {ph} as {it}"
         else:
             it = f"the {ph} of {it}" if fwd else f"the one whose {ph} is {it}"
-    return f"what is {it}?"
+    return it
+
+
+def end_key(seq: Sequence[Step]) -> Step:
+    """The (relation, direction) whose range a walk ends in: its last step's; a co-step (a relation walked there
+    and back) ends where it started, in the range of the relation walked back."""
+    kind, r, fwd = zeroshot.units(seq)[-1]
+    return (r, fwd) if kind == "one" else (r, not fwd)
+
+
+def typed(seq: Sequence[Step], topic: str, relation_names: Sequence[str], noun: str) -> str:
+    """A pseudo-question whose last unit is said by its answer type alone ("which club has the one whose plays
+    for country is X?"): people name what they ask for ("which team", "what films") more often than the last
+    relation's words."""
+    return f"which {noun} has {_said(zeroshot.units(seq)[:-1], topic, relation_names)}?"
+
+
+def type_nouns(means: dict[Step, np.ndarray], relation_names: Sequence[str], vocabulary: Sequence[str],
+               vectors: np.ndarray) -> dict[Step, str]:
+    """A name for the answer type of each (relation, direction) with a range sample: the ``vocabulary`` word whose
+    (unit) vector is nearest the mean name vector of the range (``means``: :func:`kgrag.index.answer_types.
+    range_means`) among those sharing no 4-letter stem with the relation's name, so that the typed wording does not
+    echo it (MiniLM on WorldCup2014: "stadium" for ``plays_in_club``'s clubs, "defender" for positions, "movie" for
+    MetaQA's films). Ties go to the earlier word; relations whose every near word echoes the name get none."""
+    vocab = list(vocabulary)
+    stems = [zeroshot._stem(w) for w in vocab]
+    V = np.asarray(vectors, dtype=np.float64)
+    out: dict[Step, str] = {}
+    for (r, fwd), c in sorted(means.items()):
+        echo = zeroshot.name_stems(str(relation_names[r]))
+        for i in np.argsort(-(V @ np.asarray(c, np.float64)), kind="stable")[:TYPE_CANDIDATES].tolist():
+            if stems[i] not in echo:
+                out[(int(r), bool(fwd))] = vocab[i]
+                break
+    return out
+
+
+def type_wording(items: Sequence[tuple[Sequence[Step], str, str]], relation_names: Sequence[str],
+                 nouns: dict[Step, str] | None, share: float, seed: int = 0) -> list[str]:
+    """The texts of ``items`` (walk, topic name, text) with a seeded ``share`` of them worded by :func:`typed` (one
+    draw each, in order, from ``seed + TYPE_SEED``; a walk whose range has no noun keeps its text). ``nouns`` None
+    or ``share`` 0: the texts as they are. The relplan stage and ``bench/planner_dev.py`` word alike through it."""
+    if not nouns or share <= 0:
+        return [t for _, _, t in items]
+    rng = np.random.default_rng(seed + TYPE_SEED)
+    out = []
+    for walk, topic, text in items:
+        take = rng.random() < share
+        noun = nouns.get(end_key(walk)) if take else None
+        out.append(typed(walk, topic, relation_names, noun) if noun else text)
+    return out
 
 
 def draw(adj: Adjacency, topic_sets: Sequence[Sequence[int]], names: Callable[[np.ndarray], Sequence[str]],
@@ -192,21 +257,26 @@ def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarr
                 grad -= k * (f.T @ (pr * (p - e))) / len(qs)
         return total + lam * float(u @ u), np.where(free, grad / std + 2 * lam * u, 0.0)
 
-    u = minimize(loss, np.zeros(len(zeroshot.FEATURES)), jac=True, method="L-BFGS-B").x
+    # features that only say "more is better" (ll, support, count, cue, type, order) keep a weight >= 0: a fit
+    # that rewards an unsaid step or a wrong answer type has learnt the pseudo-questions' wording, not a reading
+    lo = [(-base[j] * std[j] if (free[j] and zeroshot.FEATURES[j] in NONNEGATIVE) else None)
+          for j in range(len(zeroshot.FEATURES))]
+    u = minimize(loss, np.zeros(len(zeroshot.FEATURES)), jac=True, method="L-BFGS-B",
+                 bounds=[(a, None) for a in lo]).x
     return np.where(free, u / std, 0.0) + base
 
 
 def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vecs: zeroshot.PhraseVectors,
                 entity_vectors: Callable[[np.ndarray], np.ndarray] | None, keep: Sequence[str] = KEEP,
-                prior: bool = True, relation_aliases: Sequence | None = None,
+                prior: float = PRIOR_LAM, relation_aliases: Sequence | None = None,
                 end_types: Callable | None = None) -> tuple[zeroshot.Weights, dict]:
     """The planner's weights fitted on ``pseudos`` (:func:`fit_smooth`, rounded to :data:`DECIMALS`; the features
-    in ``keep`` at their shipped weights; ``prior``: from and towards the shipped weights with :data:`PRIOR_LAM`,
-    else from zero with :data:`LAMBDA`), and what the fit saw: pseudo-questions, their lengths, and the expected score of the first choice on them under the shipped
-    weights and under the fitted ones (in-sample: how far the fit moved, not a held-out figure). ``relation_aliases``:
-    the relations' other names, read as :func:`kgrag.index.zeroshot.features` reads them in relpath; ``end_types``:
-    the answer type from relations' range samples, as relpath's default reads it on a large KG
-    (:func:`kgrag.index.answer_types.range_types`)."""
+    in ``keep`` at their shipped weights; ``prior`` > 0: from and towards the shipped weights with that lam, 0: from
+    zero with :data:`LAMBDA`, the KG's pseudo-questions alone), and what the fit saw: pseudo-questions, their
+    lengths, and the expected score of the first choice on them under the shipped weights and under the fitted ones
+    (in-sample: how far the fit moved, not a held-out figure). ``relation_aliases``: the relations' other names, read
+    as :func:`kgrag.index.zeroshot.features` reads them in relpath; ``end_types``: the answer type from relations'
+    range samples, as relpath's default reads it on a large KG (:func:`kgrag.index.answer_types.range_types`)."""
     rows = []
     for q in pseudos:
         f = zeroshot.features(question=q.text, topic_names=q.topic_names, seqs=q.seqs, ends=q.ends,
@@ -214,9 +284,9 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
                               relation_aliases=relation_aliases, end_types=end_types)
         rows.append((f, q.p))
     shipped = zeroshot.Weights()
-    w = np.round(fit_smooth([(1.0, rows)], lam=PRIOR_LAM if prior else LAMBDA,
+    w = np.round(fit_smooth([(1.0, rows)], lam=prior if prior > 0 else LAMBDA,
                             fixed={zeroshot.FEATURES.index(k): getattr(shipped, k) for k in keep},
-                            prior=shipped.vector() if prior else None), DECIMALS)
+                            prior=shipped.vector() if prior > 0 else None), DECIMALS)
     weights = zeroshot.Weights(**{k: float(v) for k, v in zip(zeroshot.FEATURES, w)})
 
     def first(wv: np.ndarray) -> float:
@@ -230,9 +300,25 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
     return weights, stats
 
 
+def vocabulary_nouns(kg: KGView, vecs: zeroshot.PhraseVectors, entity_vectors: np.ndarray | None
+                     ) -> tuple[dict[Step, str] | None, str]:
+    """:func:`type_nouns` of ``kg``'s relations, from WordNet's class nouns (:func:`kgrag.index.wordnet.
+    class_nouns`, encoded by ``vecs``) and the relations' range samples (``entity_vectors``: the index's), with a
+    note on what was read; None (and why) where WordNet's files, the entity vectors or range samples are missing."""
+    if entity_vectors is None or not len(entity_vectors) or not hasattr(kg, "range_sample"):
+        return None, "typed wording: off (no entity vectors or range samples)"
+    try:
+        vocab = wn.class_nouns()
+    except FileNotFoundError:
+        return None, "typed wording: off (WordNet's files not found; make install provides them)"
+    nouns = type_nouns(answer_types.range_means(kg, entity_vectors), kg.relation_names, vocab, vecs(list(vocab)))
+    return nouns, f"typed wording: {len(nouns)} ranges named from {len(vocab)} WordNet class nouns"
+
+
 def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pairs: dict[str, str],
                topic_sets: Sequence[Sequence[int]], n: int, seed: int = 0, *, entity_vectors: np.ndarray | None = None,
-               over_budget: bool = False, own_graphs: bool = False) -> tuple[zeroshot.Weights | None, dict]:
+               over_budget: bool = False, own_graphs: bool = False, types: float = TYPE_SHARE,
+               prior: float = PRIOR_LAM) -> tuple[zeroshot.Weights | None, dict]:
     """The zero-shot planner's weights fitted on ``n`` pseudo-questions of ``kg`` (the relplan stage's ``source:
     kg``), and what the fit saw (:func:`fit_weights`). ``encode`` embeds relation phrases and question texts (the
     index's model); ``entity_vectors`` (row = entity id), where there are any, give the planner its entity
@@ -240,7 +326,8 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
     so: :func:`kgrag.index.answer_types.range_types`, auto). The walks skip the mirrors of ``pairs``
     (:func:`~kgrag.index.relplan.mirror_pairs`) and walk their relations back; they start from ``topic_sets``
     (the held-out questions' linked topics; where none links, a seeded sample of the KG's entities, ten for each
-    pseudo-question). No answer is read.
+    pseudo-question). A ``types`` share of them is worded by its answer type (:func:`type_wording`, where the
+    entity vectors and WordNet's nouns are there); ``prior``: :func:`fit_weights`'. No answer is read.
 
     None are drawn (the shipped weights, and a note that says why) for a KG ``over_budget`` (the walks read the
     whole adjacency in memory) or for questions that bring their ``own_graphs`` (the walks would cross the
@@ -258,7 +345,13 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
     if not drawn:
         return None, {"pseudo_questions": 0, "pseudo_note": "no walk of 1-3 steps found; the shipped weights"}
     ent = entity_vectors
-    return fit_weights(drawn, relation_names=kg.relation_names, vecs=zeroshot.PhraseVectors(encode),
-                       entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
-                       relation_aliases=getattr(kg, "relation_aliases", None),
-                       end_types=answer_types.range_types(kg, ent, "auto"))
+    vecs = zeroshot.PhraseVectors(encode)
+    nouns, note = vocabulary_nouns(kg, vecs, ent) if types > 0 else (None, "typed wording: off (pseudo_types 0)")
+    texts = type_wording([(q.walk, q.topic_names[0], q.text) for q in drawn], kg.relation_names, nouns, types, seed)
+    typed_n = sum(t != q.text for t, q in zip(texts, drawn))
+    drawn = [replace(q, text=t) for q, t in zip(drawn, texts)]
+    weights, stats = fit_weights(drawn, relation_names=kg.relation_names, vecs=vecs,
+                                 entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
+                                 relation_aliases=getattr(kg, "relation_aliases", None),
+                                 end_types=answer_types.range_types(kg, ent, "auto"), prior=prior)
+    return weights, {**stats, "pseudo_typed": typed_n, "pseudo_types_note": note}

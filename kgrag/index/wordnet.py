@@ -281,6 +281,33 @@ def load(folder: str | None = None, senses: int = 3, hyper_pos: tuple[str, ...] 
     return WordNet(d, senses=senses, hyper_pos=hyper_pos)
 
 
+@lru_cache(maxsize=4)
+def class_nouns(folder: Path | str | None = None) -> tuple[str, ...]:
+    """WordNet's *class nouns*: single-word nouns (letters only, three or more) of which some sense has hyponyms
+    (``~`` or ``~i`` pointers in ``index.noun``: "club", "country", "film"; not "germany" or "thirty") and at least
+    one sense tagged in the SemCor corpus (a word in use), in the file's (alphabetical) order. The names a
+    pseudo-question may give an answer type (:func:`kgrag.index.pseudo.type_nouns`). ``folder``: default
+    :func:`find`; FileNotFoundError as :func:`load` when there is none."""
+    d = Path(folder) if folder else find()
+    if d is None:
+        load()  # raises, naming where it looked
+    out = []
+    path = Path(d) / "index.noun"
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.startswith("  "):  # the license header
+                continue
+            f = line.split()
+            try:
+                p_cnt = int(f[3])
+                tagged = int(f[4 + p_cnt + 1])
+            except (IndexError, ValueError) as e:
+                raise ValueError(f"{path}:{n}: malformed index line (lemma, counts, pointers): {e}") from e
+            if tagged >= 1 and {"~", "~i"} & set(f[4:4 + p_cnt]) and f[0].isalpha() and len(f[0]) >= 3:
+                out.append(f[0])
+    return tuple(out)
+
+
 @dataclass
 class Matcher:
     """Whether a question word and a relation phrase are WordNet-linked: some word of the phrase (not a stop
