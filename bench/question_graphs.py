@@ -168,7 +168,8 @@ def run(name: str, split: str, args) -> dict:
             data.write_text("".join(lines[1::2]))
             built["train"], built["evaluated"] = len(lines[0::2]), len(lines[1::2])
         labelled = ["relplan.source=labelled", f"relplan.file=qgraphs/{train.name}"]
-    # --tune: the tune stage trains the scorer on that same labelled file (its own graphs), and rank is served by it
+    # --tune: stage tune_answer_scorer trains the scorer on that same labelled file (its own graphs); rank is
+    # served by it
     tune = ["tune.enabled=true", "generate.model=tuned"] if args.tune else []
     sets = ["data.dataset=rog", "data.input=qgraphs", f"data.rog.path=qgraphs/{data.name}",
             f"data.sample={args.sample}", *labelled, *tune, *args.extra]
@@ -178,13 +179,13 @@ def run(name: str, split: str, args) -> dict:
             stages[stage] = run_stage(work, stage, sets)
         return {"built": built, "overrides": sets, "seconds": round(time.time() - t0, 1),
                 **retrieval_rows(work, args.max_context_triples)}
-    for stage in STAGES[:4] + ("tune",) + STAGES[4:] if args.tune else STAGES:
+    for stage in STAGES[:4] + ("tune_answer_scorer",) + STAGES[4:] if args.tune else STAGES:
         stages[stage] = run_stage(work, stage, sets)
         print(f"[question_graphs] {name}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
     if args.tune:
         record = json.loads((work / "data" / "tune" / "tune.json").read_text())
         built["tune"] = {**{k: record.get(k) for k in ("note", "questions", "rows", "trained_rows", "loss_per_epoch",
-                                                       "training_data_hash")}, **stages["tune"]}
+                                                       "training_data_hash")}, **stages["tune_answer_scorer"]}
     m = json.loads((work / "reports" / "metrics.json").read_text())
     import pyarrow.parquet as pq
 
@@ -216,11 +217,12 @@ def main() -> None:
     ap.add_argument("--labelled", action="store_true",
                     help="the plan learns from a labelled file of the same format (relplan.file): the dev questions' "
                     "graphs for --split test; half of the dev file for --split dev (the other half evaluated)")
-    ap.add_argument("--tuned", default=None, help="a tune stage's output folder (data/tune of a project where `dvc "
-                    "repro tune` trained): copied into the work copy, so that --set generate.model=tuned serves it")
+    ap.add_argument("--tuned", default=None, help="a tune_answer_scorer stage's output folder (data/tune of a project "
+                    "where `dvc repro tune_answer_scorer` trained): copied into the work copy, so that --set "
+                    "generate.model=tuned serves it")
     ap.add_argument("--tune", action="store_true",
-                    help="with --labelled: the tune stage trains rank's scorer on the labelled file too (the user's "
-                    "own questions and graphs), and generate serves it (generate.model=tuned)")
+                    help="with --labelled: the tune_answer_scorer stage trains rank's scorer on the labelled file "
+                    "too (the user's own questions and graphs), and generate serves it (generate.model=tuned)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     if args.tune and (not args.labelled or args.retrieval_only or args.tuned):

@@ -8,7 +8,7 @@ computed beforehand in one batch, graph vectors come from the index). Presets: `
 experiment's retriever: the learnt plan ``data/relplan``, 1 sequence) and ``relpath-plan-2`` (2 sequences;
 both skipped when the plan is missing), LEGO ``lego-00`` ... ``lego-20`` without LLM stages, and
 LEGO without the relation-priority neighbourhood cut (``-norelprio``). Presets that need the fine-tuned ST
-(``data/finetune/st_model``, ``dvc repro finetune``) are skipped with the reason when it is missing.
+(``data/finetune/st_model``, ``dvc repro finetune/dvc.yaml``) are skipped with the reason when it is missing.
 Writes ``reports/bench/retrieval_frontier.json`` and ``reports/figures/retrieval_frontier.png``.
 
 Recall and triples do not depend on machine load; ms do (the JSON records the load, ``bench/_machine.py``).
@@ -161,7 +161,7 @@ def main() -> None:
         if _uses(extra, "st-ft") or (method == "lego" and str(ST_MODEL) in json.dumps(LEGO_PRESETS.get(
                 extra.get("preset", ""), {}))):
             if not Path(ST_MODEL).exists():
-                result["presets"][name] = {"skipped": f"needs {ST_MODEL} (dvc repro finetune)"}
+                result["presets"][name] = {"skipped": f"needs {ST_MODEL} (dvc repro finetune/dvc.yaml)"}
                 print(f"[frontier] {name}: skipped (no {ST_MODEL})", file=sys.stderr)
                 continue
         params = entry.params(**extra)

@@ -29,5 +29,5 @@ def test_refuses_without_a_tuned_model(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "tuned_speed.py"), "--here", "--out",
                         str(tmp_path / "out.json")], cwd=tmp_path, capture_output=True, text=True)
     assert p.returncode != 0
-    assert "model.gguf" in p.stderr and "tune stage" in p.stderr
+    assert "model.gguf" in p.stderr and "tune_answer_scorer stage" in p.stderr
     assert not (tmp_path / "out.json").exists()
