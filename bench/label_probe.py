@@ -21,8 +21,8 @@ dense features standardised) trained on one view of a row and measured once on e
 Writes ``reports/bench/label_probe.json`` (a run updates the probes it ran and keeps the others). Nothing here is
 chosen for the pipeline; it bounds what tuning the small model can reach.
 
-    python bench/label_probe.py               # every probe (the SmolLM2 features take 15-30 minutes on 2 cores)
-    python bench/label_probe.py --skip-llm    # the others (a minute)
+    python -m bench.label_probe               # every probe (the SmolLM2 features take 15-30 minutes on 2 cores)
+    python -m bench.label_probe --skip-llm    # the others (a minute)
 """
 
 from __future__ import annotations
@@ -36,10 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import write_result
 
-from bench.common import write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DATA = ROOT.parent / "shared" / "data" / "explagraphs"
 OUT = ROOT / "reports" / "bench" / "label_probe.json"

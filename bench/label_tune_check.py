@@ -9,9 +9,9 @@ tuned scores are measured on the other 300 (accuracy of the better-scored label,
 
 It runs in the work copy that ``bench/labels.py`` made (``--workdir``, default ``/tmp/kgrag-labels/main``: its
 ``data/validated`` holds ExplaGraphs dev, which the leak guard compares the train questions with), so run
-``python bench/labels.py --split dev ...`` there first. Writes ``reports/bench/label_tune_check.json``.
+``python -m bench.labels --split dev ...`` there first. Writes ``reports/bench/label_tune_check.json``.
 
-    python bench/label_tune_check.py --lr 3e-4 3e-5
+    python -m bench.label_tune_check --lr 3e-4 3e-5
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 OUT = ROOT / "reports" / "bench" / "label_tune_check.json"
 

@@ -12,12 +12,12 @@ Writes ``--out`` (default ``reports/bench/labels.json``): per configuration, row
 95% interval, the majority-label baseline, ``llm_lift``, the predicted label counts, unparseable labels, failed
 rows, generate seconds, and the reasoner's LLM calls, tokens and generate seconds per question.
 
-    python bench/labels.py --split train --sample 200 --config raw= --config calibrated='reason.rank.calibrate=labels'
+    python -m bench.labels --split train --sample 200 --config raw= --config calibrated='reason.rank.calibrate=labels'
 
 The tuned model (stage ``tune_answer_scorer`` on the train file, which brings each question's own graph;
 ``generate.model: tuned``), measured on dev::
 
-    python bench/labels.py --split dev --sample 0 --config tuned='tune.enabled=true;tune.split=train;generate.model=tuned'
+    python -m bench.labels --split dev --sample 0 --config tuned='tune.enabled=true;tune.split=train;generate.model=tuned'
 
 A trained configuration's row carries the training record (questions, rows, loss per epoch, seconds, peak RSS).
 """
@@ -29,11 +29,10 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import write_result
+from bench.full_split import clear_caches, run_stage, workcopy
 
-from bench.common import write_result  # noqa: E402
-from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 STAGES = ("ingest", "validate", "index", "relplan", "tune_answer_scorer", "retrieve", "generate", "evaluate")
 

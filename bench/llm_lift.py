@@ -13,7 +13,7 @@ epoch, seconds, peak RSS), and per configuration Hit@1 [95%], the first and rand
 the first candidate [95%] with the questions won and lost, and generate seconds per question; ``table`` holds
 them as rows. Test split, measured once: the tuned model's use was chosen on dev (``reports/bench/tune_dev.json``).
 
-    python bench/llm_lift.py --per-hop 100 --labels reports/bench/labels_tuned.json
+    python -m bench.llm_lift --per-hop 100 --labels reports/bench/labels_tuned.json
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import write_result
+from bench.full_split import clear_caches, env, run_stage, workcopy
 
-from bench.common import write_result  # noqa: E402
-from bench.full_split import clear_caches, env, run_stage, workcopy  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 STAGES = ("ingest", "validate", "index", "relplan", "tune_answer_scorer")
 CONFIGS = {"base": "", "tuned": "generate.model=tuned", "base, distractors": "retrieve.relpath.paths=2",
@@ -67,7 +66,7 @@ def main() -> None:
                         peak_rss_mib=runs["tune_answer_scorer"]["peak_rss_mib"])
         record.write_text(json.dumps(training))
         print(f"[llm_lift] trained: {training}", file=sys.stderr, flush=True)
-        cmd = [sys.executable, "bench/generalize.py", "--split", "test", "--per-hop", str(args.per_hop), "--out",
+        cmd = [sys.executable, "-m", "bench.generalize", "--split", "test", "--per-hop", str(args.per_hop), "--out",
                str(raw)]
         for name, ov in CONFIGS.items():
             cmd += ["--config", f"{name}={ov}"]

@@ -20,11 +20,11 @@ interval, the first- and random-candidate baselines and the paired lift over the
 ``reports/bench/question_graphs.json``, and copies its test rows without an LLM into
 ``reports/bench/transfer.json`` as ``<set>-qgraphs/<kg|labelled>/retrieval``, beside the whole-KG rows.
 
-    python bench/question_graphs.py --split dev --sets metaqa wc2014-p2      # the dev-shaped sets (choices)
-    python bench/question_graphs.py --split test                             # the single test measurement
-    python bench/question_graphs.py --split test --labelled                  # with a labelled training file
-    python bench/question_graphs.py --split dev --tuned ../lift/data/tune --set generate.model=tuned  # a tuned scorer
-    python bench/question_graphs.py --split dev --labelled --tune     # the scorer tuned on the labelled file itself
+    python -m bench.question_graphs --split dev --sets metaqa wc2014-p2      # the dev-shaped sets (choices)
+    python -m bench.question_graphs --split test                             # the single test measurement
+    python -m bench.question_graphs --split test --labelled                  # with a labelled training file
+    python -m bench.question_graphs --split dev --tuned ../lift/data/tune --set generate.model=tuned  # a tuned scorer
+    python -m bench.question_graphs --split dev --labelled --tune     # the scorer tuned on the labelled file itself
 """
 
 from __future__ import annotations
@@ -37,16 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._machine import made_by
+from bench.common import write_result
+from bench.full_split import clear_caches, run_stage, workcopy
+from bench.transfer import rows_of
+
+from kgrag import schema as S
+from kgrag.registry import LOADERS
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench._machine import made_by  # noqa: E402
-from bench.common import write_result  # noqa: E402
-from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
-from bench.transfer import rows_of  # noqa: E402
-
-from kgrag import schema as S  # noqa: E402
-from kgrag.registry import LOADERS  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "reports" / "bench" / "question_graphs.json"

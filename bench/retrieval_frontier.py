@@ -15,9 +15,9 @@ Recall and triples do not depend on machine load; ms do (the JSON records the lo
 Needs the ``index`` stage outputs (``dvc repro index``); ``--encode-needed`` instead encodes only the names
 the questions' neighbourhoods need (for a quick smoke run without the index).
 
-    python bench/retrieval_frontier.py --questions 50
+    python -m bench.retrieval_frontier --questions 50
     # the slow st / reranker presets on fewer questions, kept beside the others:
-    python bench/retrieval_frontier.py --questions 10 --merge --presets lego-03 lego-04 lego-10 lego-11 lego-16 lego-17
+    python -m bench.retrieval_frontier --questions 10 --merge --presets lego-03 lego-04 lego-10 lego-11 lego-16 lego-17
 """
 
 from __future__ import annotations
@@ -30,18 +30,16 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import write_result
 
-from bench.common import write_result  # noqa: E402
-
-from kgrag.index.embed import EmbeddingIndex, encode  # noqa: E402
-from kgrag.index.entity_vectors import EntityVectors, VectorCache  # noqa: E402
-from kgrag.evaluation.evaluate import retrieval_recall  # noqa: E402
-from kgrag.io import RELPLAN, ST_MODEL  # noqa: E402
-from kgrag.retrieval.lego.presets import PRESETS as LEGO_PRESETS  # noqa: E402
-from kgrag.kg.loaders.metaqa import load_metaqa  # noqa: E402
-from kgrag.registry import RETRIEVERS  # noqa: E402
-from kgrag.kg.store import KGStore, questions_from_table  # noqa: E402
+from kgrag.index.embed import EmbeddingIndex, encode
+from kgrag.index.entity_vectors import EntityVectors, VectorCache
+from kgrag.evaluation.evaluate import retrieval_recall
+from kgrag.io import RELPLAN, ST_MODEL
+from kgrag.retrieval.lego.presets import PRESETS as LEGO_PRESETS
+from kgrag.kg.loaders.metaqa import load_metaqa
+from kgrag.registry import RETRIEVERS
+from kgrag.kg.store import KGStore, questions_from_table
 
 LLM_STAGES = ("llm",)
 

@@ -15,7 +15,7 @@ worked example), candidate count, Hit@1 and the first candidate's Hit@1. ``ratio
 minute over the base model's (the mean of each model's two runs). ``why``: evaluated prompt tokens a call for each
 model, which says how much of the prompt the worked example was (the reused head is not evaluated again).
 
-    python bench/tuned_speed.py                 # reports/bench/tuned_speed.json
+    python -m bench.tuned_speed                 # reports/bench/tuned_speed.json
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 ORDER = ("base", "tuned", "tuned", "base")
 OVERRIDES = {"base": [], "tuned": ["generate.model=tuned"]}
@@ -129,7 +128,7 @@ def main() -> None:
     from bench.full_split import env, workcopy
 
     work = workcopy(Path(args.workdir))
-    subprocess.run([sys.executable, "bench/tuned_speed.py", "--here", "--out", str(Path(args.out).resolve()),
+    subprocess.run([sys.executable, "-m", "bench.tuned_speed", "--here", "--out", str(Path(args.out).resolve()),
                     "--questions", str(args.questions)], cwd=work, env=env(), check=True)
 
 
