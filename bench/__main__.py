@@ -6,6 +6,9 @@
     python -m bench rerun --group make       # the results `make bench` re-makes (GROUPS below)
     python -m bench rerun --all --dry-run    # what re-making every stamped result would run
 
+The benches are modules of this package, run from the repository root (``python -m bench.retrieve``); a result
+stamped when they ran as files (``python bench/retrieve.py ...``) is re-run as a module (:func:`bench_argv`).
+
 A result made before results were stamped (2026-11-29, b83881e) has no command: ``python -m bench`` says so, and
 ``rerun`` runs the one ``UNSTAMPED`` knows (the old Makefile list) or refuses it with the commit that recorded it
 (its message and the docs name the command). A stamped command
@@ -37,14 +40,28 @@ GROUPS = {
 #: the command of a result made before results were stamped, where one is known (the Makefile's `bench` list
 #: until 2026-12-04); a re-made result carries its stamp from then on
 UNSTAMPED = {
-    "retrieve": "python bench/retrieve.py", "lego": "python bench/lego.py", "constrain": "python bench/constrain.py",
-    "reasoners": "python bench/reasoners.py", "scale": "python bench/scale.py",
-    "retrieval_frontier": "python bench/retrieval_frontier.py", "inference": "python bench/inference.py",
-    "linking": "python bench/linking.py --split test --questions 500",
-    "relplan_scale": "python bench/relplan_scale.py",
-    "generalize": "python bench/generalize.py --split test --per-hop 100 --config default= "
+    "retrieve": "python -m bench.retrieve", "lego": "python -m bench.lego", "constrain": "python -m bench.constrain",
+    "reasoners": "python -m bench.reasoners", "scale": "python -m bench.scale",
+    "retrieval_frontier": "python -m bench.retrieval_frontier", "inference": "python -m bench.inference",
+    "linking": "python -m bench.linking --split test --questions 500",
+    "relplan_scale": "python -m bench.relplan_scale",
+    "generalize": "python -m bench.generalize --split test --per-hop 100 --config default= "
                   "--config oracle=retrieve.oracle_hops=true",
 }
+
+
+def bench_argv(cmd: str) -> list[str] | None:
+    """A stamped command as the argv that runs its bench module: ``python -m bench.x ARGS`` as it is, and the form
+    stamped before the benches ran as modules, ``python bench/x.py ARGS``, as ``python -m bench.x ARGS``. None for
+    a command that runs no bench module."""
+    argv = shlex.split(cmd)
+    if len(argv) >= 3 and argv[0] == "python" and argv[1] == "-m" and argv[2].startswith("bench."):
+        return argv
+    if len(argv) >= 2 and argv[0] == "python" and argv[1].startswith("bench/") and argv[1].endswith(".py"):
+        module = Path(argv[1]).with_suffix("")
+        if ".." not in module.parts:
+            return ["python", "-m", ".".join(module.parts), *argv[2:]]
+    return None
 
 
 def results(reports: Path = REPORTS) -> dict[str, dict]:
@@ -79,8 +96,8 @@ def command_for(name: str, run: dict, reports: Path = REPORTS, root: Path = ROOT
         made = run.get("committed_in") or run.get("commit") or "unknown"
         raise ValueError(f"{name}: no command stamped (made before results were stamped; recorded in commit "
                          f"{made[:12]}: its message and docs/benchmarks.md name the command)")
-    argv = shlex.split(cmd)
-    if len(argv) < 2 or argv[0] != "python" or not argv[1].startswith("bench/"):
+    argv = bench_argv(cmd)
+    if argv is None:
         raise ValueError(f"{name}: the stamped command {cmd!r} is not a bench script (it ran elsewhere, e.g. in a "
                          "project folder); re-run it as docs/scale.md says")
     argv[0] = sys.executable
@@ -112,7 +129,7 @@ def main(argv: list[str] | None = None, reports: Path = REPORTS, root: Path = RO
         return 0
     names = list(args.names) + GROUPS.get(args.group or "", [])
     if args.all:
-        names += [n for n, r in have.items() if str(r.get("command") or "").startswith("python bench/")]
+        names += [n for n, r in have.items() if bench_argv(str(r.get("command") or ""))]
     unknown = [n for n in names if n not in have]
     if unknown or not names:
         print(f"bench rerun: {'unknown result ' + ', '.join(unknown) if unknown else 'no result named'}; "

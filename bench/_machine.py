@@ -89,15 +89,26 @@ def provenance(root: Path = ROOT) -> dict:
     # results under reports/ are outputs, not what made them (a bench chain writes one before the next starts)
     dirty = None if commit is None else bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
                                                  ":(exclude)reports"))
-    argv = list(sys.argv)
+    params = root / "params.yaml"
+    return {"commit": commit, "dirty": dirty, "command": command_line(sys.argv, root),
+            "params_sha256": hashlib.sha256(params.read_bytes()).hexdigest() if params.is_file() else None}
+
+
+def command_line(argv: list[str], root: Path = ROOT) -> str:
+    """This process's command line as typed from the repository root. A bench runs as a module (``python -m
+    bench.x``), and Python then sets ``argv[0]`` to the module's file: a file of the ``bench`` package is written back
+    as ``python -m bench.x``; any other script as ``python PATH``, relative to ``root`` where it lies inside."""
+    argv = list(argv)
     if argv and os.path.isabs(argv[0]):
         try:
             argv[0] = os.path.relpath(argv[0], root)
         except ValueError:
             pass
-    params = root / "params.yaml"
-    return {"commit": commit, "dirty": dirty, "command": " ".join(["python", *argv]),
-            "params_sha256": hashlib.sha256(params.read_bytes()).hexdigest() if params.is_file() else None}
+    script = Path(argv[0]) if argv else None
+    if script is not None and script.suffix == ".py" and script.parts[:1] == ("bench",) and ".." not in script.parts:
+        module = ".".join(script.with_suffix("").parts).removesuffix(".__main__")
+        return " ".join(["python", "-m", module, *argv[1:]])
+    return " ".join(["python", *argv])
 
 
 def made_by() -> dict:

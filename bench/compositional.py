@@ -11,7 +11,7 @@ questions whose sequence was kept, and the zero-shot planner alone (no plan) on 
 Reads the pipeline run's KG and index (``dvc repro index``); writes ``reports/bench/compositional.json`` (Hit@1
 with its interval, the first / random candidate baselines and the LLM lift, per set).
 
-    python bench/compositional.py --per-hop 300
+    python -m bench.compositional --per-hop 300
 """
 
 from __future__ import annotations
@@ -23,17 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
+from bench.generalize import question_rows, run_config
 
-from bench.common import machine, write_result  # noqa: E402
-from bench.generalize import question_rows, run_config  # noqa: E402
-
-from kgrag import schema as S  # noqa: E402
-from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.index.relplan import mask_topics, sequence_scores, train_plan, wording_labels  # noqa: E402
-from kgrag.kg.store import questions_from_table  # noqa: E402
-from kgrag.params import load  # noqa: E402
-from kgrag.registry import LOADERS  # noqa: E402
+from kgrag import schema as S
+from kgrag.experiment import Experiment, Files
+from kgrag.index.relplan import mask_topics, sequence_scores, train_plan, wording_labels
+from kgrag.kg.store import questions_from_table
+from kgrag.params import load
+from kgrag.registry import LOADERS
 
 
 def labels_of(kg, rows: list[dict]) -> list:

@@ -16,27 +16,24 @@ import argparse
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag import io, schema as S  # noqa: E402
-from kgrag.llm.constrain import context_entities  # noqa: E402
-from kgrag.kg.duckdb_io import read_tables  # noqa: E402
-from kgrag.evaluation.evaluate import answer_scores, normalize, rouge_l  # noqa: E402
-from kgrag.llm.prompts import parse_answers  # noqa: E402
-from kgrag.llm.clients import backend_params, client_for  # noqa: E402
-from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.params import load  # noqa: E402
-from kgrag.reasoning.reasoners import ReasonInput, run_batched  # noqa: E402
-from kgrag.reasoning.reasoners.answer import answer  # noqa: E402
-from kgrag.registry import NoParams  # noqa: E402
-from kgrag.reasoning.generate import contexts_for, sampling_of  # noqa: E402
-from kgrag.kg.store import questions_from_table  # noqa: E402
+from kgrag import io, schema as S
+from kgrag.llm.constrain import context_entities
+from kgrag.kg.duckdb_io import read_tables
+from kgrag.evaluation.evaluate import answer_scores, normalize, rouge_l
+from kgrag.llm.prompts import parse_answers
+from kgrag.llm.clients import backend_params, client_for
+from kgrag.experiment import Experiment, Files
+from kgrag.params import load
+from kgrag.reasoning.reasoners import ReasonInput, run_batched
+from kgrag.reasoning.reasoners.answer import answer
+from kgrag.registry import NoParams
+from kgrag.reasoning.generate import contexts_for, sampling_of
+from kgrag.kg.store import questions_from_table
 
 
 def main() -> None:

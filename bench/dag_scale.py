@@ -20,10 +20,10 @@ retrieve stages (MetaQA's, then the size's, shards cleared), the size's cache no
 encoded (``retrieve_warm``, ``retrieve_ratio_warm``: what a second run on the same KG sees).
 Writes ``reports/bench/dag_scale.json`` (sizes already in the file are kept unless run again).
 
-    python bench/dag_scale.py --sizes 1M 10M                      # ~30 minutes on 2 cores
-    python bench/dag_scale.py --sizes 1M 10M --warm               # then retrieve again, the vector cache warm
-    python bench/dag_scale.py --sizes 10M --rerun-retrieve        # retrieve again, cold then warm (an idle re-check)
-    python bench/dag_scale.py --sizes 100k --questions 20 --out /tmp/dag_scale.json     # a smoke run, ~3 minutes
+    python -m bench.dag_scale --sizes 1M 10M                      # ~30 minutes on 2 cores
+    python -m bench.dag_scale --sizes 1M 10M --warm               # then retrieve again, the vector cache warm
+    python -m bench.dag_scale --sizes 10M --rerun-retrieve        # retrieve again, cold then warm (an idle re-check)
+    python -m bench.dag_scale --sizes 100k --questions 20 --out /tmp/dag_scale.json     # a smoke run, ~3 minutes
 """
 
 from __future__ import annotations
@@ -40,12 +40,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import write_result
+from bench.ingest_scale import synth
+from bench.scale import PEAK_WRAPPER, load, run_child, triples_of
 
-from bench.common import write_result  # noqa: E402
-from bench.ingest_scale import synth  # noqa: E402
-from bench.scale import PEAK_WRAPPER, load, run_child, triples_of  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate", "report")
 METAQA = (ROOT.parent / "shared" / "data" / "metaqa").resolve()

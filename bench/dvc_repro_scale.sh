@@ -4,7 +4,7 @@
 # loader on SYNTH/triples.tsv and SYNTH/questions.jsonl, all questions), then `python -m flows.with_api dvc repro`
 # (what `make repro` runs after set-up) under /usr/bin/time -v, every output line timestamped.
 #
-#   python bench/ingest_scale.py --sizes 100M --questions 1000 --work /tmp/kis   # writes /tmp/kis/100M/synth
+#   python -m bench.ingest_scale --sizes 100M --questions 1000 --work /tmp/kis   # writes /tmp/kis/100M/synth
 #   bash bench/dvc_repro_scale.sh /tmp/kis/100M/synth /tmp/kis/100M/repo > repro.log 2>&1
 #
 # VECTORS=DIR: the entity-vector cache (an empty folder: a cold run); unset: the user's (~/.cache/kgrag/vectors).

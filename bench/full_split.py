@@ -18,15 +18,15 @@ full split and their per-question cost ratio, where generate's time goes (``gene
 candidates scored), and Hit@1, Hit, F1 and retrieval recall with seeded bootstrap 95% intervals (``ci95`` of
 metrics.json).
 
-    python bench/full_split.py --hops 1              # default params: ~50 min here (2-hop ~3 h, 3-hop ~6-7 h idle)
+    python -m bench.full_split --hops 1              # default params: ~50 min here (2-hop ~3 h, 3-hop ~6-7 h idle)
     python -m tests.fault_server --port 8123 &       # the LLM replaced by a no-LLM baseline (first triple's tail):
-    python bench/full_split.py --hops 1 --set generate.backend=openai \
+    python -m bench.full_split --hops 1 --set generate.backend=openai \
         --set generate.openai.base_url=http://127.0.0.1:8123/v1 --set reason.method=answer     # ~13 minutes
-    python bench/full_split.py --hops 2 --kill-resume 2000
-    python bench/full_split.py --hops 2 --workdir /work/fullsplit-2hop       # cut off? continue it with:
-    python bench/full_split.py --hops 2 --workdir /work/fullsplit-2hop --resume --no-sample
-    python bench/full_split.py --hops 1 --workdir /work/fullsplit-1hop --cost-only   # generate_cost, ratios only
-    python bench/full_split.py --hops 3 --sample-only                  # the 200-question run again, alone
+    python -m bench.full_split --hops 2 --kill-resume 2000
+    python -m bench.full_split --hops 2 --workdir /work/fullsplit-2hop       # cut off? continue it with:
+    python -m bench.full_split --hops 2 --workdir /work/fullsplit-2hop --resume --no-sample
+    python -m bench.full_split --hops 1 --workdir /work/fullsplit-1hop --cost-only   # generate_cost, ratios only
+    python -m bench.full_split --hops 3 --sample-only                  # the 200-question run again, alone
 
 A run cut off (a session's end, a SIGKILL) and continued with ``--resume`` recomputes no finished shard and
 repeats no stored LLM call; its stage seconds are the last part's, and ``question_seconds`` (the per-question run
@@ -46,10 +46,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import timed_run, write_result
 
-from bench.common import timed_run, write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "reports" / "bench" / "full_split.json"
 STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate", "report")

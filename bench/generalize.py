@@ -22,7 +22,7 @@ their topic entities linked from the text (``kgrag.kg.linking``).
 
 Example (the default, then the oracle, on 100 dev questions per hop count)::
 
-    python bench/generalize.py --split dev --per-hop 100 --config default= \\
+    python -m bench.generalize --split dev --per-hop 100 --config default= \\
         --config oracle='retrieve.oracle_hops=true' --out reports/bench/generalize_dev.json
 """
 
@@ -37,19 +37,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag import schema as S  # noqa: E402
-from kgrag.reasoning.generate import contexts_for, proposals_for, reason_rows, sampling_of  # noqa: E402
-from kgrag.evaluation.evaluate import evaluate_rows  # noqa: E402
-from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.evaluation.metrics import bootstrap_ci  # noqa: E402
-from kgrag.params import load  # noqa: E402
-from kgrag.registry import LOADERS  # noqa: E402
-from kgrag.retrieval.run import retrieve_with  # noqa: E402
-from kgrag.kg.store import questions_from_table  # noqa: E402
+from kgrag import schema as S
+from kgrag.reasoning.generate import contexts_for, proposals_for, reason_rows, sampling_of
+from kgrag.evaluation.evaluate import evaluate_rows
+from kgrag.experiment import Experiment, Files
+from kgrag.evaluation.metrics import bootstrap_ci
+from kgrag.params import load
+from kgrag.registry import LOADERS
+from kgrag.retrieval.run import retrieve_with
+from kgrag.kg.store import questions_from_table
 
 
 def question_rows(*, params, split: str, per_hop: int, seed: int, kg, hops=(1, 2, 3), link: bool = False

@@ -23,12 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag.env import setup  # noqa: E402
-from kgrag.params import load  # noqa: E402
+from kgrag.env import setup
+from kgrag.params import load
 
 OUT = "reports/bench/gretriever.json"
 

@@ -26,25 +26,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag import io  # noqa: E402
-from kgrag import schema as S  # noqa: E402
-from kgrag.kg.duckdb_io import read_tables  # noqa: E402
-from kgrag.evaluation.evaluate import answer_scores  # noqa: E402
-from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.llm.calls import LLMClient  # noqa: E402
-from kgrag.params import ReasonParams, load  # noqa: E402
-from kgrag.registry import BACKENDS  # noqa: E402
-from kgrag.reasoning.generate import contexts_for, reason_rows, sampling_of  # noqa: E402
-from kgrag.retrieval.run import retrieve_with  # noqa: E402
-from kgrag.kg.store import questions_from_table  # noqa: E402
+from kgrag import io
+from kgrag import schema as S
+from kgrag.kg.duckdb_io import read_tables
+from kgrag.evaluation.evaluate import answer_scores
+from kgrag.experiment import Experiment, Files
+from kgrag.llm.calls import LLMClient
+from kgrag.params import ReasonParams, load
+from kgrag.registry import BACKENDS
+from kgrag.reasoning.generate import contexts_for, reason_rows, sampling_of
+from kgrag.retrieval.run import retrieve_with
+from kgrag.kg.store import questions_from_table
 
 
 def perf(ctx) -> dict:

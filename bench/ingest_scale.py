@@ -8,8 +8,8 @@ this checkout's code and, with ``--reference DIR``, with another checkout's (``g
 alternately ``--repeat`` times: ``seconds`` (wall, the child process), ``peak_rss_gib`` (the child's VmHWM) and the
 stage's own ``ingest_s``. The reference's commit is recorded. Writes ``reports/bench/ingest_scale.json``.
 
-    python bench/ingest_scale.py --sizes 1M 10M --reference /tmp/ref    # ~3 minutes, with a 10M file of 0.6 GB
-    python bench/ingest_scale.py --sizes 1M 10M 100M --reference /tmp/ref   # 100M: ~15 minutes, 6.3 GB of disk
+    python -m bench.ingest_scale --sizes 1M 10M --reference /tmp/ref    # ~3 minutes, with a 10M file of 0.6 GB
+    python -m bench.ingest_scale --sizes 1M 10M 100M --reference /tmp/ref   # 100M: ~15 minutes, 6.3 GB of disk
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import write_result
+from bench.scale import PEAK_WRAPPER, SYNTH, _peak_from, triples_of
 
-from bench.common import write_result  # noqa: E402
-from bench.scale import PEAK_WRAPPER, SYNTH, _peak_from, triples_of  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def synth(work: Path, size: str, questions: int) -> dict:

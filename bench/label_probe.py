@@ -9,20 +9,20 @@ dense features standardised) trained on one view of a row and measured once on e
 - ``majority``: the most frequent train label;
 - ``graph_relations``: the relation names of the row's explanation graph (TF-IDF of the names and name pairs,
   ``not desires`` and ``desires`` apart); ``graph_relations_<n>_train_rows``: the same on a seeded part of the
-  train file (the tune stage trained on 600 rows);
+  train file (the tune_answer_scorer stage trained on 600 rows);
 - ``negated_relation_rule`` (no training): ``counter`` when the graph holds a negated relation (``not ...``,
   ``is not a``, ``antonym of``), else ``support``; picked after looking at dev among a few hand-made features, so
   ``negated_relation_rule_on_train`` gives its figure on the train rows too;
 - ``belief_argument_words``: TF-IDF of the belief's and the argument's words;
 - ``minilm_pair``: the packaged MiniLM's embeddings u (belief) and v (argument), as [u, v, |u - v|, u * v];
-- ``smollm2_layer_<k>``: SmolLM2-135M's hidden states (the packaged GGUF, converted as the tune stage does),
+- ``smollm2_layer_<k>``: SmolLM2-135M's hidden states (the packaged GGUF, converted as tune_answer_scorer does),
   mean-pooled over a prompt of belief, argument and graph, at the last layer and at the middle one.
 
 Writes ``reports/bench/label_probe.json`` (a run updates the probes it ran and keeps the others). Nothing here is
 chosen for the pipeline; it bounds what tuning the small model can reach.
 
-    python bench/label_probe.py               # every probe (the SmolLM2 features take 15-30 minutes on 2 cores)
-    python bench/label_probe.py --skip-llm    # the others (a minute)
+    python -m bench.label_probe               # every probe (the SmolLM2 features take 15-30 minutes on 2 cores)
+    python -m bench.label_probe --skip-llm    # the others (a minute)
 """
 
 from __future__ import annotations
@@ -36,10 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import write_result
 
-from bench.common import write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DATA = ROOT.parent / "shared" / "data" / "explagraphs"
 OUT = ROOT / "reports" / "bench" / "label_probe.json"
@@ -94,7 +93,8 @@ def probe(x_train, y_train, x_dev, y_dev, *, dense: bool) -> dict:
 
 
 def smollm2_features(texts: list[str], layers: list[int], threads: int, batch: int = 16) -> dict[int, np.ndarray]:
-    """Mean-pooled hidden states of the packaged SmolLM2-135M (converted from its GGUF as stages/tune.py does)."""
+    """Mean-pooled hidden states of the packaged SmolLM2-135M (converted from its GGUF as stages/tune_answer_scorer.py
+    does)."""
     import importlib
     import tempfile
 

@@ -1,17 +1,17 @@
 """Benchmark (a check chosen on train): does another ``tune.lr`` let the LoRA scorer learn ExplaGraphs stance?
 
-``bench/labels.py`` measured the tuned scorer on ExplaGraphs dev at 0.500 (every row ``support``), its training
-loss per epoch above the 0.693 of even odds. This check stays on the train file (dev is the reported split): rows
-are built as the tune stage builds them (``kgrag.tune.rows.build_rows``, the train file's own graphs, 900 seeded
-train questions), the adapters train on the first 600 for one epoch with the stage's other params, and the tuned
-scores are measured on the other 300 (accuracy of the better-scored label, and the share answered ``support``).
-The base model's row comes first.
+``bench/labels.py`` measured the tuned scorer on ExplaGraphs dev at 0.500 (every row ``support``), its training loss
+per epoch above the 0.693 of even odds. This check stays on the train file (dev is the reported split): rows are
+built as stage tune_answer_scorer builds them (``kgrag.tune.rows.build_rows``, the train file's own graphs, 900
+seeded train questions), the adapters train on the first 600 for one epoch with the stage's other params, and the
+tuned scores are measured on the other 300 (accuracy of the better-scored label, and the share answered
+``support``). The base model's row comes first.
 
 It runs in the work copy that ``bench/labels.py`` made (``--workdir``, default ``/tmp/kgrag-labels/main``: its
 ``data/validated`` holds ExplaGraphs dev, which the leak guard compares the train questions with), so run
-``python bench/labels.py --split dev ...`` there first. Writes ``reports/bench/label_tune_check.json``.
+``python -m bench.labels --split dev ...`` there first. Writes ``reports/bench/label_tune_check.json``.
 
-    python bench/label_tune_check.py --lr 3e-4 3e-5
+    python -m bench.label_tune_check --lr 3e-4 3e-5
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 OUT = ROOT / "reports" / "bench" / "label_tune_check.json"
 
@@ -85,7 +83,7 @@ def main() -> None:
         return [round(float(hit.mean()), 4), round(float(support), 3)]
 
     torch.set_num_threads(p.threads)
-    hf = next(Path(".kgrag_cache/tune").glob("hf-*"))  # the tune stage's conversion of the packaged GGUF
+    hf = next(Path(".kgrag_cache/tune").glob("hf-*"))  # tune_answer_scorer's conversion of the packaged GGUF
     from bench._machine import provenance
 
     result: dict = {"run": provenance()}

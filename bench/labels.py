@@ -1,22 +1,23 @@
 """Benchmark: a label task (ExplaGraphs stance: support / counter) through the pipeline, per configuration, with
 the no-LLM baselines beside each accuracy.
 
-Each configuration (``--config NAME=OVERRIDES``, overrides ``;``-separated ``key=value`` as ``dvc exp run -S``)
-runs the default params' stages (ingest → validate → index → relplan → tune → retrieve → generate → evaluate, each
-``python -m stages.<name> --set ...``) in a work copy of the repository (``--workdir``) on ``--sample`` rows of
-ExplaGraphs' ``--split`` file (seeded). **Select on train, report on dev**: ExplaGraphs ships train and dev only;
-G-Retriever reports dev, so choices are made on a train sample and dev is measured once for the chosen one.
+Each configuration (``--config NAME=OVERRIDES``, overrides ``;``-separated ``key=value`` as ``dvc exp run -S``) runs
+the default params' stages (ingest → validate → index → relplan → tune_answer_scorer → retrieve → generate →
+evaluate, each ``python -m stages.<name> --set ...``) in a work copy of the repository (``--workdir``) on
+``--sample`` rows of ExplaGraphs' ``--split`` file (seeded). **Select on train, report on dev**: ExplaGraphs ships
+train and dev only; G-Retriever reports dev, so choices are made on a train sample and dev is measured once for the
+chosen one.
 
 Writes ``--out`` (default ``reports/bench/labels.json``): per configuration, rows, accuracy with its bootstrap
 95% interval, the majority-label baseline, ``llm_lift``, the predicted label counts, unparseable labels, failed
 rows, generate seconds, and the reasoner's LLM calls, tokens and generate seconds per question.
 
-    python bench/labels.py --split train --sample 200 --config raw= --config calibrated='reason.rank.calibrate=labels'
+    python -m bench.labels --split train --sample 200 --config raw= --config calibrated='reason.rank.calibrate=labels'
 
-The tuned model (stage ``tune`` on the train file, which brings each question's own graph; ``generate.model:
-tuned``), measured on dev::
+The tuned model (stage ``tune_answer_scorer`` on the train file, which brings each question's own graph;
+``generate.model: tuned``), measured on dev::
 
-    python bench/labels.py --split dev --sample 0 --config tuned='tune.enabled=true;tune.split=train;generate.model=tuned'
+    python -m bench.labels --split dev --sample 0 --config tuned='tune.enabled=true;tune.split=train;generate.model=tuned'
 
 A trained configuration's row carries the training record (questions, rows, loss per epoch, seconds, peak RSS).
 """
@@ -28,13 +29,12 @@ import json
 import sys
 from pathlib import Path
 
+from bench.common import write_result
+from bench.full_split import clear_caches, run_stage, workcopy
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from bench.common import write_result  # noqa: E402
-from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
-
-STAGES = ("ingest", "validate", "index", "relplan", "tune", "retrieve", "generate", "evaluate")
+STAGES = ("ingest", "validate", "index", "relplan", "tune_answer_scorer", "retrieve", "generate", "evaluate")
 
 
 def one(work: Path, split: str, sample: int, seed: int, overrides: list[str]) -> dict:
@@ -48,7 +48,7 @@ def one(work: Path, split: str, sample: int, seed: int, overrides: list[str]) ->
     tune = json.loads((work / "data" / "tune" / "tune.json").read_text())
     if tune.get("trained"):
         tune = {k: tune.get(k) for k in ("note", "questions", "trained_rows", "loss_per_epoch", "training_data_hash")}
-        tune.update(seconds=seconds["tune"], peak_rss_mib=runs["tune"]["peak_rss_mib"])
+        tune.update(seconds=seconds["tune_answer_scorer"], peak_rss_mib=runs["tune_answer_scorer"]["peak_rss_mib"])
     return {"tune": tune, "setup_model": (m.get("setup") or {}).get("model"), "overrides": overrides, "rows": m["questions"], "accuracy": m.get("accuracy"),
             "accuracy_ci95": (m.get("ci95") or {}).get("accuracy"), "baseline_majority": m.get("baseline_majority"),
             "baseline_first": m.get("baseline_first"), "baseline_random": m.get("baseline_random"),

@@ -16,20 +16,17 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag.evaluation.evaluate import retrieval_recall  # noqa: E402
-from kgrag.retrieval.lego import EXTRACTORS  # noqa: E402
-from kgrag.retrieval.lego.extract_ppr import top_nodes  # noqa: E402
-from kgrag.retrieval.lego.types import Context, LocalGraph  # noqa: E402
-from kgrag.kg.loaders.metaqa import load_metaqa  # noqa: E402
-from kgrag.kg.store import KGStore, questions_from_table  # noqa: E402
+from kgrag.evaluation.evaluate import retrieval_recall
+from kgrag.retrieval.lego import EXTRACTORS
+from kgrag.retrieval.lego.extract_ppr import top_nodes
+from kgrag.retrieval.lego.types import Context, LocalGraph
+from kgrag.kg.loaders.metaqa import load_metaqa
+from kgrag.kg.store import KGStore, questions_from_table
 
 
 def main() -> None:

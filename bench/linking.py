@@ -28,29 +28,26 @@ synthetic KG of another seed) for every rule variant (``kgrag.kg.linking.ORDER``
 ``reports/bench/linking_dev.json``: the defaults were chosen there. ``--part test`` (default) measures the chosen
 rule once on the test parts and writes ``reports/bench/linking.json``.
 
-    python bench/linking.py --part dev
-    python bench/linking.py --part test
+    python -m bench.linking --part dev
+    python -m bench.linking --part test
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import write_result
 
-from bench.common import write_result  # noqa: E402
-
-from kgrag import schema as S  # noqa: E402
-from kgrag.evaluation.metrics import bootstrap_ci  # noqa: E402
-from kgrag.kg import linking  # noqa: E402
-from kgrag.registry import LOADERS  # noqa: E402
+from kgrag import schema as S
+from kgrag.evaluation.metrics import bootstrap_ci
+from kgrag.kg import linking
+from kgrag.registry import LOADERS
 
 TRANSFER = {"WC-P2": ("wc2014/WC2014.txt", "wc2014/WC-P2.txt"), "WC-C": ("wc2014/WC2014.txt", "wc2014/WC-C.txt"),
             "PQL-2H": ("pathquestion_large/PQL2-KB.txt", "pathquestion_large/PQL-2H.txt"),

@@ -1,6 +1,6 @@
 """Benchmark: what the LLM adds, base and tuned, beside the no-LLM baselines (issue "The LLM earns its place").
 
-In a work copy of the repository (``--workdir``), the default params' stages run up to ``tune`` with
+In a work copy of the repository (``--workdir``), the default params' stages run up to ``tune_answer_scorer`` with
 ``tune.enabled=true`` (ingest → validate → index → relplan → tune: the LoRA scorer trained on relplan's held-out
 dev questions, never the test split; the stage's own leak guard checks ids and texts). Then ``bench/generalize.py``
 runs there on ``--per-hop`` MetaQA test questions of each hop count, mixed, no hop count given, for four
@@ -13,7 +13,7 @@ epoch, seconds, peak RSS), and per configuration Hit@1 [95%], the first and rand
 the first candidate [95%] with the questions won and lost, and generate seconds per question; ``table`` holds
 them as rows. Test split, measured once: the tuned model's use was chosen on dev (``reports/bench/tune_dev.json``).
 
-    python bench/llm_lift.py --per-hop 100 --labels reports/bench/labels_tuned.json
+    python -m bench.llm_lift --per-hop 100 --labels reports/bench/labels_tuned.json
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.common import write_result
+from bench.full_split import clear_caches, env, run_stage, workcopy
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from bench.common import write_result  # noqa: E402
-from bench.full_split import clear_caches, env, run_stage, workcopy  # noqa: E402
-
-STAGES = ("ingest", "validate", "index", "relplan", "tune")
+STAGES = ("ingest", "validate", "index", "relplan", "tune_answer_scorer")
 CONFIGS = {"base": "", "tuned": "generate.model=tuned", "base, distractors": "retrieve.relpath.paths=2",
            "tuned, distractors": "retrieve.relpath.paths=2;generate.model=tuned"}
 
@@ -63,10 +62,11 @@ def main() -> None:
         tune = json.loads((work / "data" / "tune" / "tune.json").read_text())
         training = {k: tune.get(k) for k in ("note", "questions", "trained_rows", "rows", "loss_per_epoch",
                                              "training_data_hash", "lora")}
-        training.update(seconds=runs["tune"]["seconds"], peak_rss_mib=runs["tune"]["peak_rss_mib"])
+        training.update(seconds=runs["tune_answer_scorer"]["seconds"],
+                        peak_rss_mib=runs["tune_answer_scorer"]["peak_rss_mib"])
         record.write_text(json.dumps(training))
         print(f"[llm_lift] trained: {training}", file=sys.stderr, flush=True)
-        cmd = [sys.executable, "bench/generalize.py", "--split", "test", "--per-hop", str(args.per_hop), "--out",
+        cmd = [sys.executable, "-m", "bench.generalize", "--split", "test", "--per-hop", str(args.per_hop), "--out",
                str(raw)]
         for name, ov in CONFIGS.items():
             cmd += ["--config", f"{name}={ov}"]

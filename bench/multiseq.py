@@ -21,7 +21,7 @@ Expected: 0 everywhere. Measured here (docs/inference.md): ``removed`` 0, ``kept
 shared layout 5 of 25 rank candidates off, by up to 0.28 nats; the streams layout: 0. Upstream:
 ggml-org/llama.cpp#24962 ("Identical multi-sequence branches produce different logits", CPU, ``kv_unified = true``).
 
-    python bench/multiseq.py
+    python -m bench.multiseq
 """
 
 from __future__ import annotations
@@ -30,11 +30,8 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import machine, write_result  # noqa: E402
+from bench.common import machine, write_result
 
 QUESTIONS = ("who directed the movies starred by [Al Pacino]", "who starred in [Heat]",
              "what films did [Michael Mann] direct", "when was [Heat] released", "which genre is [Heat]")

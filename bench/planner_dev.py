@@ -47,12 +47,12 @@ form of the score, L-BFGS from zero). Until 2026-12-02 the search started from `
 searched on all four KGs, so the held-out KG leaked into its own row (WC2014 0.883 then; 0.37 on a start no KG
 chose).
 
-    python bench/planner_dev.py                 # ~15 minutes; writes reports/bench/planner_dev.json
-    python bench/planner_dev.py --search        # also the weight search on all four KGs (the defaults' origin)
-    python bench/planner_dev.py --wordnet       # also the rows with WordNet's links (kgrag/index/wordnet.py)
-    python bench/planner_dev.py --wordnet --zero-shot-only --out /tmp/x.json  # those and the zero-shot rows alone
-    python bench/planner_dev.py --phrase-model /tmp/all-mpnet-base-v2 --zero-shot-only --loko-seeds 5 --out /tmp/m.json
-    python bench/planner_dev.py --zero-shot-only --pseudo 300 --out /tmp/p.json  # the pseudo-question fits (~3 min)
+    python -m bench.planner_dev                 # ~15 minutes; writes reports/bench/planner_dev.json
+    python -m bench.planner_dev --search        # also the weight search on all four KGs (the defaults' origin)
+    python -m bench.planner_dev --wordnet       # also the rows with WordNet's links (kgrag/index/wordnet.py)
+    python -m bench.planner_dev --wordnet --zero-shot-only --out /tmp/x.json  # those and the zero-shot rows alone
+    python -m bench.planner_dev --phrase-model /tmp/all-mpnet-base-v2 --zero-shot-only --loko-seeds 5 --out /tmp/m.json
+    python -m bench.planner_dev --zero-shot-only --pseudo 300 --out /tmp/p.json  # the pseudo-question fits (~3 min)
 """
 
 from __future__ import annotations
@@ -66,17 +66,16 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import machine, write_result
+
+from kgrag import schema as S
+from kgrag.index import pseudo as P
+from kgrag.index import zeroshot as Z
+from kgrag.index.embed import encode
+from kgrag.index.relplan import co_step_mask, is_co_step
+from kgrag.registry import LOADERS
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag import schema as S  # noqa: E402
-from kgrag.index import pseudo as P  # noqa: E402
-from kgrag.index import zeroshot as Z  # noqa: E402
-from kgrag.index.embed import encode  # noqa: E402
-from kgrag.index.relplan import co_step_mask, is_co_step  # noqa: E402
-from kgrag.registry import LOADERS  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
 DATA = ROOT.parent / "shared" / "data"

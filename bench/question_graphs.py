@@ -20,11 +20,11 @@ interval, the first- and random-candidate baselines and the paired lift over the
 ``reports/bench/question_graphs.json``, and copies its test rows without an LLM into
 ``reports/bench/transfer.json`` as ``<set>-qgraphs/<kg|labelled>/retrieval``, beside the whole-KG rows.
 
-    python bench/question_graphs.py --split dev --sets metaqa wc2014-p2      # the dev-shaped sets (choices)
-    python bench/question_graphs.py --split test                             # the single test measurement
-    python bench/question_graphs.py --split test --labelled                  # with a labelled training file
-    python bench/question_graphs.py --split dev --tuned ../lift/data/tune --set generate.model=tuned  # a tuned scorer
-    python bench/question_graphs.py --split dev --labelled --tune     # the scorer tuned on the labelled file itself
+    python -m bench.question_graphs --split dev --sets metaqa wc2014-p2      # the dev-shaped sets (choices)
+    python -m bench.question_graphs --split test                             # the single test measurement
+    python -m bench.question_graphs --split test --labelled                  # with a labelled training file
+    python -m bench.question_graphs --split dev --tuned ../lift/data/tune --set generate.model=tuned  # a tuned scorer
+    python -m bench.question_graphs --split dev --labelled --tune     # the scorer tuned on the labelled file itself
 """
 
 from __future__ import annotations
@@ -37,16 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._machine import made_by
+from bench.common import write_result
+from bench.full_split import clear_caches, run_stage, workcopy
+from bench.transfer import rows_of
+
+from kgrag import schema as S
+from kgrag.registry import LOADERS
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench._machine import made_by  # noqa: E402
-from bench.common import write_result  # noqa: E402
-from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
-from bench.transfer import rows_of  # noqa: E402
-
-from kgrag import schema as S  # noqa: E402
-from kgrag.registry import LOADERS  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "reports" / "bench" / "question_graphs.json"
@@ -168,7 +167,8 @@ def run(name: str, split: str, args) -> dict:
             data.write_text("".join(lines[1::2]))
             built["train"], built["evaluated"] = len(lines[0::2]), len(lines[1::2])
         labelled = ["relplan.source=labelled", f"relplan.file=qgraphs/{train.name}"]
-    # --tune: the tune stage trains the scorer on that same labelled file (its own graphs), and rank is served by it
+    # --tune: stage tune_answer_scorer trains the scorer on that same labelled file (its own graphs); rank is
+    # served by it
     tune = ["tune.enabled=true", "generate.model=tuned"] if args.tune else []
     sets = ["data.dataset=rog", "data.input=qgraphs", f"data.rog.path=qgraphs/{data.name}",
             f"data.sample={args.sample}", *labelled, *tune, *args.extra]
@@ -178,13 +178,13 @@ def run(name: str, split: str, args) -> dict:
             stages[stage] = run_stage(work, stage, sets)
         return {"built": built, "overrides": sets, "seconds": round(time.time() - t0, 1),
                 **retrieval_rows(work, args.max_context_triples)}
-    for stage in STAGES[:4] + ("tune",) + STAGES[4:] if args.tune else STAGES:
+    for stage in STAGES[:4] + ("tune_answer_scorer",) + STAGES[4:] if args.tune else STAGES:
         stages[stage] = run_stage(work, stage, sets)
         print(f"[question_graphs] {name}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
     if args.tune:
         record = json.loads((work / "data" / "tune" / "tune.json").read_text())
         built["tune"] = {**{k: record.get(k) for k in ("note", "questions", "rows", "trained_rows", "loss_per_epoch",
-                                                       "training_data_hash")}, **stages["tune"]}
+                                                       "training_data_hash")}, **stages["tune_answer_scorer"]}
     m = json.loads((work / "reports" / "metrics.json").read_text())
     import pyarrow.parquet as pq
 
@@ -216,11 +216,12 @@ def main() -> None:
     ap.add_argument("--labelled", action="store_true",
                     help="the plan learns from a labelled file of the same format (relplan.file): the dev questions' "
                     "graphs for --split test; half of the dev file for --split dev (the other half evaluated)")
-    ap.add_argument("--tuned", default=None, help="a tune stage's output folder (data/tune of a project where `dvc "
-                    "repro tune` trained): copied into the work copy, so that --set generate.model=tuned serves it")
+    ap.add_argument("--tuned", default=None, help="a tune_answer_scorer stage's output folder (data/tune of a project "
+                    "where `dvc repro tune_answer_scorer` trained): copied into the work copy, so that --set "
+                    "generate.model=tuned serves it")
     ap.add_argument("--tune", action="store_true",
-                    help="with --labelled: the tune stage trains rank's scorer on the labelled file too (the user's "
-                    "own questions and graphs), and generate serves it (generate.model=tuned)")
+                    help="with --labelled: the tune_answer_scorer stage trains rank's scorer on the labelled file "
+                    "too (the user's own questions and graphs), and generate serves it (generate.model=tuned)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     if args.tune and (not args.labelled or args.retrieval_only or args.tuned):

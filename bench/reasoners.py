@@ -35,17 +35,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag import io  # noqa: E402
-from kgrag.llm.backends import llamacpp_server  # noqa: E402
-from kgrag.llm.backends.openai import OpenAIBackend, OpenAIParams  # noqa: E402
-from kgrag.kg.duckdb_io import read_tables  # noqa: E402
-from kgrag.llm.calls import LLMClient, LLMReply, LLMRequest  # noqa: E402
-from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched, run_one  # noqa: E402
-from kgrag.kg.store import questions_from_table  # noqa: E402
+from kgrag import io
+from kgrag.llm.backends import llamacpp_server
+from kgrag.llm.backends.openai import OpenAIBackend, OpenAIParams
+from kgrag.kg.duckdb_io import read_tables
+from kgrag.llm.calls import LLMClient, LLMReply, LLMRequest
+from kgrag.reasoning.reasoners import REASONERS, ReasonInput, Sampling, run_batched, run_one
+from kgrag.kg.store import questions_from_table
 
 
 def start_server(*, n_threads: int, n_ctx: int, log_dir: Path) -> tuple[subprocess.Popen, str, list[str]]:

@@ -10,20 +10,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag import io, schema as S  # noqa: E402
-from kgrag.kg.duckdb_io import read_tables  # noqa: E402
-from kgrag.evaluation.evaluate import answer_scores, summarize  # noqa: E402
-from kgrag.llm.clients import backend_params  # noqa: E402
-from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.params import load  # noqa: E402
-from kgrag.reasoning.generate import contexts_for, reason_rows, sampling_of  # noqa: E402
-from kgrag.kg.store import questions_from_table  # noqa: E402
+from kgrag import io, schema as S
+from kgrag.kg.duckdb_io import read_tables
+from kgrag.evaluation.evaluate import answer_scores, summarize
+from kgrag.llm.clients import backend_params
+from kgrag.experiment import Experiment, Files
+from kgrag.params import load
+from kgrag.reasoning.generate import contexts_for, reason_rows, sampling_of
+from kgrag.kg.store import questions_from_table
 
 CONFIGS = [
     ("answer", {}), ("io", {}), ("cot", {}), ("cot-sc", {"samples": 3}),

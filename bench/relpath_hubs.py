@@ -12,8 +12,8 @@ see ``load_warning``). Each question is first retrieved once untimed (its phrase
 under every setting in an order rotated per question, so load drift and warm caches hit them alike. Writes
 ``reports/bench/relpath_hubs.json`` (sizes already in the file are kept unless run again).
 
-    python bench/relpath_hubs.py --sizes 1M 10M                    # the issue's run (10M off: ~4 s a question)
-    python bench/relpath_hubs.py --sizes 200k --questions 60 --out /tmp/relpath_hubs.json   # a smoke run
+    python -m bench.relpath_hubs --sizes 1M 10M                    # the issue's run (10M off: ~4 s a question)
+    python -m bench.relpath_hubs --sizes 200k --questions 60 --out /tmp/relpath_hubs.json   # a smoke run
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SYNTH = dict(entities_per_triple=0.25, n_relations=24, n_types=8, skew=1.0, relation_skew=1.0)
 MODEL = "all-MiniLM-L6-v2"

@@ -8,9 +8,9 @@ each question's relation sequences to its answers walked, labels per wording, te
 feature off, since the index stage's vectors of 2.5M synthetic names would take about 40 minutes here). Beside them, MetaQA (133k triples, 6,000 dev questions: the
 default relplan stage) timed the same way. Writes ``reports/bench/relplan_scale.json``.
 
-    python bench/relplan_scale.py                  # 1M and 10M (about 15 minutes)
-    python bench/relplan_scale.py --sizes 200k     # a smoke run
-    python bench/relplan_scale.py --store duckdb --sizes 1M 10M --kg-questions 50 \
+    python -m bench.relplan_scale                  # 1M and 10M (about 15 minutes)
+    python -m bench.relplan_scale --sizes 200k     # a smoke run
+    python -m bench.relplan_scale --store duckdb --sizes 1M 10M --kg-questions 50 \
         --out reports/bench/relplan_scale_duckdb.json   # over the memory budget: mirrors by SQL, the labeller
 """
 
@@ -23,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import machine, timed_run, write_result
 
-from bench.common import machine, timed_run, write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SYNTH = dict(entities_per_triple=0.25, n_relations=24, n_types=8, skew=1.0, relation_skew=1.0)
 SIZES = {"200k": 200_000, "1M": 1_000_000, "10M": 10_000_000}
@@ -194,8 +193,9 @@ def main() -> None:
         return duck_main(args, result)
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="kgrag-relplan-scale-") as work:
-            p, wall, rss_kib = timed_run([sys.executable, __file__, "--child", "--size", size, "--work", work,
-                                          "--questions", str(args.questions), "--kg-questions", str(args.kg_questions)])
+            p, wall, rss_kib = timed_run([sys.executable, "-m", "bench.relplan_scale", "--child", "--size", size,
+                                          "--work", work, "--questions", str(args.questions), "--kg-questions",
+                                          str(args.kg_questions)], cwd=ROOT)
             line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
             if wall is None or line is None:
                 raise SystemExit(f"{size} failed:\n{p.stderr[-3000:]}")
@@ -213,15 +213,15 @@ def duck_main(args, result: dict) -> None:
                       "vectors), wall_s and peak_rss_gib of the reading child")
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="kgrag-relplan-scale-") as work:
-            common = [sys.executable, __file__, "--child", "--size", size, "--work", work, "--questions",
-                      str(args.questions), "--kg-questions", str(args.kg_questions)]
-            p, wall, rss = timed_run(common + ["--phase", "build"])
+            common = [sys.executable, "-m", "bench.relplan_scale", "--child", "--size", size, "--work", work,
+                      "--questions", str(args.questions), "--kg-questions", str(args.kg_questions)]
+            p, wall, rss = timed_run(common + ["--phase", "build"], cwd=ROOT)
             line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
             if wall is None or line is None:
                 raise SystemExit(f"{size} build failed:\n{p.stderr[-3000:]}")
             built = {**json.loads(line[7:]), "build_wall_s": wall, "build_peak_rss_gib": round(rss / 1024 ** 2, 2)}
             hub = ["--hub-edges", str(args.hub_edges)] if args.hub_edges is not None else []
-            p, wall, rss = timed_run(common + ["--phase", "duckdb"] + hub)
+            p, wall, rss = timed_run(common + ["--phase", "duckdb"] + hub, cwd=ROOT)
             line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
             if wall is None or line is None:
                 raise SystemExit(f"{size} duckdb failed:\n{p.stderr[-3000:]}")

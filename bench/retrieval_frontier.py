@@ -8,16 +8,16 @@ computed beforehand in one batch, graph vectors come from the index). Presets: `
 experiment's retriever: the learnt plan ``data/relplan``, 1 sequence) and ``relpath-plan-2`` (2 sequences;
 both skipped when the plan is missing), LEGO ``lego-00`` ... ``lego-20`` without LLM stages, and
 LEGO without the relation-priority neighbourhood cut (``-norelprio``). Presets that need the fine-tuned ST
-(``data/finetune/st_model``, ``dvc repro finetune``) are skipped with the reason when it is missing.
+(``data/finetune/st_model``, ``dvc repro finetune/dvc.yaml``) are skipped with the reason when it is missing.
 Writes ``reports/bench/retrieval_frontier.json`` and ``reports/figures/retrieval_frontier.png``.
 
 Recall and triples do not depend on machine load; ms do (the JSON records the load, ``bench/_machine.py``).
 Needs the ``index`` stage outputs (``dvc repro index``); ``--encode-needed`` instead encodes only the names
 the questions' neighbourhoods need (for a quick smoke run without the index).
 
-    python bench/retrieval_frontier.py --questions 50
+    python -m bench.retrieval_frontier --questions 50
     # the slow st / reranker presets on fewer questions, kept beside the others:
-    python bench/retrieval_frontier.py --questions 10 --merge --presets lego-03 lego-04 lego-10 lego-11 lego-16 lego-17
+    python -m bench.retrieval_frontier --questions 10 --merge --presets lego-03 lego-04 lego-10 lego-11 lego-16 lego-17
 """
 
 from __future__ import annotations
@@ -30,18 +30,16 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import write_result
 
-from bench.common import write_result  # noqa: E402
-
-from kgrag.index.embed import EmbeddingIndex, encode  # noqa: E402
-from kgrag.index.entity_vectors import EntityVectors, VectorCache  # noqa: E402
-from kgrag.evaluation.evaluate import retrieval_recall  # noqa: E402
-from kgrag.io import RELPLAN, ST_MODEL  # noqa: E402
-from kgrag.retrieval.lego.presets import PRESETS as LEGO_PRESETS  # noqa: E402
-from kgrag.kg.loaders.metaqa import load_metaqa  # noqa: E402
-from kgrag.registry import RETRIEVERS  # noqa: E402
-from kgrag.kg.store import KGStore, questions_from_table  # noqa: E402
+from kgrag.index.embed import EmbeddingIndex, encode
+from kgrag.index.entity_vectors import EntityVectors, VectorCache
+from kgrag.evaluation.evaluate import retrieval_recall
+from kgrag.io import RELPLAN, ST_MODEL
+from kgrag.retrieval.lego.presets import PRESETS as LEGO_PRESETS
+from kgrag.kg.loaders.metaqa import load_metaqa
+from kgrag.registry import RETRIEVERS
+from kgrag.kg.store import KGStore, questions_from_table
 
 LLM_STAGES = ("llm",)
 
@@ -161,7 +159,7 @@ def main() -> None:
         if _uses(extra, "st-ft") or (method == "lego" and str(ST_MODEL) in json.dumps(LEGO_PRESETS.get(
                 extra.get("preset", ""), {}))):
             if not Path(ST_MODEL).exists():
-                result["presets"][name] = {"skipped": f"needs {ST_MODEL} (dvc repro finetune)"}
+                result["presets"][name] = {"skipped": f"needs {ST_MODEL} (dvc repro finetune/dvc.yaml)"}
                 print(f"[frontier] {name}: skipped (no {ST_MODEL})", file=sys.stderr)
                 continue
         params = entry.params(**extra)

@@ -15,22 +15,19 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
-
-from kgrag.evaluation.evaluate import retrieval_recall  # noqa: E402
-from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.kg.loaders.metaqa import load_metaqa  # noqa: E402
-from kgrag.params import RetrieveParams, load  # noqa: E402
-from kgrag.retrieval.retrievers.pcst import edge_prizes, node_prizes  # noqa: E402
-from kgrag.retrieval.retrievers.pcst_reference import pcst_select_reference  # noqa: E402
-from kgrag.retrieval.run import retrieve_one  # noqa: E402
-from kgrag.kg.store import questions_from_table  # noqa: E402
+from kgrag.evaluation.evaluate import retrieval_recall
+from kgrag.experiment import Experiment, Files
+from kgrag.kg.loaders.metaqa import load_metaqa
+from kgrag.params import RetrieveParams, load
+from kgrag.retrieval.retrievers.pcst import edge_prizes, node_prizes
+from kgrag.retrieval.retrievers.pcst_reference import pcst_select_reference
+from kgrag.retrieval.run import retrieve_one
+from kgrag.kg.store import questions_from_table
 
 
 def reference_retrieve(q, qvec, kg, index, params, hops, max_edges) -> tuple[set[int], float]:

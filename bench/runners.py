@@ -13,8 +13,8 @@ Dask workers' own memory not included). The answers of every configuration are c
 Writes ``reports/bench/runners.json``: per configuration its overrides, generate seconds, questions per minute,
 the ratio to the first configuration's rate (same run), and how many answers (and traces, which hold rank's scores) differ from the first's.
 
-    python bench/runners.py                                  # 400 2-hop questions, 4 configurations: ~25 min here
-    python bench/runners.py --questions 200 --config local= --config dask2x1='cluster.task_runner=dask generate.llamacpp.n_threads=1'
+    python -m bench.runners                                  # 400 2-hop questions, 4 configurations: ~25 min here
+    python -m bench.runners --questions 200 --config local= --config dask2x1='cluster.task_runner=dask generate.llamacpp.n_threads=1'
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import write_result
+from bench.full_split import clear_caches, run_stage, workcopy
 
-from bench.common import write_result  # noqa: E402
-from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "reports" / "bench" / "runners.json"
 #: name -> overrides: the default (one process, prompts on 2 threads), the same on 1 thread, and a local Dask

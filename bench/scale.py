@@ -29,10 +29,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import machine, write_result
 
-from bench.common import machine, write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = ("1M", "10M")
 

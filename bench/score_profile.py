@@ -18,8 +18,8 @@ bits). ``--pad N`` also replays each call with ``PAD_TOKENS = N`` (the candidate
 reports whether the scores are identical and the ratio of the candidates' decode time (the second replay of a
 call finds its prompt in the KV cache, so only the candidates' part compares).
 
-    python bench/score_profile.py --cache .kgrag_cache/fullsplit/2hop/main/.kgrag_cache/llm_calls.sqlite --calls 60
-    python bench/score_profile.py --cache ... --calls 40 --pad 2 --out reports/bench/score_profile_pad2.json
+    python -m bench.score_profile --cache .kgrag_cache/fullsplit/2hop/main/.kgrag_cache/llm_calls.sqlite --calls 60
+    python -m bench.score_profile --cache ... --calls 40 --pad 2 --out reports/bench/score_profile_pad2.json
 """
 
 from __future__ import annotations
@@ -29,14 +29,11 @@ import collections
 import json
 import random
 import sqlite3
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import write_result  # noqa: E402
-from bench.full_split import CANDIDATE_BUCKETS  # noqa: E402
+from bench.common import write_result
+from bench.full_split import CANDIDATE_BUCKETS
 
 
 def bucket(n: int) -> str:

@@ -9,7 +9,7 @@ resident memory grown meanwhile (``rss_delta``, which also holds allocator slack
 (``--metaqa``, its loader's tables) and SYNTHETIC KGs (``kgrag.kg.synth``) of two shapes, few entities per triple
 and many. Writes ``reports/bench/store_memory.json``.
 
-    python bench/store_memory.py                       # MetaQA + synth 400k x 0.05 and 200k x 0.6 (~1 minute)
+    python -m bench.store_memory                       # MetaQA + synth 400k x 0.05 and 200k x 0.6 (~1 minute)
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import write_result
 
-from bench.common import write_result  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MEASURE = """
 import gc, json, sys, tracemalloc
@@ -87,7 +86,7 @@ def main() -> None:
                          "peak_bytes_per_triple": round(got["peak"] / triples, 1)})
             print(json.dumps(rows[-1]))
     write_result(args.out, {"bytes_per_triple": MEMORY_BYTES_PER_TRIPLE, "bytes_per_entity": MEMORY_BYTES_PER_ENTITY,
-                            "rows": rows, "command": "python bench/store_memory.py"})
+                            "rows": rows, "command": "python -m bench.store_memory"})
 
 
 if __name__ == "__main__":

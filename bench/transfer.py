@@ -30,9 +30,9 @@ or source at a time may be re-run).
 the IRN sets' dev parts (written in two seeded halves: the plan learns on one, the run scores the other; the test
 part is never read); MetaQA's dev check is ``bench/generalize.py --split dev``.
 
-    python bench/transfer.py                                # every set, sources kg and labelled (~1.5 h)
-    python bench/transfer.py --sets wc2014-p2 --sources none kg labelled
-    python bench/transfer.py --dev-protocol-only          # copy planner_dev.json's leave-one-KG-out rows in
+    python -m bench.transfer                                # every set, sources kg and labelled (~1.5 h)
+    python -m bench.transfer --sets wc2014-p2 --sources none kg labelled
+    python -m bench.transfer --dev-protocol-only          # copy planner_dev.json's leave-one-KG-out rows in
 """
 
 from __future__ import annotations
@@ -43,12 +43,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench._machine import made_by
+from bench.common import write_result
+from bench.full_split import clear_caches, run_stage, workcopy
 
-from bench._machine import made_by  # noqa: E402
-from bench.common import write_result  # noqa: E402
-from bench.full_split import clear_caches, run_stage, workcopy  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "reports" / "bench" / "transfer.json"
 STAGES = ("ingest", "validate", "index", "relplan", "retrieve", "generate", "evaluate")

@@ -1,13 +1,13 @@
 """Benchmark: questions a minute of ``rank`` with the tuned model against the base model, on the default sample,
 same run, no LLM call cache (issue "The LLM earns its place", speed target: the tuned ``rank`` at ≥ 2x).
 
-Runs in a work copy that holds a pipeline run up to a trained ``tune`` stage (``data/tune/model.gguf``; by default
-``bench/llm_lift.py``'s, ``/tmp/kgrag-lift/main``, refreshed with the current code first). The questions are the
-default experiment's own sample (``data/validated/questions.parquet``: ``data.sample`` questions of the MetaQA
-``data.hops`` test file). Retrieval runs once (the default params); then the generate phase runs four times in
-the order base, tuned, tuned, base (so that a drift of the machine's speed falls on both models alike), each on a
-fresh ``Experiment`` without a call cache, so every scoring call is computed. The weights and the scoring context
-are loaded before the clock starts (``load_s`` reports that apart).
+Runs in a work copy that holds a pipeline run up to a trained ``tune_answer_scorer`` stage
+(``data/tune/model.gguf``; by default ``bench/llm_lift.py``'s, ``/tmp/kgrag-lift/main``, refreshed with the current
+code first). The questions are the default experiment's own sample (``data/validated/questions.parquet``:
+``data.sample`` questions of the MetaQA ``data.hops`` test file). Retrieval runs once (the default params); then the
+generate phase runs four times in the order base, tuned, tuned, base (so that a drift of the machine's speed falls
+on both models alike), each on a fresh ``Experiment`` without a call cache, so every scoring call is computed. The
+weights and the scoring context are loaded before the clock starts (``load_s`` reports that apart).
 
 Per run: seconds of the generate phase, questions a minute, scoring calls, the prompt tokens the engine evaluated
 and the ones it found in its KV cache (the fixed head every prompt shares: instruction and, for the base model, the
@@ -15,7 +15,7 @@ worked example), candidate count, Hit@1 and the first candidate's Hit@1. ``ratio
 minute over the base model's (the mean of each model's two runs). ``why``: evaluated prompt tokens a call for each
 model, which says how much of the prompt the worked example was (the reused head is not evaluated again).
 
-    python bench/tuned_speed.py                 # reports/bench/tuned_speed.json
+    python -m bench.tuned_speed                 # reports/bench/tuned_speed.json
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 ORDER = ("base", "tuned", "tuned", "base")
 OVERRIDES = {"base": [], "tuned": ["generate.model=tuned"]}
@@ -63,8 +62,8 @@ def measure(out: str, limit: int = 0) -> None:
     from kgrag.retrieval.run import retrieve_with
 
     if not Path(io.TUNE, "model.gguf").exists():
-        raise SystemExit(f"no {io.TUNE}/model.gguf here: run the tune stage first (bench/llm_lift.py's work copy "
-                         "has one), or pass --workdir")
+        raise SystemExit(f"no {io.TUNE}/model.gguf here: run the tune_answer_scorer stage first (bench/llm_lift.py's "
+                         "work copy has one), or pass --workdir")
     table = pq.read_table(Path(io.VALIDATED) / "questions.parquet")
     if limit:
         table = table.slice(0, limit)
@@ -118,7 +117,7 @@ def measure(out: str, limit: int = 0) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", default="/tmp/kgrag-lift/main",
-                    help="work copy with a trained tune stage (bench/llm_lift.py makes one)")
+                    help="work copy with a trained tune_answer_scorer stage (bench/llm_lift.py makes one)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "tuned_speed.json"))
     ap.add_argument("--here", action="store_true", help="measure in the current directory (no work copy)")
     ap.add_argument("--questions", type=int, default=0, help="the first N questions only (a smoke run); 0 = all")
@@ -129,7 +128,7 @@ def main() -> None:
     from bench.full_split import env, workcopy
 
     work = workcopy(Path(args.workdir))
-    subprocess.run([sys.executable, "bench/tuned_speed.py", "--here", "--out", str(Path(args.out).resolve()),
+    subprocess.run([sys.executable, "-m", "bench.tuned_speed", "--here", "--out", str(Path(args.out).resolve()),
                     "--questions", str(args.questions)], cwd=work, env=env(), check=True)
 
 

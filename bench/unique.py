@@ -2,22 +2,22 @@
 2.3) on integer id arrays of the sizes a relation walk meets. Writes ``reports/bench/unique.json`` (the ratio
 per size, the same run and process for both).
 
-    python bench/unique.py
+    python -m bench.unique
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import machine, write_result
+from kgrag import arrays
 
-from bench.common import machine, write_result  # noqa: E402
-from kgrag import arrays  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def best_of(f, repeat: int) -> float:
@@ -31,6 +31,7 @@ def best_of(f, repeat: int) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # no options: --help only
     rng = np.random.default_rng(0)
     sizes = {}
     for n in (1_000, 100_000, 1_000_000):

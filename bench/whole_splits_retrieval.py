@@ -8,7 +8,7 @@ full-split runs), the default ``relpath`` retriever, and the Hit@1 of the first 
 first end of the chosen sequence) with its seeded bootstrap interval, and the retrieval recall. Writes
 ``reports/bench/whole_splits_retrieval.json``.
 
-    python bench/whole_splits_retrieval.py            # about 25 minutes on 2 cores
+    python -m bench.whole_splits_retrieval            # about 25 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -22,17 +22,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import machine, write_result
+from bench.generalize import question_rows
 
-from bench.common import machine, write_result  # noqa: E402
-from bench.generalize import question_rows  # noqa: E402
-
-from kgrag import schema as S  # noqa: E402
-from kgrag.evaluation.metrics import bootstrap_ci  # noqa: E402
-from kgrag.experiment import Experiment, Files  # noqa: E402
-from kgrag.kg.store import questions_from_table  # noqa: E402
-from kgrag.params import load  # noqa: E402
-from kgrag.retrieval.run import retrieve_with  # noqa: E402
+from kgrag import schema as S
+from kgrag.evaluation.metrics import bootstrap_ci
+from kgrag.experiment import Experiment, Files
+from kgrag.kg.store import questions_from_table
+from kgrag.params import load
+from kgrag.retrieval.run import retrieve_with
 
 
 def main() -> None:

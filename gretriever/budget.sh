@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Budgeted G-Retriever preset comparison: every preset named below trained on the same small budget (the first
 # TRAIN_ROWS training rows, 1 epoch, lr 1e-4), scored on the full test split. Runs outside the DVC outputs
-# (stages.train --tag), reports in reports/gretriever/$TAG/, then the table. Usage, from the project root:
+# (stages.train_gretriever --tag), reports in reports/gretriever/$TAG/, then the table. Usage, from the project root:
 #   bash gretriever/budget.sh                          # the default list below
 #   bash gretriever/budget.sh explagraphs:lora metaqa:g_retriever
 # Environment: TAG (default budget), TRAIN_ROWS (default 400), THREADS (torch threads, default 1).
@@ -24,6 +24,6 @@ for run in "${RUNS[@]}"; do
   else
     data=(-S gretriever.metaqa.train_questions="$TRAIN_ROWS" -S gretriever.metaqa.val_questions=100)
   fi
-  python -m stages.train --dataset "$dataset" --preset "$preset" --tag "$TAG" "${COMMON[@]}" "${data[@]}"
+  python -m stages.train_gretriever --dataset "$dataset" --preset "$preset" --tag "$TAG" "${COMMON[@]}" "${data[@]}"
 done
 python -m stages.gretriever_table

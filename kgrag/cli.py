@@ -191,7 +191,7 @@ def _lego_table(args: argparse.Namespace) -> int:
     note = (f"MetaQA {getattr(lp, 'hops', '?')}-hop {getattr(lp, 'split', '?')} questions of the experiment's sample "
             f"(data.seed {p.data.seed}); {args.questions or 'all'} per instance, {args.llm_questions or 'all'} for "
             f"instances that call the LLM ({p.retrieve.module_params('lego').llm.backend}). "
-            "`-ft`: the fine-tuned ST of the finetune stage. Made by `kgrag lego-table`.")
+            "`-ft`: the fine-tuned ST of the finetune_path_scorer stage. Made by `kgrag lego-table`.")
     Path(f"{args.out}.md").write_text(render(rows, title="LEGO-GraphRAG instances", note=note))
     print(f"wrote {out_json} and {args.out}.md")
     return 0

@@ -6,8 +6,8 @@ Every runner of an experiment builds an :class:`Experiment` and asks it for its 
 - ``kgrag ask`` / ``kgrag serve`` (:class:`kgrag.apps.ask.Asker`);
 - ``kgrag lego-table`` (one experiment per LEGO instance, :meth:`Experiment.with_retrieve`);
 - the benches (``bench/*.py``);
-- the stages that train on held-out questions bringing their own graphs (relplan, tune), over a store of those
-  graphs (:func:`own_graphs_experiment`).
+- the stages that train on held-out questions bringing their own graphs (relplan, tune_answer_scorer), over a store
+  of those graphs (:func:`own_graphs_experiment`).
 
 The parts (each built on first use, and shared per process: stores, indexes and LLM clients are cached by
 ``kgrag.kg.store.open_store``, ``kgrag.index.embed.open_index`` and ``kgrag.llm.clients.client_for``):
@@ -112,12 +112,12 @@ class Experiment:
         from kgrag.llm.clients import client_for
 
         overrides = self.client_overrides
-        if self.params.generate.model == "tuned":  # the tune stage's GGUF through the same llamacpp backend
+        if self.params.generate.model == "tuned":  # tune_answer_scorer's GGUF, same llamacpp backend
             tuned = Path(io.TUNE / "model.gguf").resolve()
             if self.params.generate.backend != "llamacpp" or not tuned.exists():
                 raise FileNotFoundError(
                     f"generate.model: tuned needs generate.backend: llamacpp and {io.TUNE / 'model.gguf'}, written by "
-                    "`dvc repro tune` with tune.enabled: true (docs/inference.md \"The tuned scorer\")")
+                    "`dvc repro tune_answer_scorer` with tune.enabled: true (docs/inference.md \"The tuned scorer\")")
             overrides = {**(overrides or {}), "model_path": str(tuned)}
         return client_for(self.params.generate, cache=self.files.cache, overrides=overrides)
 

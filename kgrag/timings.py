@@ -13,8 +13,8 @@ them:
   ``data/timings/generate/questions.parquet`` (``schema.GENERATE_TIMINGS``): per question.
 
 The pipelines outside the default DAG keep theirs the same way: ``data/timings/synth/``,
-``data/timings/finetune/``, ``data/timings/convert_llm/`` and ``data/timings/gretriever/<run>/`` (G-Retriever
-training: ``stages.train``).
+``data/timings/finetune_path_scorer/``, ``data/timings/convert_llm/`` and ``data/timings/gretriever/<run>/``
+(G-Retriever training: ``stages.train_gretriever``).
 
 ``data/timings/`` is no DVC output (git-ignored with ``data/``). The evaluate stage gathers the records into
 ``reports/timings.json`` (:func:`summary`), a top-level ``metrics`` file of ``dvc.yaml``: ``dvc metrics show``

@@ -58,7 +58,7 @@ def plan_mode(params) -> str | None:
 
 def model_mode(params) -> str:
     """Which LLM answered: ``base`` (the packaged model, or generate.llamacpp.model_path's file) or ``tuned (<the
-    training data's hash>, <questions> questions)`` from the tune stage's record."""
+    training data's hash>, <questions> questions)`` from the tune_answer_scorer stage's record."""
     g = params.generate
     if g.model != "tuned":
         return "base" if g.backend != "llamacpp" or g.module_params().model_path is None else \

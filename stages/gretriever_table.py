@@ -1,5 +1,5 @@
 """Collect the finished G-Retriever runs (reports/gretriever/*/summary.json) into Table 3 / Table 6 against
-the paper's numbers: reports/gretriever/table.md and table.json; runs made with ``stages.train --tag T``
+the paper's numbers: reports/gretriever/table.md and table.json; runs made with ``stages.train_gretriever --tag T``
 (reports/gretriever/T/*/summary.json) get their own table in the same file. Scores are recomputed from each
 run's predictions.json under kgrag's and G-Retriever's rules (``kgrag.gretriever.report.rescore``); run times
 come from the runs' run records (data/timings/gretriever/[T/]<run>/timing.json, while they describe the

@@ -59,7 +59,8 @@ def test_real_counters_are_read():
 
 def test_every_result_says_which_commit_command_and_params_made_it(tmp_path, monkeypatch):
     """write_result stamps ``run``: the work tree's commit (and whether tracked files differed from it), the
-    command line as typed from the repository root, and params.yaml's sha256."""
+    command line as typed from the repository root (a bench runs as a module, and Python sets ``argv[0]`` to the
+    module's file: the stamp reads ``python -m bench.x``), and params.yaml's sha256."""
     import hashlib
     import json
     import subprocess
@@ -73,7 +74,7 @@ def test_every_result_says_which_commit_command_and_params_made_it(tmp_path, mon
     run = json.loads(out.read_text())["run"]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_machine.ROOT, capture_output=True, text=True)
     assert run["commit"] == (head.stdout.strip() if head.returncode == 0 else None)
-    assert run["command"] == "python bench/retrieve.py --questions 5"
+    assert run["command"] == "python -m bench.retrieve --questions 5"
     assert run["params_sha256"] == hashlib.sha256((_machine.ROOT / "params.yaml").read_bytes()).hexdigest()
     assert isinstance(run["dirty"], bool) or run["commit"] is None
     # outside a git work tree: no commit, and no claim about it
@@ -95,7 +96,7 @@ def test_a_merged_result_is_stamped_by_the_run_that_wrote_it_and_keeps_the_earli
     out = tmp_path / "r.json"
     write_result(str(out), {"sets": {"a": 1}, "run": old})
     first = json.loads(out.read_text())
-    assert first["run"]["command"] == "python bench/transfer.py --sources kg" and first["earlier_runs"] == [old]
+    assert first["run"]["command"] == "python -m bench.transfer --sources kg" and first["earlier_runs"] == [old]
     write_result(str(out), first)  # the same run writes again (one row at a time): nothing new is earlier
     again = json.loads(out.read_text())
     assert again["earlier_runs"] == [old] and again["run"] == first["run"]

@@ -82,7 +82,8 @@ def test_metrics_fields_and_ranges(project, first_run):
     t = json.loads((project / "reports" / "timings.json").read_text())
     assert not {"stage_seconds", "llm_calls_per_question", "retrieve_ms_median", "generate_ms_median"} & set(m)
     assert t["llm_calls_per_question"] > 0 and t["retrieve_ms_median"] > 0 and t["generate_ms_median"] > 0
-    assert set(t["stage_seconds"]) == {"ingest", "validate", "index", "relplan", "tune", "retrieve", "generate"}
+    assert set(t["stage_seconds"]) == {"ingest", "validate", "index", "relplan", "tune_answer_scorer", "retrieve",
+                                       "generate"}
     assert t["questions_timed"] == {"retrieve": SAMPLE, "generate": SAMPLE}
     report = (project / "reports" / "report.md").read_text()
     assert "Hit@1" in report and "figures/recall_vs_context.png" in report
@@ -107,9 +108,11 @@ def test_default_repro_runs_only_what_the_experiment_reads(project, first_run):
     """The default experiment (relpath with the learnt plan) reads no fine-tuned scorer: `dvc repro` ran the
     default DAG only, not finetune/dvc.yaml, gretriever/dvc.yaml nor synth/dvc.yaml; its relplan stage labelled
     the held-out dev questions (40 a hop count here) and retrieval found the answers of the 2-hop questions. The
-    tune stage is in the DAG (``generate.model: tuned`` reads its GGUF) but, disabled by default, trains nothing."""
+    tune_answer_scorer stage is in the DAG (``generate.model: tuned`` reads its GGUF) but, disabled by default,
+    trains nothing."""
     ran = {line.split("'")[1] for line in first_run.splitlines() if line.startswith("Running stage '")}
-    assert ran == {"ingest", "validate", "index", "relplan", "tune", "retrieve", "generate", "evaluate", "report"}, ran
+    assert ran == {"ingest", "validate", "index", "relplan", "tune_answer_scorer", "retrieve", "generate", "evaluate",
+                   "report"}, ran
     tune = json.loads((project / "data" / "tune" / "tune.json").read_text())
     assert tune["trained"] is False and sorted(p.name for p in (project / "data" / "tune").iterdir()) == ["tune.json"]
     plan = json.loads((project / "data" / "relplan" / "plan.json").read_text())

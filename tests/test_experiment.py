@@ -27,8 +27,9 @@ ALLOWED = {
     ("kgrag/reasoning/reasoners/core.py", "Sampling"),  # ReasonInput's default (tests, reasoners run alone)
     ("kgrag/llm/clients.py", "client_for"),  # llm_client: a retrieval module's own LLM (retrieve.lego.llm)
     ("stages/evaluate.py", "client_for"),  # another section's client: the evaluate judge
-    # stages that read the whole KG into memory by design (index embeds every name; relplan / finetune walk it)
-    ("stages/index.py", "KGStore"), ("stages/relplan.py", "KGStore"), ("stages/finetune.py", "KGStore"),
+    # stages that read the whole KG into memory by design (index embeds every name; relplan and
+    # finetune_path_scorer walk it)
+    ("stages/index.py", "KGStore"), ("stages/relplan.py", "KGStore"), ("stages/finetune_path_scorer.py", "KGStore"),
     # G-Retriever's training pipeline (its own dvc.yaml, not the experiment)
     ("kgrag/gretriever/run.py", "KGStore"), ("kgrag/gretriever/run.py", "EmbeddingIndex.load"),
     # benches that time or compare the parts themselves

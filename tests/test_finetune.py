@@ -133,15 +133,15 @@ def test_missing_finetuned_model_names_the_stage(kg):
 
 @pytest.mark.slow
 def test_stage_outputs_hold_no_wall_time_and_a_rerun_writes_the_same_reports(tmp_path, monkeypatch):
-    """stages.finetune twice on a small real MetaQA split: ``reports/finetune.json`` and ``history.json`` (DVC
-    outputs) are the same bytes and hold no seconds; the wall times are in the run record
-    (data/timings/finetune/timing.json, no DVC output), which names the hash of each file it describes."""
+    """stages.finetune_path_scorer twice on a small real MetaQA split: ``reports/finetune.json`` and ``history.json``
+    (DVC outputs) are the same bytes and hold no seconds; the wall times are in the run record
+    (data/timings/finetune_path_scorer/timing.json, no DVC output), which names the hash of each file it describes."""
     import json
 
     import yaml
 
     from kgrag import io
-    from stages import finetune as stage
+    from stages import finetune_path_scorer as stage
     from tests.conftest import ROOT, metaqa_sample_store
 
     metaqa_sample_store(tmp_path / "data" / "validated", sample=2)
@@ -160,6 +160,6 @@ def test_stage_outputs_hold_no_wall_time_and_a_rerun_writes_the_same_reports(tmp
     assert report["train_triplets"] > 0 and "seconds" not in report
     assert [h["epoch"] for h in history] == [0, 1] and not any("seconds" in h for h in history)
     assert sorted(p.name for p in io.FINETUNE.iterdir()) == ["history.json", "st_model"]
-    rec = json.loads((io.TIMINGS / "finetune" / "timing.json").read_text())
-    assert rec["stage"] == "finetune" and rec["seconds"] > 0 and len(rec["epoch_seconds"]) == 1
+    rec = json.loads((io.TIMINGS / "finetune_path_scorer" / "timing.json").read_text())
+    assert rec["stage"] == "finetune_path_scorer" and rec["seconds"] > 0 and len(rec["epoch_seconds"]) == 1
     assert rec["outputs"] == {f.as_posix(): io.file_hash(f) for f in [*outs, io.ST_MODEL / "model.safetensors"]}

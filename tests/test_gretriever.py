@@ -1,5 +1,5 @@
 """G-Retriever (graph token + frozen / LoRA LLM): encoders, split, prompt layout, training step, checkpoints,
-the ``gretriever`` backend and the train stage, through the real SmolLM2-135M (converted from the packaged
+the ``gretriever`` backend and the train_gretriever stage, through the real SmolLM2-135M (converted from the packaged
 GGUF) and real ExplaGraphs / MetaQA rows."""
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ def test_table_minutes_come_from_current_run_records(tmp_path, monkeypatch):
     rep.mkdir(parents=True)
     (rep / "summary.json").write_text(json.dumps({"test": {"accuracy": 0.75}, "epochs_run": 2,
                                                   "sizes": {"train": 1659, "val": 5, "test": 7}}))
-    record = {"stage": "train", "run_seconds": {"setup": 30.0, "train": 150.0, "test": 60.0, "total": 240.0},
+    record = {"stage": "train_gretriever", "run_seconds": {"setup": 30.0, "train": 150.0, "test": 60.0, "total": 240.0},
               "outputs": {(rep / "summary.json").as_posix(): io.file_hash(rep / "summary.json")}}
     io.write_json(io.TIMINGS / "gretriever" / "explagraphs-g_retriever" / "timing.json", record)
 
@@ -457,7 +457,7 @@ def test_backend_answers_like_the_model_it_loads(pyg, llm_dir, splits, embed, tm
 
 @pytest.mark.e2e
 def test_train_stage_writes_reports_and_checkpoints(pyg, explagraphs, llm_dir, tmp_path, monkeypatch):
-    from stages import train as stage
+    from stages import train_gretriever as stage
 
     monkeypatch.chdir(tmp_path)
     stage.main(["--dataset", "explagraphs", "--preset", "g_retriever", "--limit", "train=8,val=4,test=4",
@@ -485,7 +485,7 @@ def test_train_stage_writes_reports_and_checkpoints(pyg, explagraphs, llm_dir, t
 
 
 def _assert_no_wall_time(rep: Path, ck: Path) -> None:
-    """The DVC outputs of a train stage (reports and checkpoints) hold no wall time and no run record."""
+    """The DVC outputs of a train_gretriever stage (reports and checkpoints) hold no wall time and no run record."""
     assert sorted(f.name for f in rep.iterdir()) == sorted(
         ["summary.json", "history.json", "predictions.json"] + (["curve.png"] if (rep / "curve.png").exists() else []))
 
@@ -506,7 +506,7 @@ def _run_record(name: str) -> dict:
     """A train run's record (data/timings/gretriever/<name>/timing.json), checked to describe its outputs."""
     from kgrag import io
     rec = json.loads((io.TIMINGS / "gretriever" / name / "timing.json").read_text())
-    assert rec["stage"] == "train" and rec["seconds"] > 0
+    assert rec["stage"] == "train_gretriever" and rec["seconds"] > 0
     assert rec["outputs"] == {p: io.file_hash(p) for p in rec["outputs"]} and len(rec["outputs"]) == 4
     return rec
 
@@ -514,7 +514,7 @@ def _run_record(name: str) -> dict:
 @pytest.mark.e2e
 def test_train_stage_inference_only_writes_its_dvc_output(explagraphs, llm_dir, tmp_path, monkeypatch):
     """No training, yet the checkpoint folder (a DVC output) exists, with the config marked untrained."""
-    from stages import train as stage
+    from stages import train_gretriever as stage
 
     monkeypatch.chdir(tmp_path)
     stage.main(["--dataset", "explagraphs", "--preset", "inference_only", "--limit", "train=2,val=2,test=2",

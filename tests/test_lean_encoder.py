@@ -212,8 +212,8 @@ def test_an_unsupported_folder_loads_sentence_transformers(tmp_path, monkeypatch
 
 @pytest.mark.slow
 def test_a_model_saved_by_sentence_transformers_is_lean_and_bit_identical(texts, st, tmp_path):
-    """A fine-tuned scorer (finetune stage) is a SentenceTransformer.save of changed weights: the lean encoder
-    reads its sentence-transformers 6 configs and gives the same vectors as it reloaded."""
+    """A fine-tuned scorer (stage finetune_path_scorer) is a SentenceTransformer.save of changed weights: the lean
+    encoder reads its sentence-transformers 6 configs and gives the same vectors as it reloaded."""
     import torch
     from sentence_transformers import SentenceTransformer
 

@@ -359,6 +359,41 @@ def test_a_hand_edited_comment_or_description_is_named(tmp_path, monkeypatch):
     assert diff is not None and "at key 'sample'" in diff and "questions drawn" in diff
 
 
+def test_the_header_and_the_notes_are_generated_too(tmp_path):
+    """params.yaml's comment lines of no key are written as well: the header (``yaml_doc.HEADER``), the note above
+    the unselected loaders' sections (DataParams') and the commented-out LEGO extractor example (LegoParams', its
+    values ppr's defaults). A hand edit of any of them is named and undone by `kgrag params --write`; a comment line
+    of the user's own elsewhere is kept."""
+    import yaml
+
+    from kgrag.cli import main
+    from kgrag.config.yaml_doc import first_difference, render
+    from kgrag.params import Params
+    from kgrag.retrieval.lego.extract_ppr import PPRParams
+
+    text = (ROOT / "params.yaml").read_text()
+    for old, new, where in (
+            ("# DVC re-runs only the stages that read the changed key.", "# DVC re-runs what it likes.", "(top)"),
+            ("  #   dvc exp run -S data.dataset=jsonl", "  #   dvc exp run -S data.dataset=triples", "input"),
+            ("max_ent: 2000, damping: 0.8,", "max_ent: 2000, damping: 0.85,", "extract")):
+        edited = text.replace(old, new, 1)
+        assert edited != text, old
+        diff = first_difference(edited, render(edited, Params))
+        assert diff is not None and f"at key {where!r}" in diff and new.strip("# ") in diff, diff  # the key above
+        assert render(edited, Params) == text
+        f = tmp_path / "params.yaml"
+        f.write_text(edited)
+        assert main(["params", "--params", str(f)]) == 1
+        assert main(["params", "--write", "--params", str(f)]) == 0 and f.read_text() == text
+    mine = text.replace("retrieve:", "# my own note on retrieval\nretrieve:", 1)
+    assert render(mine, Params) == mine
+    # the example, uncommented, is ppr's defaults
+    lines = text.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.startswith("    # extract: {name: ppr"))
+    example = "\n".join(line.lstrip()[2:].split("  # ")[0] for line in lines[i:i + 2])  # "# " and the comment off
+    assert yaml.safe_load(example)["extract"] == {"name": "ppr", "params": PPRParams().model_dump()}
+
+
 def test_a_typo_in_the_gretriever_section_lists_its_keys():
     """G-Retriever's section is reached by name (typed Any in Params), yet a typo there is named with its key path
     and the valid keys, as in any section."""

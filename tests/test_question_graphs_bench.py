@@ -45,9 +45,10 @@ def test_tune_needs_the_labelled_file_it_trains_on(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "bench" / "question_graphs.py"
+    root = Path(__file__).resolve().parents[1]
     for extra in ([], ["--labelled", "--retrieval-only"], ["--labelled", "--tuned", str(tmp_path)]):
-        p = subprocess.run([sys.executable, str(script), "--tune", "--split", "dev", "--workdir", str(tmp_path / "w"),
-                            "--out", str(tmp_path / "o.json"), *extra], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "-m", "bench.question_graphs", "--tune", "--split", "dev", "--workdir",
+                            str(tmp_path / "w"), "--out", str(tmp_path / "o.json"), *extra], cwd=root,
+                           capture_output=True, text=True)
         assert p.returncode == 2 and "--tune needs --labelled" in p.stderr, (extra, p.stderr[-500:])
     assert not (tmp_path / "w").exists() and not (tmp_path / "o.json").exists()

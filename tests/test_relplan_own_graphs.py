@@ -110,18 +110,19 @@ def test_a_rog_file_holding_the_evaluated_questions_is_refused(tmp_path, monkeyp
 
 
 def test_tune_reads_the_same_file_and_refuses_to_train_on_nothing(tmp_path, monkeypatch, capsys):
-    """The tune stage takes the same RoG-format file through the same path (its questions retrieved from a store
-    of their own graphs, with an index). Here each training graph holds its nationality edge alone, so the plan
-    leaves each question one candidate, the gold one: no row has a wrong candidate to learn from, and the stage
-    stops rather than write the base model under the tuned model's name. (With the birthplace path in the graphs,
-    as the other tests have them, the second path's country is a wrong candidate and there is a row.)"""
-    from stages import relplan, tune
+    """The tune_answer_scorer stage takes the same RoG-format file through the same path (its questions retrieved from
+    a store of their own graphs, with an index). Here each training graph holds its nationality edge alone, so the
+    plan leaves each question one candidate, the gold one: no row has a wrong candidate to learn from, and the stage
+    stops rather than write the base model under the tuned model's name. (With the birthplace path in the graphs, as
+    the other tests have them, the second path's country is a wrong candidate and there is a row.)"""
+    from stages import relplan, tune_answer_scorer
 
     common = stages(tmp_path, monkeypatch, "-S", f"relplan.file={tmp_path / 'my' / 'train.jsonl'}",
                     "-S", "tune.enabled=true", "-S", "tune.questions=3")
     write(tmp_path / "my" / "train.jsonl", [{**q, "graph": q["graph"][:1]} for q in TRAIN])
     relplan.main(common)
-    with pytest.raises(SystemExit, match=r"tune: none of the 3 training questions gave a row to learn from"):
-        tune.main(common)
+    with pytest.raises(SystemExit,
+                       match=r"tune_answer_scorer: none of the 3 training questions gave a row to learn from"):
+        tune_answer_scorer.main(common)
     assert "the questions' own graphs (4 triples) stored for retrieval" in capsys.readouterr().err
     assert not (tmp_path / "data" / "tune" / "model.gguf").exists()

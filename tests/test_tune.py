@@ -1,7 +1,7 @@
-"""The tune stage's parts on the real packaged SmolLM2 (issue "The LLM earns its place"): a few training rows
-written by hand (a prompt, a gold candidate, distractors), so the tests run in about a minute: the same inputs give
-the same adapter weights, the tuned scores move in the trained direction, the merged GGUF served by llama.cpp scores
-as the torch model does, an interrupted training resumes from its checkpoint."""
+"""The tune_answer_scorer stage's parts on the real packaged SmolLM2 (issue "The LLM earns its place"): a few training
+rows written by hand (a prompt, a gold candidate, distractors), so the tests run in about a minute: the same inputs
+give the same adapter weights, the tuned scores move in the trained direction, the merged GGUF served by llama.cpp
+scores as the torch model does, an interrupted training resumes from its checkpoint."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The tune stage on a label task whose train file brings a graph per question (ExplaGraphs' shape): the training
-rows are retrieved from the split's own graphs, not from the evaluated KG, which does not hold them (before, every
-such row's prompt had no facts). A real DuckDB file, the real MiniLM index and the real GGUF tokenizer; tiny files
-written here."""
+"""The tune_answer_scorer stage on a label task whose train file brings a graph per question (ExplaGraphs' shape): the
+training rows are retrieved from the split's own graphs, not from the evaluated KG, which does not hold them (before,
+every such row's prompt had no facts). A real DuckDB file, the real MiniLM index and the real GGUF tokenizer; tiny
+files written here."""
 
 from __future__ import annotations
 

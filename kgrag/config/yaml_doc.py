@@ -4,10 +4,14 @@ The values stay as the file has them (they are the experiment's; a test keeps th
 each key's comment is its field's ``description``; a section's, when its field has none, its model's
 ``json_schema_extra={"yaml": ...}`` or docstring (first paragraph); a module's sub-section's the module's first
 sentence. A comment starts at column ``COLUMN`` (after the value when that is
-longer) and wraps at ``WIDTH``, its continuation lines at ``COLUMN``. Lines that are comments only, at a key's
-indentation (the file's header, a note before a key, ``# key: value`` left commented out on purpose), are kept
-as they are, with their own continuation lines; a commented-out key whose model has that field gets the field's
-description like any key.
+longer) and wraps at ``WIDTH``, its continuation lines at ``COLUMN``. A commented-out key whose model has that
+field (``# key: value``) gets the field's description like any key.
+
+The comment lines that belong to no key are written too: the file's header (``HEADER``) and the notes a params
+model puts in its section (``json_schema_extra={"yaml_notes": ...}``, :func:`model_notes`: a note above one of its
+keys, or after its last key, e.g. a commented-out example whose values come from a model's defaults, written by
+:class:`Example`). Such lines where a note goes are replaced by it, so a hand edit there is undone (and caught by
+the check); other comment lines are kept as they are, with their own continuation lines.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from __future__ import annotations
 import inspect
 import re
 import textwrap
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Union
 
 import yaml
 from pydantic import BaseModel
@@ -24,6 +29,12 @@ from kgrag.config.base import ModuleSection
 
 COLUMN = 27
 WIDTH = 120
+#: params.yaml's first lines (a blank line follows them): what the file is and how to change one of its keys
+HEADER = (
+    "kgrag experiment parameters. Every key is validated (unknown keys and module names are errors);",
+    "`kgrag modules` lists the module names. Change one with `dvc exp run -S section.key=value`:",
+    "DVC re-runs only the stages that read the changed key.",
+)
 _KEY = re.compile(r"^(?P<indent> *)(?P<hash># )?(?P<key>[A-Za-z_][\w-]*):(?P<rest>.*)$")
 
 
@@ -91,6 +102,83 @@ def _child(model: Any, key: str) -> tuple[str | None, Any]:
     return None, None
 
 
+@dataclass(frozen=True)
+class Example:
+    """A key left commented out on purpose, its value a YAML flow collection (``# key: {a: 1, b: [x, y]}``) wrapped
+    at its items, continuation lines indented two more; ``comment`` follows the last line, wrapped as a key's."""
+
+    key: str
+    value: Any
+    comment: str | None = None
+
+
+#: a line of a note: a comment line, a commented-out value with its comment, or an :class:`Example`
+NoteLine = Union[str, "tuple[str, str | None]", Example]
+
+
+#: where a note goes in its section, besides above a key of that name: after the section's last key, or above the
+#: first of its keys that is a module's sub-section (a loader's under ``data``, a retriever's under ``retrieve``)
+AFTER_LAST, ABOVE_MODULES = "", ":modules"
+
+
+def model_notes(model: Any) -> dict[str, tuple[NoteLine, ...]]:
+    """The notes a params model writes into its section (``json_schema_extra={"yaml_notes": {...}}``): under a key's
+    name the lines written just above that key, under ``AFTER_LAST`` the lines written after the section's last key,
+    under ``ABOVE_MODULES`` those written above its first module sub-section."""
+    extra = (getattr(model, "model_config", None) or {}).get("json_schema_extra") if isinstance(model, type) else None
+    notes = extra.get("yaml_notes") if isinstance(extra, dict) else None
+    return {k: tuple(v) for k, v in (notes or {}).items()}
+
+
+def flow(value: Any) -> str:
+    """``value`` as a YAML flow scalar or collection, floats in the file's style (``2.0e-5``, ``0.8``)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, float):
+        mantissa, _, exponent = repr(value).partition("e")
+        return f"{float(mantissa)!r}e{int(exponent)}" if exponent else mantissa
+    text = str(value)
+    return text if yaml.safe_load(f"k: {text}") == {"k": value} else yaml.safe_dump(value).split("\n")[0]
+
+
+def _example_lines(indent: str, ex: Example) -> list[str]:
+    """``# key: value`` wrapped at the value's items (after ``, ``), then the comment after the last line."""
+    lines: list[str] = []
+    for item in f"{ex.key}: {flow(ex.value)}".split(", "):
+        prefix = f"{indent}# " if not lines else f"{indent}#   "
+        if lines and len(f"{lines[-1]}, {item},") <= WIDTH:
+            lines[-1] = f"{lines[-1]}, {item}"
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(f"{prefix}{item}")
+    return lines[:-1] + _comment_lines(lines[-1], ex.comment)
+
+
+def _is_module(model: Any, key: str) -> bool:
+    """Whether ``key`` under ``model`` is a module's sub-section (its own params model, no field of ``model``)."""
+    modules = getattr(model, "doc_modules", None)
+    if modules is not None:
+        found = modules(key)
+        return found is not None and found[1] is None
+    return isinstance(model, type) and issubclass(model, ModuleSection) and key in model._registry
+
+
+def _note_lines(indent: str, note: tuple[NoteLine, ...]) -> list[str]:
+    out: list[str] = []
+    for line in note:
+        if isinstance(line, Example):
+            out += _example_lines(indent, line)
+        else:
+            code, comment = (line, None) if isinstance(line, str) else line
+            out += _comment_lines(f"{indent}# {code}".rstrip(), comment)
+    return out
+
+
 def _comment_lines(code: str, comment: str | None) -> list[str]:
     if not comment:
         return [code]
@@ -104,32 +192,63 @@ def _comment_lines(code: str, comment: str | None) -> list[str]:
 
 
 def render(text: str, root: type[BaseModel]) -> str:
-    """``text`` (params.yaml) with every key's comment written from ``root``'s models; values and free comment
-    lines kept."""
-    out: list[str] = []
-    stack: list[tuple[int, Any]] = [(-1, root)]
-    keep_continuation = False  # the comment lines under a free comment line belong to it
-    for line in text.splitlines():
+    """``text`` (params.yaml) with every key's comment written from ``root``'s models, the header and the models'
+    notes written where they go; values and other comment lines kept."""
+    lines = text.splitlines()
+    start = 0
+    while start < len(lines) and (lines[start].startswith("#") or not lines[start].strip()):
+        start += 1  # the old header (comment lines above the first key) and the blank lines after it
+    out: list[str] = [f"# {line}" for line in HEADER] + [""]
+    # (indent, model documenting the section's keys, its keys' indent, whether its ABOVE_MODULES note is written):
+    # a key's parent section is the last one with a smaller indent
+    stack: list[list[Any]] = [[-1, root, 0, False]]
+    pending: list[str] = []  # comment lines of no key (and their continuation lines), not written yet
+
+    def close(indent: int) -> list[str]:
+        """Leave the sections ``indent`` ends: the notes they write after their last key."""
+        notes: list[str] = []
+        while stack[-1][0] >= indent:
+            _, model, child, _ = stack.pop()
+            end = model_notes(model).get(AFTER_LAST)
+            if end:
+                notes += _note_lines(" " * child, end)
+        return notes
+
+    def place(notes: list[str]) -> None:
+        """Write ``notes`` in place of the pending comment lines, or those lines as they are when no note goes here."""
+        out.extend(notes if notes else pending)
+        pending.clear()
+
+    for line in lines[start:]:
         stripped = line.lstrip()
         indent = len(line) - len(stripped)
         m = _KEY.match(line)
         if not stripped:
+            place([])
             out.append(line)
-            keep_continuation = False
             continue
-        if m is None or (m["hash"] and not _commented_key(m, stack)):
-            if stripped.startswith("#") and indent >= COLUMN - 1 and not keep_continuation and out:
+        if m is None or (m["hash"] and not _commented_key(m, [(i, model) for i, model, *_ in stack])):
+            if not stripped.startswith("#"):
+                place([])
+                out.append(line)
+            elif indent >= COLUMN - 1 and not pending:
                 continue  # a key's continuation comment: written again below
-            out.append(line)
-            keep_continuation = stripped.startswith("#")
+            else:
+                pending.append(line)
             continue
-        keep_continuation = False
-        while stack[-1][0] >= indent:
-            stack.pop()
-        comment, sub = _child(stack[-1][1], m["key"])
+        notes = close(indent)
+        parent = stack[-1]
+        parent[2] = indent
+        before = list(model_notes(parent[1]).get(m["key"], ()))
+        if not parent[3] and ABOVE_MODULES in model_notes(parent[1]) and _is_module(parent[1], m["key"]):
+            parent[3] = True
+            before = list(model_notes(parent[1])[ABOVE_MODULES]) + before
+        place(notes + (_note_lines(m["indent"], tuple(before)) if before else []))
+        comment, sub = _child(parent[1], m["key"])
         value, _ = _split_comment(m["rest"])
         out += _comment_lines(f"{m['indent']}{m['hash'] or ''}{m['key']}:{value}", comment)
-        stack.append((indent, sub))
+        stack.append([indent, sub, indent + 2, False])
+    place(close(0))
     return "\n".join(out) + "\n"
 
 

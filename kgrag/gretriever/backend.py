@@ -69,7 +69,7 @@ class GRetrieverBackend:
         if not best.is_file() or not (self.folder / "config.json").is_file():
             raise FileNotFoundError(
                 f"{self.folder}: no trained G-Retriever checkpoint (config.json + best.pt); train one with "
-                "`dvc repro gretriever/dvc.yaml:train-explagraphs@g_retriever` (or another preset)")
+                "`dvc repro gretriever/dvc.yaml:train_gretriever-explagraphs@g_retriever` (or another preset)")
         # the checkpoint's content is part of the model id, so the call cache never mixes two trainings
         self.model_id = f"gretriever:{self.folder.name}:{_digest(best)}"
         self.timeout_s = timeout_s

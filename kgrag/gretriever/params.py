@@ -119,7 +119,8 @@ class GRMetaQAParams(Strict):
 
 
 class GRetrieverParams(Strict):
-    """G-Retriever training (gretriever/dvc.yaml: convert_llm, train-explagraphs@preset, train-metaqa@preset)
+    """G-Retriever training (gretriever/dvc.yaml: convert_llm, train_gretriever-explagraphs@preset,
+    train_gretriever-metaqa@preset)
     and the presets' shared sizes. The presets (Table 3 / Table 6) are in ``kgrag.gretriever.presets``."""
 
     model_config = ConfigDict(json_schema_extra={"yaml": (

@@ -84,7 +84,7 @@ def run_preset(*, dataset: str, preset: str, params: Any, ckpt_dir: str | Path, 
     metrics, sizes, seeds), ``history`` (per epoch) and ``predictions`` (test rows), which hold no wall time,
     and ``timing``: ``run_seconds`` (setup, train, test, total, process_cpu), ``resumed``, ``epoch_seconds``
     and ``test_ms_per_row``. ``timing_dir`` keeps the training's run record (``progress.json``, read back
-    when a run resumes: ``train(record=...)``); the train stage's is under ``data/timings/``.
+    when a run resumes: ``train(record=...)``); the train_gretriever stage's is under ``data/timings/``.
     """
     import torch
 

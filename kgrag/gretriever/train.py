@@ -11,7 +11,7 @@ Checkpoints: ``last.pt`` (trainable weights, optimizer, position in the run, his
 epoch and the model config) whenever validation improves. ``train`` given a folder with a ``last.pt`` of the
 same run (same config digest) resumes from it: the order of an epoch's rows and the dropout noise of each
 step are functions of (seed, epoch, step), so a resumed run takes the same steps as an uninterrupted one.
-The checkpoints (DVC outputs of the train stages) hold no wall time: what the run took (seconds, resumptions,
+The checkpoints (DVC outputs of the train_gretriever stages) hold no wall time: what the run took (seconds, resumptions,
 each epoch's train / validation seconds) is a run record, a JSON file of its own (``train(record=...)``).
 """
 
@@ -227,7 +227,7 @@ def train(
     interruption, for tests), leaving the mid-epoch checkpoint behind.
 
     The checkpoints and the history hold what the data, config and seeds determine only. The wall times are
-    kept in ``record`` (JSON; the train stage's is under ``data/timings/``, no DVC output), written with each
+    kept in ``record`` (JSON; the train_gretriever stage's is under ``data/timings/``, no DVC output), written with each
     checkpoint and read back on resume, so a resumed run's ``seconds`` cover its earlier processes too;
     without a record (or with another run's) they cover this call's training only.
 

@@ -29,10 +29,10 @@ class RelationNames:
 def build_index(kg, folder: str | Path, *, model: str, batch_size: int = 256, embed_triples: bool = False,
                 entities: str = "all", log=lambda s: None) -> dict:
     """Embed ``kg``'s entity names, relation names and (``embed_triples``) triples into ``folder``: the files
-    :class:`EmbeddingIndex` reads (the ``index`` stage's output; the tune stage's index of a training split's own
-    graphs). Entity names as :func:`kgrag.index.zeroshot.entity_text`, relation names with ``_`` read as spaces,
-    a triple as ``head relation tail``. ``entities: lazy`` embeds no entity name: readers encode the names they
-    need when first read (:mod:`kgrag.index.entity_vectors`); ``all`` writes every name's vector. Returns the
+    :class:`EmbeddingIndex` reads (the ``index`` stage's output; the tune_answer_scorer stage's index of a training
+    split's own graphs). Entity names as :func:`kgrag.index.zeroshot.entity_text`, relation names with ``_`` read as
+    spaces, a triple as ``head relation tail``. ``entities: lazy`` embeds no entity name: readers encode the names
+    they need when first read (:mod:`kgrag.index.entity_vectors`); ``all`` writes every name's vector. Returns the
     ``meta.json`` it writes."""
     if entities not in ("all", "lazy"):
         raise ValueError(f"index.entities: {entities!r} is not one of all, lazy")

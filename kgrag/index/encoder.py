@@ -38,8 +38,8 @@ def model_path(name: str) -> str:
     if pkg is None and ("/" in name or os.sep in name):
         raise FileNotFoundError(
             f"model folder {name!r} does not exist (relative to {Path.cwd()}); the fine-tuned scorer "
-            "data/finetune/st_model is written by `dvc repro finetune/dvc.yaml` (the finetune pipeline, outside "
-            "the default DAG)"
+            "data/finetune/st_model is written by `dvc repro finetune/dvc.yaml` (stage finetune_path_scorer, "
+            "outside the default DAG)"
         )
     if pkg is None:
         raise ValueError(

@@ -24,7 +24,7 @@ spans overlapping, best first. The rule:
    topic ("which player in Tigres_UANL is from Mexico ?" links both).
 
 The choices (the orders, the popularity prior after the fit, the second topics' condition, ``MAX_WORDS``) were
-made on dev parts: ``python bench/linking.py --part dev`` (MetaQA dev files, the transfer KGs' dev halves, a
+made on dev parts: ``python -m bench.linking --part dev`` (MetaQA dev files, the transfer KGs' dev halves, a
 synthetic labelled KG of another seed; ``reports/bench/linking_dev.json``); ``reports/bench/linking.json``
 reports the test parts, measured once.
 
@@ -60,7 +60,7 @@ STOP = frozenset(
     "a an the of in on at to for from by with and or is are was were be been do does did what which who whom "
     "whose when where how that this these those it its as also than then there their they them he she his her "
     "about into over under same other any some all has have had can could would should will".split())
-#: characters of a word's stem ("director" and "directed" share "dire"); chosen on dev: `python bench/linking.py --split dev
+#: characters of a word's stem ("director" and "directed" share "dire"); chosen on dev: `python -m bench.linking --split dev
 #: --questions 1500 --seed 1` found 0.9987 at 4, 0.996 at 5
 STEM = 4
 #: the order spans are ranked by (step 4), chosen on dev (``bench/linking.py --part dev``): exact case first

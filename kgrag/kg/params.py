@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from kgrag.config.base import Strict, inside, unknown_module, validating_all
+from kgrag.config.yaml_doc import ABOVE_MODULES
 from kgrag.registry import LOADERS
 
 
@@ -26,8 +27,13 @@ class DataParams(BaseModel):
     ``questions`` params), which is checked, so that ``dvc status`` notices an edited input file.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True,
-                              json_schema_extra={"yaml": "stage ingest (loader = dataset)"})
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra={
+        "yaml": "stage ingest (loader = dataset)",
+        # params.yaml's note above the loaders' sections (kgrag.config.yaml_doc.model_notes)
+        "yaml_notes": {ABOVE_MODULES: (
+            "Every other loader's section, so that `-S` reaches it like any key (its `path` null until you set one):",
+            "  dvc exp run -S data.dataset=jsonl -S data.jsonl.path=my/q.jsonl -S data.input=my",
+            "(docs/ingest.md lists every key and its default; a key left null takes the loader's default)")}})
     dataset: str = Field("metaqa", description="loader name (`kgrag modules`): metaqa | triples | ntriples | jsonl | "
                          "gretriever | explagraphs | irn | rog; a loader's params go in a section named after it, e.g. "
                          "`triples: {path: kg.tsv, delimiter: \"|\", questions: q.jsonl}` (docs/ingest.md), the "

@@ -33,8 +33,8 @@ class GenerateParams(ModuleSection):
                                              "placeholders only)")
     model: Literal["base", "tuned"] = Field(
         "base", description="the llamacpp backend's model: base = generate.llamacpp.model_path (null: the packaged "
-        "SmolLM2); tuned = the tune stage's LoRA-tuned GGUF (data/tune/model.gguf), prompted without the worked "
-        "example it was tuned without")
+        "SmolLM2); tuned = the tune_answer_scorer stage's LoRA-tuned GGUF (data/tune/model.gguf), prompted without "
+        "the worked example it was tuned without")
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(48, ge=1)

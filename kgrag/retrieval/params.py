@@ -15,7 +15,7 @@ class FinetuneParams(Strict):
     """Fine-tuned sentence-transformer for the LEGO ``st`` scorer (presets lego-05, lego-12, lego-18)."""
 
     model_config = ConfigDict(json_schema_extra={"yaml": (
-        "stage finetune: the LEGO \"Fine-tuned ST\" (presets lego-05, lego-12, lego-18)"
+        "stage finetune_path_scorer: the LEGO \"Fine-tuned ST\" (presets lego-05, lego-12, lego-18)"
     )})
 
     base_model: str = Field("all-MiniLM-L6-v2", description="model fine-tuned (packaged name or local folder)")

@@ -1,4 +1,4 @@
-"""Params of stage ``tune``: LoRA on the embedded LLM as ``rank``'s answer scorer."""
+"""Params of stage ``tune_answer_scorer``: LoRA on the embedded LLM as ``rank``'s answer scorer."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from kgrag.config.base import Strict
 
 
 class TuneParams(Strict):
-    """LoRA tuning of the embedded LLM as ``rank``'s answer scorer (stage ``tune``, ``kgrag/tune/``)."""
+    """LoRA tuning of the embedded LLM as ``rank``'s answer scorer (stage ``tune_answer_scorer``, ``kgrag/tune/``)."""
 
     model_config = ConfigDict(json_schema_extra={"yaml": (
-        "stage tune: LoRA on the embedded LLM as rank's answer scorer (kgrag/tune/; docs/inference.md)"
+        "stage tune_answer_scorer: LoRA on the embedded LLM as rank's answer scorer (kgrag/tune/; docs/inference.md)"
     )})
 
     enabled: bool = Field(False, description="train (true) or write the 'not trained' record only (false: "

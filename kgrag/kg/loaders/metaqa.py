@@ -35,7 +35,7 @@ class MetaQAParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     # the default loader's keys sit at the top of ``data`` (kgrag.kg.params.DataParams), not in ``data.metaqa``
     DATA_KEYS: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
-    # ``split`` selects a different question file over the same KG: the finetune stage may train on one
+    # ``split`` selects a different question file over the same KG: the finetune_path_scorer stage may train on one
     SPLITS_ARE_DISJOINT: ClassVar[bool] = True
     path: str = Field("../shared/data/metaqa", description="folder with kb.txt and qa_{hops}hop_{split}.txt")
     hops: int | list[int] = Field(2, description="MetaQA question hop count (1, 2 or 3), or a list of them: the "

@@ -148,9 +148,9 @@ class LlamaCppBackend:
         if not self.source.is_file():
             raise FileNotFoundError(f"generate.llamacpp.model_path: no GGUF file at {self.source}")
         self.path = str(converted_gguf(str(self.source), params.weights))
-        # the call-cache key names the model: the source file (a file of the user's, e.g. the tune stage's tuned
-        # model, with its content hash: a re-trained file at the same path is another model), and the type its
-        # weights were converted to
+        # the call-cache key names the model: the source file (a file of the user's, e.g. the tune_answer_scorer
+        # stage's tuned model, with its content hash: a re-trained file at the same path is another model), and the
+        # type its weights were converted to
         name = self.source.name if params.model_path is None else f"{self.source.name}#{file_hash(str(self.source))}"
         self.model_id = f"llamacpp:{name}" + ("" if params.weights == "as-is" else f"@{params.weights}")
         # scoring calls are keyed by the KV layout too: the shared-cache layout's scores depend on the neighbours

@@ -2,7 +2,7 @@
 
 Each preset maps the stages ``extract``, ``prune`` (semantic scorer after extraction, or None), ``filter``
 and ``refine`` to ``{name, params}``. The *fine-tuned ST* instances (5: GSR, 12, 18: KELP) score with the
-model the ``finetune`` stage writes to ``data/finetune/st_model`` (MiniLM trained with the paper's margin
+model the ``finetune_path_scorer`` stage writes to ``data/finetune/st_model`` (MiniLM trained with the paper's margin
 loss on MetaQA dev paths). The *fine-tuned LLM* instances (7: RoG, 14, 20) run with whatever model the LLM
 backend serves (SmolLM2-135M-Instruct by default): kgrag does not fine-tune LLMs for retrieval, so they
 equal their vanilla-LLM twins (6, 13, 19) unless ``llm`` points at a fine-tuned model.
@@ -26,7 +26,7 @@ COMPLETE: dict[str, Any] = {"name": "complete", "params": {}}
 RANDOM: dict[str, Any] = {"name": "random", "params": {"top_k": 64, "seed": 0}}
 
 
-FINETUNED_ST = str(ST_MODEL)  # written by the finetune stage, relative to the project root
+FINETUNED_ST = str(ST_MODEL)  # written by the finetune_path_scorer stage, relative to the project root
 
 
 def _scorer(name: str) -> dict[str, Any]:

@@ -26,6 +26,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kgrag.types import retrieval_recall
+from kgrag.config.yaml_doc import AFTER_LAST, Example
+from kgrag.retrieval.lego.extract_ppr import PPRParams
 from kgrag.retrieval.lego.presets import PRESETS
 from kgrag.retrieval.lego.prune import PruneParams, prune_extracted
 from kgrag.retrieval.lego.spec import ExtractorSpec, FilterSpec, RefinerSpec
@@ -43,7 +45,13 @@ def _default(stage: str) -> Any:
 class LegoParams(BaseModel):
     """Params of the ``lego`` retriever: a preset and/or the stage choices (defaults: instance lego-00)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"yaml_notes": {AFTER_LAST: (
+        # params.yaml's commented-out example after the section's keys, its values ppr's defaults
+        Example("extract", {"name": "ppr", "params": PPRParams().model_dump()},
+                "ppr's defaults (commented: an extract key here overrides every preset's extractor); method push = "
+                "forward push on the whole KG (eps: each score is below the exact PPR by < eps * degree; "
+                "within_hops: keep entities within `hops` only), power = power iteration on the k-hop "
+                "neighbourhood"),)}})
     preset: str | None = Field(None, description="a Table 4 instance, lego-00 ... lego-20; stage keys (extract, prune, "
                                                  "filter, refine, llm) added here override the preset's")
     extract: ExtractorSpec = Field(default_factory=lambda: ExtractorSpec(**_default("extract")),

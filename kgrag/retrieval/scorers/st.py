@@ -22,7 +22,7 @@ class STParams(BaseModel):
     model: str | None = Field(
         None,
         description="None = the index's model (question vector reused); else a packaged model name or a local "
-        "folder, e.g. data/finetune/st_model written by the finetune stage (the paper's Fine-tuned ST)",
+        "folder, e.g. data/finetune/st_model written by the finetune_path_scorer stage (the paper's Fine-tuned ST)",
     )
 
 

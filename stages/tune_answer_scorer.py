@@ -1,4 +1,5 @@
-"""Stage tune: LoRA on the embedded LLM as the rank reasoner's answer scorer, from held-out labelled questions.
+"""Stage tune_answer_scorer: LoRA on the embedded LLM as the rank reasoner's answer scorer, from held-out labelled
+questions.
 
 With ``tune.enabled: false`` (default) the stage writes only ``data/tune/tune.json`` saying so. Enabled, it
 takes the held-out labelled questions the relation-path plan learns from (``relplan.file`` or the loader's
@@ -23,6 +24,8 @@ from kgrag.experiment import Experiment, Files, own_graphs_experiment
 from kgrag.kg.heldout import held_out_split
 from kgrag.kg.overlap import LeakError
 
+STAGE = "tune_answer_scorer"  # the dvc.yaml stage, its run-record folder (data/timings/STAGE) and log prefix
+
 
 def rows_hash(rows: list[dict]) -> str:
     """sha256 (first 16 hex) of the training rows' content: what the tuned weights were trained on."""
@@ -37,12 +40,12 @@ def main(argv: list[str] | None = None) -> None:
     params = params_from_argv(__doc__, argv)
     p = params.tune
     out = io.TUNE
-    with timed("tune", timings.stage_dir("tune"), outputs=[out / "tune.json"]) as info:
+    with timed(STAGE, timings.stage_dir(STAGE), outputs=[out / "tune.json"]) as info:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True, exist_ok=True)
         if not p.enabled:
             io.write_json(out / "tune.json", {"trained": False, "note": "tune.enabled is false: the base model answers"})
-            print("[tune] not trained (tune.enabled: false)", file=sys.stderr)
+            print(f"[{STAGE}] not trained (tune.enabled: false)", file=sys.stderr)
             return
         import numpy as np
         import torch
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         from kgrag.tune.train import train, usable_rows
 
         exp = Experiment(params, Files.of())
-        log = lambda s: print(f"[tune] {s}", file=sys.stderr)  # noqa: E731
+        log = lambda s: print(f"[{STAGE}] {s}", file=sys.stderr)  # noqa: E731
         evaluated = io.VALIDATED / "questions.parquet"
         try:
             # own: the tables of held-out questions that bring their own graphs (ExplaGraphs' train file, a RoG file)
@@ -66,10 +69,10 @@ def main(argv: list[str] | None = None) -> None:
                 exp = own_graphs_experiment(exp, own, io.CACHE / "tune", log=log)
                 log(f"{note}: the questions' own graphs ({exp.kg.num_triples} triples) stored for retrieval")
         except (LeakError, ValueError) as e:
-            raise SystemExit(f"tune: {e}") from None
+            raise SystemExit(f"{STAGE}: {e}") from None
         qs = [q for q in qs if q.answer_ids or q.choices]
         if not qs:
-            raise SystemExit(f"tune: no labelled held-out question to train on ({note}); give relplan.file or set "
+            raise SystemExit(f"{STAGE}: no labelled held-out question to train on ({note}); give relplan.file or set "
                              "tune.enabled: false")
         pick = np.sort(np.random.default_rng(p.seed).choice(len(qs), size=min(p.questions, len(qs)), replace=False))
         qs = [qs[i] for i in pick]
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = build_rows(exp=exp, questions=qs, tokenizer=tokenizer, paths=p.paths,
                           max_candidates=p.max_candidates, log=log)
         if not usable_rows(rows):  # training would leave the base model as it is, under the tuned model's name
-            raise SystemExit(f"tune: none of the {len(rows)} training questions gave a row to learn from (the gold "
+            raise SystemExit(f"{STAGE}: none of the {len(rows)} training questions gave a row to learn from (the gold "
                              f"answer among at least two candidates, with tune.paths: {p.paths}); give more "
                              "labelled questions or set tune.enabled: false")
         data_hash = rows_hash(rows)
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         spec = LoraSpec(layers=p.layers, targets=tuple(p.targets), r=p.r, alpha=p.alpha)
         adapters = add_lora(model, spec, p.seed)
         bar = tqdm(total=p.epochs * len(usable_rows(rows)),
-                   desc="[tune] training", unit="q", file=sys.stderr)
+                   desc=f"[{STAGE}] training", unit="q", file=sys.stderr)
 
         def progress(i, n, loss):
             bar.n = i

@@ -1,8 +1,9 @@
-"""Stage finetune: fine-tune the sentence-transformer on (question, path) triplets of a held-out split.
+"""Stage finetune_path_scorer (finetune/dvc.yaml): fine-tune the sentence-transformer that scores LEGO's paths
+(the paper's "Fine-tuned ST") on (question, path) triplets of a held-out split.
 
 ``data/finetune`` (model, per-epoch history) and ``reports/finetune.json`` hold what inputs and params
 determine; the wall times (the stage's seconds, each epoch's) go to the run record
-``data/timings/finetune/timing.json``, no DVC output (``kgrag.timings``)."""
+``data/timings/finetune_path_scorer/timing.json``, no DVC output (``kgrag.timings``)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ from kgrag.registry import LOADERS
 from kgrag.kg.overlap import LeakError, guard
 from kgrag.kg.store import KGStore, questions_on
 
+STAGE = "finetune_path_scorer"  # the finetune/dvc.yaml stage, its run-record folder (data/timings/STAGE), log prefix
+
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
     p, d = params.finetune, params.data
     outputs = [io.REPORTS / "finetune.json", io.FINETUNE / "history.json", io.ST_MODEL / "model.safetensors"]
-    with timed("finetune", io.TIMINGS / "finetune", outputs=outputs) as info:
+    with timed(STAGE, io.TIMINGS / STAGE, outputs=outputs) as info:
         kg = KGStore(io.VALIDATED / "kg.duckdb")
         lp = d.loader_params()
         note = ""
@@ -36,25 +39,25 @@ def main(argv: list[str] | None = None) -> None:
                                    eval_ids=ev[S.QUESTION_ID].to_pylist(), eval_texts=ev[S.TEXT].to_pylist(),
                                    what=f"finetune ({p.split} split)")
             except LeakError as e:
-                raise SystemExit(f"finetune: {e}") from None
+                raise SystemExit(f"{STAGE}: {e}") from None
             qs = [q for q, k in zip(qs, keep) if k]
             note = f"{leak['left_out_same_text']} with an evaluated question's text left out" if leak[
                 "left_out_same_text"] else ""
         else:  # nothing held out to train on: the base model is written as is, so the DAG still runs
             qs = []
             note = f"not trained: the {d.dataset} loader has no question file apart from the evaluated one"
-            print(f"[finetune] {note}", file=sys.stderr)
+            print(f"[{STAGE}] {note}", file=sys.stderr)
         n_val = int(round(p.val_fraction * len(qs)))
         val_q, train_q = qs[:n_val], qs[n_val:]
         hops = getattr(lp, "hops", params.retrieve.hops)
         kw = dict(kg=kg, hops=max(hops) if isinstance(hops, list) else hops, max_edges=p.max_neighbourhood_edges,
                   per_question=p.per_question, seed=p.seed)
         train, val = training_triplets(questions=train_q, **kw), training_triplets(questions=val_q, **kw)
-        print(f"[finetune] {len(train)} training / {len(val)} validation triplets from {len(qs)} "
+        print(f"[{STAGE}] {len(train)} training / {len(val)} validation triplets from {len(qs)} "
               f"{p.split} questions", file=sys.stderr)
         model, history, epoch_seconds = finetune_st(base_model=p.base_model, train=train, val=val, margin=p.margin,
                                      epochs=p.epochs, batch_size=p.batch_size, lr=p.lr, warmup=p.warmup,
-                                     seed=p.seed, log=lambda row: print(f"[finetune] {row}", file=sys.stderr))
+                                     seed=p.seed, log=lambda row: print(f"[{STAGE}] {row}", file=sys.stderr))
         shutil.rmtree(io.ST_MODEL, ignore_errors=True)
         model.save(str(io.ST_MODEL))
         num = lambda x: None if x != x else x  # noqa: E731 (NaN, e.g. no validation pairs → null)

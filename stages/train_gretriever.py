@@ -1,6 +1,6 @@
-"""Stage train (gretriever/dvc.yaml): train a G-Retriever preset on one dataset, test it, write its reports.
+"""Stage train_gretriever (gretriever/dvc.yaml): train a G-Retriever preset on one dataset, test it, write its reports.
 
-``python -m stages.train --dataset explagraphs --preset g_retriever``. Checkpoints go to
+``python -m stages.train_gretriever --dataset explagraphs --preset g_retriever``. Checkpoints go to
 ``data/gretriever/{dataset}-{preset}/`` (resumed after an interruption), reports (summary, per-epoch history
 with seeds, test predictions, learning-curve PNG) to ``reports/gretriever/{dataset}-{preset}/``; with
 ``--tag T`` both go one level down, in a ``T/`` folder (runs outside the DVC outputs, e.g. budgeted comparisons).
@@ -20,6 +20,8 @@ from kgrag.gretriever.presets import PRESETS
 from kgrag.gretriever.report import plot_history
 from kgrag.gretriever.run import DATASETS, run_preset
 
+STAGE = "train_gretriever"  # the stage of gretriever/dvc.yaml (train_gretriever-DATASET@PRESET), its log prefix
+
 
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
@@ -34,9 +36,9 @@ def main(argv: list[str] | None = None) -> None:
     sub = [args.tag] if args.tag else []
     ckpt, rep = io.DATA.joinpath("gretriever", *sub, name), io.REPORTS.joinpath("gretriever", *sub, name)
     record = io.TIMINGS.joinpath("gretriever", *sub, name)
-    log = lambda m: print(f"[train {name}] {m}", file=sys.stderr, flush=True)  # noqa: E731
+    log = lambda m: print(f"[{STAGE} {name}] {m}", file=sys.stderr, flush=True)  # noqa: E731
     files = [rep / "summary.json", rep / "history.json", rep / "predictions.json", ckpt / "config.json"]
-    with timed("train", record, {"dataset": args.dataset, "preset": args.preset}, outputs=files) as info:
+    with timed(STAGE, record, {"dataset": args.dataset, "preset": args.preset}, outputs=files) as info:
         limit = {k: int(v) for k, v in (x.split("=") for x in args.limit.split(",") if x)}
         out = run_preset(dataset=args.dataset, preset=args.preset, params=params, ckpt_dir=ckpt, log=log,
                          limit=limit or None, timing_dir=record)
