@@ -57,6 +57,18 @@ TRANSFER = "../shared/data/transfer"
 PLANNER_DEV = ROOT / "reports" / "bench" / "planner_dev.json"
 
 
+#: the per-KG fit's rows (``python -m bench.planner_dev --zero-shot-only --pseudo 300 --pseudo-types 0.5
+#: --pseudo-prior-lams 0.01 0.1 --pseudo-seed S``, seeds 0-2: planner_pseudo_types.json, ..._seed1, ..._seed2); the
+#: prior there is the other KGs' smooth fit, as the shipped weights are to a new KG
+TYPED = PLANNER_DEV.parent / "planner_pseudo_types.json"
+TYPED_ROWS = (
+    ("leave-one-KG-out, relplan's default fit (this KG's pseudo-questions, half typed, towards the other KGs' "
+     "weights, lam 0.01)", "lexical (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
+    ("this KG alone (its pseudo-questions, half typed, no prior: relplan.pseudo_prior 0)",
+     "lexical (smooth fit on this KG's pseudo-questions)"),
+)
+
+
 def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
     """The dev protocol's rows from ``bench/planner_dev.py``'s result, per dev KG: the zero-shot planner with the
     shipped weights (the coordinate search's, fitted on all four dev KGs: in sample), leave-one-KG-out (weights
@@ -78,8 +90,19 @@ def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
     for kg, r in sorted(pd.get("loko_seeds", {}).get("lexical", {}).items()):
         rows.setdefault(kg, {})[f"leave-one-KG-out, coordinate search, mean of {r['seeds']} seeds"] = {
             "all": r["all_mean"], "paraphrase": r["paraphrase_mean"]}
-    return {"source": "reports/bench/planner_dev.json", "made_by": pd.get("run"), "metric": pd.get("metric"),
-            "kgs": rows}
+    typed = sorted(path.parent.glob(f"{TYPED.stem}*.json"))
+    for label, key in TYPED_ROWS:
+        runs = [json.loads(f.read_text())["configs"].get(key, {}) for f in typed]
+        for kg in sorted(runs[0] if runs else {}):
+            v = [r[kg] for r in runs if kg in r]
+            para = [x["paraphrase"] for x in v if x["paraphrase"] is not None]
+            rows.setdefault(kg, {})[f"{label}, mean (min) of {len(v)} pseudo-question draws"] = {
+                "all": round(sum(x["all"] for x in v) / len(v), 4), "all_min": min(x["all"] for x in v),
+                "paraphrase": round(sum(para) / len(para), 4) if para else None,
+                "paraphrase_questions": v[0]["paraphrase_questions"], "questions": v[0]["questions"]}
+    return {"source": "reports/bench/planner_dev.json" + (", " + ", ".join(f"reports/bench/{f.name}" for f in typed)
+                                                          if typed else ""),
+            "made_by": pd.get("run"), "metric": pd.get("metric"), "kgs": rows}
 
 
 def set_overrides(name: str, per_hop: int, split: str) -> list[str]:

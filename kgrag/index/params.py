@@ -54,18 +54,18 @@ class RelPlanParams(Strict):
     seed: int = Field(0, description="seed of the question sample and of the pseudo-questions' walks")
     pseudo: int = Field(300, ge=0, description="source kg: n > 0 fits the zero-shot planner's 8 weights on n "
                         "pseudo-questions drawn from the KG's own walks (1-3 steps from the held-out questions' "
-                        "topics, worded from the relation names; no answer read), from and towards the shipped "
-                        "weights (kgrag/index/pseudo.py, plan.json weights; docs/retrieval.md has the dev and test "
-                        "figures); 0 = the shipped weights, fitted on the four dev KGs. Source labelled keeps the "
-                        "shipped weights")
+                        "topics, worded from the relation names or by the answer type: pseudo_types; no answer read), "
+                        "from and towards the shipped weights (pseudo_prior; kgrag/index/pseudo.py, plan.json "
+                        "weights; docs/retrieval.md has the dev and test figures); 0 = the shipped weights, fitted on "
+                        "the four dev KGs. Source labelled keeps the shipped weights")
     pseudo_types: float = Field(0.5, ge=0.0, le=1.0, description="source kg, pseudo > 0: share of the "
                                 "pseudo-questions whose last relation is said by its answer type alone (\"which "
                                 "stadium has the one whose plays for country is X?\": a WordNet class noun nearest "
                                 "the relation's range, not echoing its name), as people name what they ask for; 0 = "
                                 "every one worded from the relation names")
-    pseudo_prior: float = Field(0.1, ge=0.0, description="source kg, pseudo > 0: how strongly the fit is held "
-                                "towards the shipped weights (lam on the spread-scaled difference); 0 = fitted on "
-                                "the KG's pseudo-questions alone, from zero")
+    pseudo_prior: float = Field(0.01, ge=0.0, description="source kg, pseudo > 0: how strongly the fit is held "
+                                "towards the shipped weights (lam on the spread-scaled difference; 0.1 until "
+                                "2026-12-05); 0 = fitted on the KG's pseudo-questions alone, from zero")
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "
