@@ -11,7 +11,6 @@ among them."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from kgrag.index import answer_types, wordnet, zeroshot
 from kgrag.index.embed import encode
@@ -20,23 +19,11 @@ from kgrag.index.pseudo import (TYPE_SEED, draw, end_key, fit_for_kg, type_nouns
 from kgrag.index.relplan import adjacency, mirror_ids, mirror_pairs
 from kgrag.kg.duckdb_io import write_duckdb
 from kgrag.kg.store import KGStore
-from tests.conftest import ROOT, need, tiny_tables
+from tests.conftest import ROOT, need
+
+from tests.test_pseudo import _rid, kg  # noqa: F401  (the tiny KG and its fixture, shared)
 
 MODEL = "all-MiniLM-L6-v2"
-EDGES = [("Alice", "spouse", "Bob"), ("Bob", "nationality", "France"), ("Alice", "nationality", "Spain"),
-         ("Carol", "spouse", "Dan"), ("Dan", "nationality", "France"), ("Film", "directed_by", "Alice"),
-         ("Film2", "directed_by", "Carol")]
-
-
-@pytest.fixture(scope="module")
-def kg(tmp_path_factory) -> KGStore:
-    path = tmp_path_factory.mktemp("typedkg") / "kg.duckdb"
-    write_duckdb(path, tiny_tables(EDGES))
-    return KGStore(path)
-
-
-def _rid(kg, name: str) -> int:
-    return [str(x) for x in kg.relation_names].index(name)
 
 
 def test_class_nouns_are_wordnets_nouns_with_hyponyms():

@@ -83,6 +83,24 @@ def candidates() -> list[tuple[str, Path | None]]:
             ("Debian wordnet-base", DEBIAN)]
 
 
+def index_lines(path: Path):
+    """The entries of an ``index.<pos>`` file (wndb(5WN)), past its license header: (line number, lemma, synset
+    count, pointer symbols, tagged sense count, synset offsets); ValueError naming the file and line of a malformed
+    one."""
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.startswith("  "):  # the license header
+                continue
+            f = line.split()
+            try:
+                p_cnt = int(f[3])
+                yield (n, f[0], int(f[2]), tuple(f[4:4 + p_cnt]), int(f[4 + p_cnt + 1]),
+                       tuple(int(o) for o in f[4 + p_cnt + 2:]))
+            except (IndexError, ValueError) as e:
+                raise ValueError(f"{path}:{n}: malformed index line (lemma, counts, pointers, synset offsets): "
+                                 f"{e}") from e
+
+
 def find() -> Path | None:
     """The first folder of :func:`candidates` that holds WordNet's index and data files; None if none does."""
     for _, d in candidates():
@@ -123,19 +141,11 @@ class WordNet:
     @staticmethod
     def _read_index(path: Path) -> dict[str, tuple[int, ...]]:
         out = {}
-        with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if line.startswith("  "):  # the license header
-                    continue
-                f = line.split()
-                try:
-                    lemma, synset_cnt, p_cnt = f[0], int(f[2]), int(f[3])
-                    offs = f[4 + p_cnt + 2:]
-                    if len(offs) != synset_cnt:
-                        raise ValueError(f"{synset_cnt} synsets announced, {len(offs)} offsets")
-                    out[lemma] = tuple(int(o) for o in offs)
-                except (IndexError, ValueError) as e:
-                    raise ValueError(f"{path}:{n}: malformed index line (lemma, counts, synset offsets): {e}") from e
+        for n, lemma, synset_cnt, _, _, offs in index_lines(path):
+            if len(offs) != synset_cnt:
+                raise ValueError(f"{path}:{n}: malformed index line (lemma, counts, synset offsets): {synset_cnt} "
+                                 f"synsets announced, {len(offs)} offsets")
+            out[lemma] = offs
         return out
 
     @staticmethod
@@ -292,19 +302,9 @@ def class_nouns(folder: Path | str | None = None) -> tuple[str, ...]:
     if d is None:
         load()  # raises, naming where it looked
     out = []
-    path = Path(d) / "index.noun"
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.startswith("  "):  # the license header
-                continue
-            f = line.split()
-            try:
-                p_cnt = int(f[3])
-                tagged = int(f[4 + p_cnt + 1])
-            except (IndexError, ValueError) as e:
-                raise ValueError(f"{path}:{n}: malformed index line (lemma, counts, pointers): {e}") from e
-            if tagged >= 1 and {"~", "~i"} & set(f[4:4 + p_cnt]) and f[0].isalpha() and len(f[0]) >= 3:
-                out.append(f[0])
+    for _, lemma, _, pointers, tagged, _ in index_lines(Path(d) / "index.noun"):
+        if tagged >= 1 and {"~", "~i"} & set(pointers) and lemma.isalpha() and len(lemma) >= 3:
+            out.append(lemma)
     return tuple(out)
 
 
