@@ -471,7 +471,14 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
             groups.setdefault(tuple(sorted(r for r, _ in s if r >= 0)), []).append(i)
         for members in groups.values():
             out[members, 7] -= out[members, 7].mean()
-    phrase = answer_phrase(masked)
+    _type_column(out, answer_phrase(masked), seqs, ends, vecs, entity_vectors, end_types)
+    return out
+
+
+def _type_column(out: np.ndarray, phrase: str | None, seqs: Sequence[Sequence[Step]], ends: Sequence[np.ndarray],
+                 vecs: PhraseVectors, entity_vectors, end_types) -> None:
+    """The ``type`` feature (column 4) of :func:`features`: the answer ``phrase`` against each sequence's
+    ``end_types`` vector where given, else against its ends' names (``entity_vectors``); 0 without either."""
     if phrase is not None and end_types is not None:
         q = vecs([phrase])[0].astype(np.float64)
         for i, s in enumerate(seqs):
@@ -479,7 +486,6 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
             out[i, 4] = _type_cosine(np.asarray(c, dtype=np.float64), q) if c is not None else 0.0
     elif phrase is not None and entity_vectors is not None:
         _answer_type(out, vecs([phrase])[0].astype(np.float64), ends, entity_vectors)
-    return out
 
 
 def _answer_type(out: np.ndarray, q: np.ndarray, ends: Sequence[np.ndarray],
