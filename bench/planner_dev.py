@@ -367,12 +367,10 @@ def range_nouns(kg: ArrayKG) -> dict:
     """Names of the answer types of ``kg``'s relations (``kgrag.index.pseudo.type_nouns``: WordNet's class nouns
     against the relations' range samples, as the relplan stage reads them from a store)."""
     from kgrag.index import answer_types as A
-    from kgrag.index import wordnet as W
     from kgrag.kg.kgview import range_sample_arrays
 
-    vocab = W.class_nouns()
     sample = range_sample_arrays(kg.h, kg.r, kg.t, kg.n, A.RANGE_K, A.RANGE_SEED)
-    return P.type_nouns(A.means_of(sample, name_vectors(kg)), kg.relation_names, vocab, VECS(list(vocab)))
+    return P.wordnet_type_nouns(A.means_of(sample, name_vectors(kg)), kg.relation_names, VECS)
 
 
 def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_ends: int = 50,

@@ -26,7 +26,6 @@ class IndexParams(Strict):
                             "embed every entity name in this stage (MetaQA's 43k: about 200 s on 2 cores)")
 
 
-
 class RelPlanParams(Strict):
     """Relation-path plan of the ``relpath`` retriever (``kgrag.index.relplan``), learnt from a held-out split."""
 

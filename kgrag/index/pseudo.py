@@ -315,11 +315,19 @@ def vocabulary_nouns(kg: KGView, vecs: zeroshot.PhraseVectors, entity_vectors: n
     if entity_vectors is None or not len(entity_vectors) or not hasattr(kg, "range_sample"):
         return None, "typed wording: off (no entity vectors or range samples)"
     try:
-        vocab = wn.class_nouns()
+        nouns = wordnet_type_nouns(answer_types.range_means(kg, entity_vectors), kg.relation_names, vecs)
     except FileNotFoundError:
         return None, "typed wording: off (WordNet's files not found; make install provides them)"
-    nouns = type_nouns(answer_types.range_means(kg, entity_vectors), kg.relation_names, vocab, vecs(list(vocab)))
-    return nouns, f"typed wording: {len(nouns)} ranges named from {len(vocab)} WordNet class nouns"
+    return nouns, f"typed wording: {len(nouns)} ranges named from {len(wn.class_nouns())} WordNet class nouns"
+
+
+def wordnet_type_nouns(means: dict[Step, np.ndarray], relation_names: Sequence[str],
+                       vecs: Callable[[list[str]], np.ndarray]) -> dict[Step, str]:
+    """:func:`type_nouns` over WordNet's class nouns (:func:`kgrag.index.wordnet.class_nouns`, encoded by
+    ``vecs``), for range ``means`` from a store (:func:`kgrag.index.answer_types.range_means`) or from arrays (the
+    dev harness); FileNotFoundError without WordNet's files."""
+    vocab = wn.class_nouns()
+    return type_nouns(means, relation_names, vocab, vecs(list(vocab)))
 
 
 def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pairs: dict[str, str],
