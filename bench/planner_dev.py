@@ -23,6 +23,8 @@ the pool's relation sequences removed from the labels; the questions whose gold 
 With ``--wordnet``: ``lexical + WordNet`` and its leave-one-KG-out row, the same questions with WordNet's links
 between question words and relation-name words (``kgrag.index.wordnet``; issue 54); the ``type`` column is the
 plain rows' (it reads no word-relation match), so these rows cost a minute, not MetaQA's quarter of an hour.
+With ``--wordnet`` and ``--pseudo``: the pseudo-question fits again with WordNet's links in the real and the
+pseudo-questions' rows alike (``lexical + WordNet (pseudo-question fit ...)``), as ``relplan.wordnet`` fits and ranks.
 With ``--phrase-model M``: the same rows (default weights, leave-one-KG-out, ``--loko-seeds``; with ``--wordnet``
 also WordNet's) with question words and relation phrases compared through model ``M``'s vectors (a packaged model,
 ``kgrag.index.encoder.PACKAGED``, or a sentence-transformers folder: issue 54 tried all-mpnet-base-v2, assembled
@@ -535,7 +537,7 @@ def main() -> None:
             cfg.setdefault("lexical (leave-one-KG-out, smooth fit)", {})[n] = {**score(feats[n], linear(w)),
                                                                                "weights": w.round(3).tolist()}
     if args.pseudo:  # per-KG self-supervision: weights fitted on the KG's own pseudo-questions (no label read)
-        pfeats = {}
+        pfeats, pfeats_wn = {}, {}
         for n, kg, ev, pool in sets:
             wn = None
             if args.pseudo_wordnet:
@@ -544,6 +546,8 @@ def main() -> None:
             pq_ = pseudo_questions(kg, pool, args.pseudo, seed=args.pseudo_seed, wordnet=wn,
                                    types=args.pseudo_types)
             pfeats[n] = feature_rows(kg, pq_)
+            if args.wordnet:  # relplan.wordnet: the fit and the ranking both read WordNet's links
+                pfeats_wn[n] = feature_rows(kg, pq_, wordnet=wm)
             res.setdefault("pseudo", {})[n] = {
                 "questions": len(pfeats[n]), "seed": args.pseudo_seed, "wordnet": args.pseudo_wordnet,
                 "types": args.pseudo_types,
@@ -566,6 +570,16 @@ def main() -> None:
                 w = fit_smooth(pfeats, [n], lam=lam, prior=loko)
                 cfg.setdefault(f"lexical (pseudo-question fit towards the other KGs' weights, lam {lam:g})", {})[n] = {
                     **score(feats[n], linear(w)), "weights": w.round(3).tolist()}
+            if args.wordnet:  # the same fits with WordNet's links in every feature row (relplan.wordnet)
+                real = extra["lexical + WordNet"]
+                w = fit_smooth(pfeats_wn, [n])
+                cfg.setdefault("lexical + WordNet (smooth fit on this KG's pseudo-questions)", {})[n] = {
+                    **score(real[n], linear(w)), "weights": w.round(3).tolist()}
+                loko_wn = fit_smooth(real, others(names, n))
+                for lam in args.pseudo_prior_lams:
+                    w = fit_smooth(pfeats_wn, [n], lam=lam, prior=loko_wn)
+                    cfg.setdefault(f"lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam "
+                                   f"{lam:g})", {})[n] = {**score(real[n], linear(w)), "weights": w.round(3).tolist()}
             both = {**{m: feats[m] for m in others(names, n)}, f"{n} pseudo": pfeats[n]}
             w = fit_smooth(both, list(both))
             cfg.setdefault("lexical (smooth fit: other KGs + this KG's pseudo-questions)", {})[n] = {

@@ -186,7 +186,8 @@ def rows_of(work: Path) -> dict:
 
 
 def retrieval_rows(work: Path) -> dict:
-    """Without the LLM (``--retrieval-only``): per hop count and overall, questions, the first end's Hit@1 (the
+    """Without the LLM (``--retrieval-only``): per hop count, overall and on the paraphrase subset
+    (:func:`paraphrase_flags`), questions, the first end's Hit@1 (the
     first-candidate baseline of ``rank``) with its interval and retrieval recall, from the work copy's
     ``data/retrieve/retrieved.parquet`` and ``data/validated/questions.parquet``."""
     import numpy as np
@@ -197,6 +198,7 @@ def retrieval_rows(work: Path) -> dict:
 
     q = pq.read_table(work / "data" / "validated" / "questions.parquet").to_pylist()
     r = {x[S.QUESTION_ID]: x for x in pq.read_table(work / "data" / "retrieve" / "retrieved.parquet").to_pylist()}
+    para = paraphrase_flags(work, q)
     hit, rec, hops = [], [], []
     for x in q:
         got = r.get(x[S.QUESTION_ID]) or {}
@@ -214,6 +216,37 @@ def retrieval_rows(work: Path) -> dict:
     out = {"all": block(np.ones(len(hit), bool))}
     if len(set(hops.tolist())) > 1:
         out["by_hops"] = {str(k): block(hops == k) for k in sorted(set(hops.tolist()))}
+    sel = np.asarray([p is True for p in para])
+    out["paraphrase"] = block(sel) if sel.any() else {"questions": 0}
+    out["paraphrase"]["gold_path_found"] = sum(p is not None for p in para)
+    return out
+
+
+def paraphrase_flags(work: Path, questions: list[dict]) -> list[bool | None]:
+    """Each question's membership of its set's *paraphrase subset* (issue 54): its gold path (relplan's weak
+    label, the rule a labelled plan trains on: :func:`kgrag.index.relplan.relation_sequence` over 1-3 steps with
+    the KG's mirrors walked back) reaches an answer, and no content word of its text shares a 4-letter stem with a
+    relation on that path (:func:`kgrag.index.zeroshot.echoes`); None where no path of 1-3 steps reaches an
+    answer (or no topic links). The answers are read here to score, never by the run."""
+    import numpy as np
+
+    from kgrag import schema as S
+    from kgrag.index.relplan import mirror_ids, mirror_pairs, relation_sequence
+    from kgrag.index.zeroshot import echoes
+    from kgrag.kg.store import KGStore
+
+    kg = KGStore(work / "data" / "validated" / "kg.duckdb")
+    skip, back = mirror_ids(kg.relation_names, mirror_pairs(kg))
+    out: list[bool | None] = []
+    for x in questions:
+        topics = [t for t in x[S.TOPIC_IDS] or [] if t is not None]
+        answers = [a for a in x[S.ANSWER_IDS] or [] if a is not None]
+        lab = relation_sequence(kg, topics, answers, None, 3, skip, back) if topics and answers else None
+        if lab is None:
+            out.append(None)
+            continue
+        names = [str(rel) for rel, _ in lab[0]]
+        out.append(not echoes(x[S.TEXT], [str(n) for n in kg.names(np.asarray(topics, np.int64))], names))
     return out
 
 

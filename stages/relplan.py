@@ -40,6 +40,18 @@ def zero_shot_labeller(kg, index, folder, questions=()):
     return label
 
 
+def _wordnet_links(on: bool):
+    """relplan.wordnet's matcher (None when off); its missing files stop the stage with the fix."""
+    if not on:
+        return None
+    from kgrag.index.zeroshot import default_wordnet_matcher
+
+    try:
+        return default_wordnet_matcher()
+    except FileNotFoundError as e:
+        raise SystemExit(f"relplan.wordnet: {e}\nOr: relplan.wordnet: false.") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the stage."""
     params = params_from_argv(__doc__, argv)
@@ -95,24 +107,26 @@ def main(argv: list[str] | None = None) -> None:
         mirrors = sorted(pairs)
         # source kg: the zero-shot planner's weights fitted on the KG's own pseudo-questions (relplan.pseudo)
         weights, fit = None, {}
+        links = _wordnet_links(p.wordnet)
         if source == "kg" and p.pseudo:
             # the index's model embeds the phrases; its entity vectors, where the index stage wrote any, as relpath
             ent = getattr(exp.index, "entity_vectors", None) if own is None else None
             weights, fit = fit_for_kg(kg, encoder, pairs, [q.topic_ids for q in qs], p.pseudo, p.seed,
                                       entity_vectors=ent, over_budget=too_big is not None, own_graphs=own is not None,
-                                      types=p.pseudo_types, prior=p.pseudo_prior)
+                                      types=p.pseudo_types, prior=p.pseudo_prior, wordnet=links)
             log(f"weights fitted on {fit['pseudo_questions']} pseudo-questions of the KG: {fit.get('weights')}"
                 if weights is not None else f"pseudo-questions: {fit['pseudo_note']}")
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
         PlanModel(model=params.index.model, texts=[], hops=np.zeros(0, np.int64), labels=[],
                   vectors=np.zeros((0, 1), np.float32), mirrors=tuple(mirrors),
-                  mirror_of=tuple(sorted(pairs.items())), weights=weights).save(
+                  mirror_of=tuple(sorted(pairs.items())), weights=weights, wordnet=p.wordnet).save(
             out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors, **fit})
         stats: dict = {"mirrored_relations": mirrors, "labelled": 0, **fit}
         if source == "labelled":
             model, stats = train_plan(kg=train_kg, questions=qs, encode=plan_encoder, model=params.index.model, log=log,
                                       mirror_of=train_mirrors)
-            model.save(out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
+            replace(model, wordnet=p.wordnet).save(out, {**stats, "source": source, "note": note, "split": p.split,
+                                                         "seed": p.seed})
         elif source == "kg" and qs:
             # texts and topics only: no answer, and no declared hop count (the zero-shot planner chooses the length)
             unlabelled = [replace(q, answer_ids=(), answers=(), hops=None) for q in qs]
@@ -121,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
                                       mirror_of=train_mirrors)
             note = f"{note}: texts only, labelled by the zero-shot planner"
             stats = {**stats, **fit}
-            replace(model, weights=weights).save(out, {**stats, "source": source, "note": note, "split": p.split,
+            replace(model, weights=weights, wordnet=p.wordnet).save(out, {**stats, "source": source, "note": note, "split": p.split,
                                                        "seed": p.seed})
         elif source == "kg":
             PlanModel.load(out).save(out, {"source": source, "note": f"{note}: the zero-shot planner alone",

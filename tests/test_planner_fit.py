@@ -97,3 +97,26 @@ def test_pseudo_questions_read_no_label_and_their_gold_is_the_walk():
         assert q["p"][walk] == 1.0 and q["hops"] == len(walk) and q["topic_ids"] == [a]
         assert all(not np.isnan(v) for v in q["p"].values())
     assert P.verbalise([(1, False)], "X", KG.relation_names) == "what is the one whose country Of Birth is X?"
+
+
+def test_the_pipelines_paraphrase_subset_reads_the_gold_path_and_the_words(tmp_path):
+    """bench/transfer.py's paraphrase flag on a real DuckDB store: a question that names its gold path's relation
+    is out, one worded apart from it is in, and one whose answer no path of 1-3 steps reaches has no gold path."""
+    from bench.transfer import paraphrase_flags
+    from kgrag import schema as S
+    from kgrag.kg.duckdb_io import write_duckdb
+    from tests.conftest import MOVIES, tiny_tables
+
+    folder = tmp_path / "data" / "validated"
+    folder.mkdir(parents=True)
+    tabs = tiny_tables(MOVIES)
+    write_duckdb(folder / "kg.duckdb", tabs)
+    ids = {n: i for i, n in enumerate(tabs["entities"][S.NAME].to_pylist())}
+
+    def q(text, topic, answer):
+        return {S.TEXT: text, S.TOPIC_IDS: [ids[topic]], S.ANSWER_IDS: [ids[answer]]}
+
+    flags = paraphrase_flags(tmp_path, [q("who directed Heat", "Heat", "Michael Mann"),
+                                        q("who made the film Heat", "Heat", "Michael Mann"),
+                                        q("who is Heat", "Heat", "Heat")])
+    assert flags == [False, True, None]

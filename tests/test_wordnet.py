@@ -109,3 +109,40 @@ def test_golden_a_paraphrase_picks_its_relation_only_with_wordnet(wn, question, 
                                            ("who directed Heat", "directed_by")])
 def test_golden_a_question_that_names_its_relation_keeps_it_with_wordnet(wn, question, want):
     assert _pick(question, None) == want and _pick(question, Z.wordnet_matcher()) == want
+
+
+def test_a_plan_fitted_with_wordnet_ranks_with_it_in_relpath(wn, tmp_path):
+    """relplan.wordnet goes with the plan: plan.json says so (and says nothing when off, as before), and relpath,
+    ranking with that plan, reads "what type of film is Heat" as has_genre; with the same plan written without it,
+    as another relation (the golden pick above, through the real retriever on a DuckDB store)."""
+    import json
+
+    from kgrag.index.embed import EmbeddingIndex, encode
+    from kgrag.index.relplan import PlanModel
+    from kgrag.kg.duckdb_io import write_duckdb
+    from kgrag.kg.store import KGStore
+    from kgrag.retrieval.retrievers.relpath import RelPathParams, retrieve_relpath
+    from kgrag.types import Question
+    from tests.conftest import tiny_tables
+
+    write_duckdb(tmp_path / "kg.duckdb", tiny_tables([("Heat", r, e[0]) for r, e in sorted(FILM.items())]))
+    kg = KGStore(tmp_path / "kg.duckdb")
+    model = "all-MiniLM-L6-v2"
+    rel = encode([str(r).replace("_", " ") for r in kg.relation_names], model=model)
+    index = EmbeddingIndex(model=model, entity_vectors=np.zeros((0, rel.shape[1]), np.float32), relation_vectors=rel)
+    q = Question(question_id="q", text="what type of film is Heat", topic_ids=kg.ids_of(["Heat"]))
+
+    def picked(links: bool) -> list[str]:
+        folder = tmp_path / f"plan_{links}"
+        PlanModel(model=model, texts=[], hops=np.zeros(0, np.int64), labels=[], vectors=np.zeros((0, 1), np.float32),
+                  wordnet=links).save(folder)
+        assert json.loads((folder / "plan.json").read_text()).get("wordnet", False) is links
+        assert "wordnet" in json.loads((folder / "plan.json").read_text()) or not links
+        assert PlanModel.load(folder).wordnet is links
+        p = RelPathParams(plan=str(folder), paths=1, max_hops=1, fallback=None)
+        sub = retrieve_relpath(question=q, query_vec=index.encode([q.text])[0], kg=kg, index=index, params=p,
+                               hops=0, max_edges=0)
+        return sub.trace["relations"][0]
+
+    assert picked(True) == ["has_genre"]
+    assert picked(False) != ["has_genre"]

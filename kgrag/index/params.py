@@ -65,6 +65,11 @@ class RelPlanParams(Strict):
     pseudo_prior: float = Field(0.01, ge=0.0, description="source kg, pseudo > 0: how strongly the fit is held "
                                 "towards the shipped weights (lam on the spread-scaled difference; 0.1 until "
                                 "2026-12-05); 0 = fitted on the KG's pseudo-questions alone, from zero")
+    wordnet: bool = Field(False, description="WordNet's links (synonym, derivation, hypernym, sibling: \"type\" "
+                          "for genre, \"acted\" for starred actors) count as word matches in the zero-shot "
+                          "planner: in the pseudo-question fit, and, written into the plan (plan.json wordnet), in "
+                          "relpath's ranking with this plan (kgrag/index/wordnet.py; the wordnet extra, which make "
+                          "repro installs). Off by default: docs/retrieval.md has the dev figures")
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "

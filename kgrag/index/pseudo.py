@@ -276,19 +276,21 @@ def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarr
 def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vecs: zeroshot.PhraseVectors,
                 entity_vectors: Callable[[np.ndarray], np.ndarray] | None, keep: Sequence[str] = KEEP,
                 prior: float = PRIOR_LAM, relation_aliases: Sequence | None = None,
-                end_types: Callable | None = None) -> tuple[zeroshot.Weights, dict]:
+                end_types: Callable | None = None, wordnet: "wn.Matcher | None" = None
+                ) -> tuple[zeroshot.Weights, dict]:
     """The planner's weights fitted on ``pseudos`` (:func:`fit_smooth`, rounded to :data:`DECIMALS`; the features
     in ``keep`` at their shipped weights; ``prior`` > 0: from and towards the shipped weights with that lam, 0: from
     zero with :data:`LAMBDA`, the KG's pseudo-questions alone), and what the fit saw: pseudo-questions, their
     lengths, and the expected score of the first choice on them under the shipped weights and under the fitted ones
     (in-sample: how far the fit moved, not a held-out figure). ``relation_aliases``: the relations' other names, read
     as :func:`kgrag.index.zeroshot.features` reads them in relpath; ``end_types``: the answer type from relations'
-    range samples, as relpath's default reads it on a large KG (:func:`kgrag.index.answer_types.range_types`)."""
+    range samples, as relpath's default reads it on a large KG (:func:`kgrag.index.answer_types.range_types`);
+    ``wordnet``: WordNet's links as word matches (``relplan.wordnet``), as relpath reads them with the plan."""
     rows = []
     for q in pseudos:
         f = zeroshot.features(question=q.text, topic_names=q.topic_names, seqs=q.seqs, ends=q.ends,
                               relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors,
-                              relation_aliases=relation_aliases, end_types=end_types)
+                              relation_aliases=relation_aliases, end_types=end_types, wordnet=wordnet)
         rows.append((f, q.p))
     shipped = zeroshot.Weights()
     w = np.round(fit_smooth([(1.0, rows)], lam=prior if prior > 0 else LAMBDA,
@@ -333,7 +335,8 @@ def wordnet_type_nouns(means: dict[Step, np.ndarray], relation_names: Sequence[s
 def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pairs: dict[str, str],
                topic_sets: Sequence[Sequence[int]], n: int, seed: int = 0, *, entity_vectors: np.ndarray | None = None,
                over_budget: bool = False, own_graphs: bool = False, types: float = TYPE_SHARE,
-               prior: float = PRIOR_LAM) -> tuple[zeroshot.Weights | None, dict]:
+               prior: float = PRIOR_LAM, wordnet: "wn.Matcher | None" = None
+               ) -> tuple[zeroshot.Weights | None, dict]:
     """The zero-shot planner's weights fitted on ``n`` pseudo-questions of ``kg`` (the relplan stage's ``source:
     kg``), and what the fit saw (:func:`fit_weights`). ``encode`` embeds relation phrases and question texts (the
     index's model); ``entity_vectors`` (row = entity id), where there are any, give the planner its entity
@@ -342,7 +345,7 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
     (:func:`~kgrag.index.relplan.mirror_pairs`) and walk their relations back; they start from ``topic_sets``
     (the held-out questions' linked topics; where none links, a seeded sample of the KG's entities, ten for each
     pseudo-question). A ``types`` share of them is worded by its answer type (:func:`type_wording`, where the
-    entity vectors and WordNet's nouns are there); ``prior``: :func:`fit_weights`'. No answer is read.
+    entity vectors and WordNet's nouns are there); ``prior``, ``wordnet``: :func:`fit_weights`'. No answer is read.
 
     None are drawn (the shipped weights, and a note that says why) for a KG ``over_budget`` (the walks read the
     whole adjacency in memory) or for questions that bring their ``own_graphs`` (the walks would cross the
@@ -368,5 +371,5 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
     weights, stats = fit_weights(drawn, relation_names=kg.relation_names, vecs=vecs,
                                  entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
                                  relation_aliases=getattr(kg, "relation_aliases", None),
-                                 end_types=answer_types.range_types(kg, ent, "auto"), prior=prior)
+                                 end_types=answer_types.range_types(kg, ent, "auto"), prior=prior, wordnet=wordnet)
     return weights, {**stats, "pseudo_typed": typed_n, "pseudo_types_note": note}

@@ -405,6 +405,9 @@ class PlanModel:
     #: the zero-shot planner's weights fitted on this KG's pseudo-questions (``relplan.pseudo``,
     #: :mod:`kgrag.index.pseudo`); None: the shipped :class:`~kgrag.index.zeroshot.Weights`
     weights: zeroshot.Weights | None = None
+    #: WordNet's links count as word matches in the zero-shot planner (``relplan.wordnet``): the weights were fitted
+    #: with them, and relpath ranks with them wherever this plan is used
+    wordnet: bool = False
 
     def walked_back(self, relation_names: Sequence) -> frozenset:
         """Ids (in ``relation_names``) of the relations a mirror of :attr:`mirror_of` mirrors: ``back`` of
@@ -430,8 +433,10 @@ class PlanModel:
         io.write_parquet(folder / LEXICON_FILE, pa.Table.from_pylist(rows, schema=S.LEXICON))
         pairs = {"mirror_of": dict(self.mirror_of)} if self.mirror_of else {}  # a KG without mirrors: as before
         fitted = {"weights": dict(zip(zeroshot.FEATURES, self.weights.vector().tolist()))} if self.weights else {}
+        links = {"wordnet": True} if self.wordnet else {}  # off: plan.json as before
         io.write_json(folder / META_FILE, {"model": self.model, "questions": len(self.texts),
-                                           "mirrors": list(self.mirrors), **pairs, **fitted, **(extra or {})})
+                                           "mirrors": list(self.mirrors), **pairs, **fitted, **links,
+                                           **(extra or {})})
 
     @staticmethod
     def load(folder: str | Path) -> "PlanModel":
@@ -459,7 +464,8 @@ class PlanModel:
                          labels=[tuple(zip(a, b)) for a, b in zip(rels, fwd)], vectors=vecs,
                          mirrors=tuple(meta.get("mirrors", ())), lexicon=lex,
                          mirror_of=tuple(sorted(meta.get("mirror_of", {}).items())),
-                         weights=zeroshot.Weights(**meta["weights"]) if meta.get("weights") else None)
+                         weights=zeroshot.Weights(**meta["weights"]) if meta.get("weights") else None,
+                         wordnet=bool(meta.get("wordnet", False)))
 
     def nearest(self, query_vec: np.ndarray, k: int, hops: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` nearest training questions to ``query_vec``: (their rows, nearest first; their cosines

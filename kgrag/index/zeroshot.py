@@ -68,6 +68,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
@@ -284,6 +285,13 @@ def wordnet_matcher(kinds: Iterable[str] = WORDNET_KINDS, sim: float = WORDNET_S
 
     return W.Matcher(W.load(None, int(senses), tuple(sorted(hyper_pos))), frozenset(kinds), float(sim),
                      stop=STOP | CUES)
+
+
+@lru_cache(maxsize=1)
+def default_wordnet_matcher() -> "Matcher":
+    """:func:`wordnet_matcher` with its defaults, once per process (its links are cached across questions): the
+    matcher of a plan fitted with ``relplan.wordnet``."""
+    return wordnet_matcher()
 
 
 def _similarity(words: list[str], phrases: list[str], vecs: PhraseVectors, wordnet: "Matcher | None" = None

@@ -473,6 +473,7 @@ class _QuestionPlan:
     back: frozenset = frozenset()  # relations walked back by their (skipped) mirror: a co-step keeps its return
     lexicon: object = None
     weights: zeroshot.Weights | None = None
+    wordnet: bool = False  # the plan's relplan.wordnet: WordNet's links count as word matches
 
 
 def _plan_for(question, kg, index, params: RelPathParams, declared: int | None, topic_names) -> _QuestionPlan:
@@ -489,7 +490,8 @@ def _plan_for(question, kg, index, params: RelPathParams, declared: int | None, 
         prefix, whole = plan.votes(index.encode([masked])[0], params.plan_k, declared)
     names = {str(n): i for i, n in enumerate(kg.relation_names)}
     return _QuestionPlan(prefix=prefix, whole=whole, skip=frozenset(names[n] for n in plan.mirrors if n in names),
-                         back=plan.walked_back(kg.relation_names), lexicon=plan.lexicon, weights=plan.weights)
+                         back=plan.walked_back(kg.relation_names), lexicon=plan.lexicon, weights=plan.weights,
+                         wordnet=plan.wordnet)
 
 
 def _named(kg, s: tuple) -> tuple:
@@ -506,6 +508,7 @@ def _base_scorer(question, query_vec, kg, index, params: RelPathParams, plan: _Q
         weights = plan.weights or zeroshot.Weights()
         ent = getattr(index, "entity_vectors", None)
         types = answer_types.range_types(kg, ent, params.answer_type)
+        links = zeroshot.default_wordnet_matcher() if plan.wordnet else None
 
         def lexical(seqs: list, ends: list) -> np.ndarray:
             feats = zeroshot.features(
@@ -513,7 +516,7 @@ def _base_scorer(question, query_vec, kg, index, params: RelPathParams, plan: _Q
                 ends=ends, relation_names=kg.relation_names, vecs=vecs,
                 entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
                 lexicon=plan.lexicon, lexicon_weight=params.lexicon_weight,
-                relation_aliases=getattr(kg, "relation_aliases", None), end_types=types)
+                relation_aliases=getattr(kg, "relation_aliases", None), end_types=types, wordnet=links)
             return ranking.rounded(zeroshot.scores(feats, weights), ranking.SCORE_DECIMALS)
         return lexical
     entry = SCORERS.get(params.scorer)
