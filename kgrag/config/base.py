@@ -70,7 +70,14 @@ def validate_module(reg: Registry[Any], key: str, value: Any) -> BaseModel:
 
 
 def unknown_module(reg: Registry[Any], field: str, name: Any) -> ValueError:
+    """The error of a params key ``field`` naming ``name``, which ``reg`` does not know: it lists the valid choices."""
     return ValueError(f"{field}: unknown {reg.kind} module {name!r}; valid choices: {', '.join(reg.names())}")
+
+
+def check_module(reg: Registry[Any], field: str, name: Any) -> None:
+    """Raises :func:`unknown_module`'s error unless ``reg`` knows ``name`` (the value of params key ``field``)."""
+    if name not in reg:
+        raise unknown_module(reg, field, name)
 
 
 class ModuleSection(BaseModel):
@@ -87,8 +94,7 @@ class ModuleSection(BaseModel):
     def _check_modules(self) -> "ModuleSection":
         reg = self._registry
         chosen = getattr(self, self._selector)
-        if chosen not in reg:
-            raise unknown_module(reg, self._selector, chosen)
+        check_module(reg, self._selector, chosen)
         everything = validating_all()
         extra = self.model_extra or {}
         for key, value in list(extra.items()):

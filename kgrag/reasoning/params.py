@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kgrag.config.base import ModuleSection
+from kgrag.config.base import ModuleSection, check_module
 from kgrag.registry import BACKENDS, REASONERS, TEXTUALIZERS
 
 
@@ -46,9 +46,7 @@ class GenerateParams(ModuleSection):
 
     @model_validator(mode="after")
     def _known_textualizer(self) -> "GenerateParams":
-        if self.context not in TEXTUALIZERS:
-            raise ValueError(f"context: unknown textualizer {self.context!r}; valid choices: "
-                             f"{', '.join(TEXTUALIZERS.names())}")
+        check_module(TEXTUALIZERS, "context", self.context)
         return self
 
 
