@@ -70,25 +70,38 @@ def validate_module(reg: Registry[Any], key: str, value: Any) -> BaseModel:
 
 
 def unknown_module(reg: Registry[Any], field: str, name: Any) -> ValueError:
+    """The error of a params key ``field`` naming ``name``, which ``reg`` does not know: it lists the valid choices."""
     return ValueError(f"{field}: unknown {reg.kind} module {name!r}; valid choices: {', '.join(reg.names())}")
+
+
+def check_module(reg: Registry[Any], field: str, name: Any) -> None:
+    """Raises :func:`unknown_module`'s error unless ``reg`` knows ``name`` (the value of params key ``field``)."""
+    if name not in reg:
+        raise unknown_module(reg, field, name)
 
 
 class ModuleSection(BaseModel):
     """A section that picks a module by name and may hold per-module sub-sections. The choice is checked by
     name (nothing imported); the chosen module's sub-section is validated at load, the others when first used
-    (or all of them under ``load(..., modules="all")``, ``kgrag check``)."""
+    (or all of them under ``load(..., modules="all")``, ``kgrag check``).
+
+    A section says what it picks from in its class line: ``class RetrieveParams(ModuleSection,
+    registry=RETRIEVERS, selector="method", section="retrieve")``."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    _registry: ClassVar[Registry[Any]]
-    _selector: ClassVar[str]
+    _registry: ClassVar[Registry[Any]]  # the modules it picks from
+    _selector: ClassVar[str]  # the field that names the chosen one
     _section: ClassVar[str]  # its key path in params.yaml (error messages)
+
+    def __init_subclass__(cls, *, registry: Registry[Any], selector: str, section: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._registry, cls._selector, cls._section = registry, selector, section
 
     @model_validator(mode="after")
     def _check_modules(self) -> "ModuleSection":
         reg = self._registry
         chosen = getattr(self, self._selector)
-        if chosen not in reg:
-            raise unknown_module(reg, self._selector, chosen)
+        check_module(reg, self._selector, chosen)
         everything = validating_all()
         extra = self.model_extra or {}
         for key, value in list(extra.items()):

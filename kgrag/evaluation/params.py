@@ -8,15 +8,12 @@ from kgrag.config.base import ModuleSection, Strict
 from kgrag.registry import BACKENDS
 
 
-class JudgeBackendParams(ModuleSection):
+class JudgeBackendParams(ModuleSection, registry=BACKENDS, selector="backend", section="evaluate.judge_backend"):
     """The LLM judge's backend: ``backend`` picks it (default the embedded llamacpp); its sub-section holds
     its params, as under ``generate``."""
 
     model_config = ConfigDict(json_schema_extra={"yaml": "the judge's LLM backend (same sections as generate's)"})
 
-    _registry = BACKENDS
-    _selector = "backend"
-    _section = "evaluate.judge_backend"
     backend: str = Field("llamacpp", description="the judge's LLM backend (as generate.backend)")
     max_tokens: int = Field(8, ge=1, description="tokens of the judge's reply (it should say Yes or No)")
     seed: int = Field(0, description="sampling seed (greedy decoding)")

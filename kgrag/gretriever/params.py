@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kgrag.config.base import Strict
+from kgrag.config.base import Strict, check_module
 from kgrag.registry import GRAPH_ENCODERS
 
 
@@ -25,9 +25,7 @@ class GREncoderParams(Strict):
 
     @model_validator(mode="after")
     def _known(self) -> "GREncoderParams":
-        if self.name not in GRAPH_ENCODERS:
-            raise ValueError(f"name: unknown graph encoder {self.name!r}; valid choices: "
-                             f"{', '.join(GRAPH_ENCODERS.names())}")
+        check_module(GRAPH_ENCODERS, "name", self.name)
         return self
 
 

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from kgrag.config.base import Strict, inside, unknown_module, validating_all
+from kgrag.config.base import Strict, check_module, inside, validating_all
 from kgrag.config.yaml_doc import ABOVE_MODULES
 from kgrag.registry import LOADERS
 
@@ -87,8 +87,7 @@ class DataParams(BaseModel):
 
     @model_validator(mode="after")
     def _check_loaders(self) -> "DataParams":
-        if self.dataset not in LOADERS:
-            raise unknown_module(LOADERS, "dataset", self.dataset)
+        check_module(LOADERS, "dataset", self.dataset)
         top, top_keys = self.top_loader()
         extra = self.model_extra or {}
         for key, value in list(extra.items()):

@@ -41,6 +41,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Callable
 
 import duckdb
 import numpy as np
@@ -185,6 +186,18 @@ class _Cache:
             vals[todo[hit]] = v[pos[hit]]
             found[todo[hit]] = True
         return vals, found
+
+    def lookup(self, keys: np.ndarray, fetch: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """Values of ``keys``: cached rows first, the others by one ``fetch(missing)`` (the distinct missing keys,
+        sorted) that returns (keys sorted, their values), which are then cached. The answer comes from the fetch,
+        not from the cache read again: adding its rows may drop the older chunks that held this call's other rows
+        (``CACHE_MAX``), which would then read as zeros."""
+        vals, found = self.get(keys)
+        if not found.all():
+            fetched, got = fetch(distinct(keys[~found]))
+            vals[~found] = got[np.searchsorted(fetched, keys[~found])]
+            self.add(fetched, got)
+        return vals
 
 
 class EdgeColumn:
@@ -382,49 +395,33 @@ class DuckKGStore:
 
     def edge_triples(self, edges: np.ndarray) -> np.ndarray:
         """(head, relation, tail) of triple indices ``edges`` (cached rows first, the rest by one query)."""
-        edges = np.asarray(edges, dtype=np.int64)
         with self._lock:
-            return self._edge_triples(edges)
+            return self._edges.lookup(np.asarray(edges, dtype=np.int64), self._fetch_triples)
 
-    def _edge_triples(self, edges: np.ndarray) -> np.ndarray:
-        vals, found = self._edges.get(edges)
-        if not found.all():
-            miss = distinct(edges[~found])
-            rows = self._query(f"SELECT rowid AS edge, {S.HEAD}, {S.RELATION}, {S.TAIL} FROM kg.triples "
-                               "WHERE rowid IN (SELECT unnest($ids))", {"ids": miss.tolist()})
-            got = np.stack([np.asarray(rows[c], dtype=np.int64) for c in (S.HEAD, S.RELATION, S.TAIL)], axis=1)
-            if len(got) != len(miss):
-                raise IndexError(f"triple index out of range (the KG has {self.num_triples} triples)")
-            keys = np.asarray(rows["edge"], dtype=np.int64)
-            order = np.argsort(keys, kind="stable")
-            keys, got = keys[order], got[order]
-            # the answer comes from the query, not from the cache read again: adding these rows may drop the
-            # older chunks that held this call's other rows (CACHE_MAX), which then read as zeros
-            vals[~found] = got[np.searchsorted(keys, edges[~found])]
-            self._edges.add(keys, got)
-        return vals
+    def _fetch_triples(self, miss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = self._query(f"SELECT rowid AS edge, {S.HEAD}, {S.RELATION}, {S.TAIL} FROM kg.triples "
+                           "WHERE rowid IN (SELECT unnest($ids))", {"ids": miss.tolist()})
+        got = np.stack([np.asarray(rows[c], dtype=np.int64) for c in (S.HEAD, S.RELATION, S.TAIL)], axis=1)
+        if len(got) != len(miss):
+            raise IndexError(f"triple index out of range (the KG has {self.num_triples} triples)")
+        keys = np.asarray(rows["edge"], dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        return keys[order], got[order]
 
     def degree(self, ids: np.ndarray) -> np.ndarray:
         """Undirected whole-KG degree of each id (cached from hops, else one query)."""
-        ids = np.asarray(ids, dtype=np.int64)
         with self._lock:
-            return self._degree(ids)
+            return self._degrees.lookup(np.asarray(ids, dtype=np.int64), self._fetch_degrees)[:, 0].astype(np.int64)
 
-    def _degree(self, ids: np.ndarray) -> np.ndarray:
-        vals, found = self._degrees.get(ids)
-        if not found.all():
-            miss = distinct(ids[~found])
-            if len(miss) <= INLIST_MAX:  # an IN list of literals: pruned per value by the zone maps
-                lit = ", ".join(map(str, miss.tolist()))
-                rows = self._query(f"SELECT node, degree FROM degree WHERE node IN ({lit})")
-            else:
-                rows = self._query("SELECT node, degree FROM degree WHERE node IN (SELECT unnest($ids))",
-                                   {"ids": miss.tolist()})
-            d = dict(zip(rows["node"].tolist(), rows["degree"].tolist()))
-            got = np.array([d.get(i, 0) for i in miss.tolist()], dtype=np.int64).reshape(-1, 1)
-            vals[~found] = got[np.searchsorted(miss, ids[~found])]  # not re-read: see ``_edge_triples``
-            self._degrees.add(miss, got)
-        return vals[:, 0].astype(np.int64)
+    def _fetch_degrees(self, miss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(miss) <= INLIST_MAX:  # an IN list of literals: pruned per value by the zone maps
+            lit = ", ".join(map(str, miss.tolist()))
+            rows = self._query(f"SELECT node, degree FROM degree WHERE node IN ({lit})")
+        else:
+            rows = self._query("SELECT node, degree FROM degree WHERE node IN (SELECT unnest($ids))",
+                               {"ids": miss.tolist()})
+        d = dict(zip(rows["node"].tolist(), rows["degree"].tolist()))
+        return miss, np.array([d.get(i, 0) for i in miss.tolist()], dtype=np.int64).reshape(-1, 1)
 
     def neighbourhood(
         self, seeds: np.ndarray | list[int], hops: int, max_edges: int, relation_priority: np.ndarray | None = None

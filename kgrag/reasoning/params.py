@@ -7,20 +7,17 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kgrag.config.base import ModuleSection
+from kgrag.config.base import ModuleSection, check_module
 from kgrag.registry import BACKENDS, REASONERS, TEXTUALIZERS
 
 
-class GenerateParams(ModuleSection):
+class GenerateParams(ModuleSection, registry=BACKENDS, selector="backend", section="generate"):
     """Generation: ``backend`` picks the LLM backend; its sub-section holds its params."""
 
     model_config = ConfigDict(json_schema_extra={"yaml": (
         "stage generate (Prefect flow, cached shards + LLM call cache)"
     )})
 
-    _registry = BACKENDS
-    _selector = "backend"
-    _section = "generate"
     backend: str = Field("llamacpp", description="llamacpp | openai | vllm | gretriever (a trained G-Retriever "
                          "checkpoint: section gretriever: {checkpoint: data/gretriever/explagraphs-g_retriever}; "
                          "docs/gretriever.md)")
@@ -46,13 +43,11 @@ class GenerateParams(ModuleSection):
 
     @model_validator(mode="after")
     def _known_textualizer(self) -> "GenerateParams":
-        if self.context not in TEXTUALIZERS:
-            raise ValueError(f"context: unknown textualizer {self.context!r}; valid choices: "
-                             f"{', '.join(TEXTUALIZERS.names())}")
+        check_module(TEXTUALIZERS, "context", self.context)
         return self
 
 
-class ReasonParams(ModuleSection):
+class ReasonParams(ModuleSection, registry=REASONERS, selector="method", section="reason"):
     """Reasoning: ``method`` picks how answers are produced (``rank`` = the context's entities scored, the default;
     ``answer`` = one generated reply over the retrieved context, which every backend can serve, also one that
     returns no log-probs; io / cot / cot-sc baselines; graph reasoners); its sub-section holds its params."""
@@ -61,9 +56,6 @@ class ReasonParams(ModuleSection):
         "stage generate: how the answer is produced (`kgrag modules` lists reasoners)"
     )})
 
-    _registry = REASONERS
-    _selector = "method"
-    _section = "reason"
     method: str = Field("rank", description="rank (the context's entities scored as the answer, no generation; "
                         "scores best with small models) | answer (one generated reply over the retrieved context) | "
                         "io | cot | cot-sc (no-KG baselines) | tog | fasttog | agent | explore (graph reasoners)")

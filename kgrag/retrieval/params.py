@@ -36,14 +36,11 @@ class FinetuneParams(Strict):
 
 
 
-class RetrieveParams(ModuleSection):
+class RetrieveParams(ModuleSection, registry=RETRIEVERS, selector="method", section="retrieve"):
     """Retrieval: ``method`` picks the module; its own sub-section holds its params."""
 
     model_config = ConfigDict(json_schema_extra={"yaml": "stage retrieve (Prefect flow, cached shards)"})
 
-    _registry = RETRIEVERS
-    _selector = "method"
-    _section = "retrieve"
     method: str = Field("relpath", description="relpath (beam over relation sequences, ranked by the learnt plan) | "
                         "pcst (G-Retriever) | lego (LEGO-GraphRAG) | khop (whole k-hop / question graph) | none; "
                         "docs/retrieval.md")

@@ -8,7 +8,7 @@ from kgrag.config.base import ModuleSection
 from kgrag.registry import TASK_RUNNERS
 
 
-class ClusterParams(ModuleSection):
+class ClusterParams(ModuleSection, registry=TASK_RUNNERS, selector="task_runner", section="cluster"):
     """Where the retrieve and generate flows run their shard tasks: ``task_runner`` picks the Prefect task
     runner (``local``: one after another in the stage's process; ``dask``: on Dask worker processes); its
     sub-section (``cluster.dask``) holds its params. Outputs and cache keys do not depend on it."""
@@ -18,8 +18,5 @@ class ClusterParams(ModuleSection):
         "not depend on it (docs/cluster.md)"
     )})
 
-    _registry = TASK_RUNNERS
-    _selector = "task_runner"
-    _section = "cluster"
     task_runner: str = Field("local", description="local (one shard after another in the stage's process) | dask "
                              "(Dask workers)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -70,51 +71,41 @@ def _unicode(s: str, i: int, n: int) -> tuple[str, int]:
     return chr(cp), i + n
 
 
-def _iri(s: str, i: int) -> tuple[Term, int]:
-    assert s[i] == "<"
+class _Quoted(NamedTuple):
+    """How the text between an IRI's ``<>`` or a literal's quotes is read: where it ends, its one-character
+    escapes (besides ``\\uXXXX`` and ``\\UXXXXXXXX``, which both take), the characters it refuses, and the
+    messages of a text that does not end, a bad escape (``{kind}``: the character after the backslash) and a
+    refused character (``{c}``); ``{col}`` is the column."""
+
+    close: str
+    escapes: dict[str, str]
+    refused: set[str]
+    unterminated: str
+    bad_escape: str
+    bad_char: str
+
+
+_IRI_TEXT = _Quoted(">", {}, _IRI_BAD, "unterminated IRI", "bad escape in IRI at column {col}",
+                    "character {c!r} not allowed in an IRI (column {col})")
+_LITERAL_TEXT = _Quoted('"', _ESC, {"\n", "\r"}, "unterminated string literal",
+                        "bad escape \\{kind} in literal (column {col})", "raw line break in literal")
+
+
+def _quoted(s: str, i: int, q: _Quoted) -> tuple[str, int]:
+    """The text after the opening delimiter at ``i`` up to ``q.close``, escapes decoded, and the index past it."""
+    close, escapes, refused = q.close, q.escapes, q.refused  # read once: the loop runs per character
     i += 1
     out = []
     while True:
         if i >= len(s):
-            raise NTriplesError("unterminated IRI")
+            raise NTriplesError(q.unterminated)
         c = s[i]
-        if c == ">":
-            break
+        if c == close:
+            return "".join(out), i + 1
         if c == "\\":
             kind = s[i + 1 : i + 2]
-            if kind == "u":
-                ch, i = _unicode(s, i + 2, 4)
-            elif kind == "U":
-                ch, i = _unicode(s, i + 2, 8)
-            else:
-                raise NTriplesError(f"bad escape in IRI at column {i + 1}")
-            out.append(ch)
-            continue
-        if c in _IRI_BAD:
-            raise NTriplesError(f"character {c!r} not allowed in an IRI (column {i + 1})")
-        out.append(c)
-        i += 1
-    iri = "".join(out)
-    if ":" not in iri:
-        raise NTriplesError(f"IRI <{iri}> is not absolute")
-    return Term(("iri", iri, "", "")), i + 1
-
-
-def _literal(s: str, i: int) -> tuple[Term, int]:
-    assert s[i] == '"'
-    i += 1
-    out = []
-    while True:
-        if i >= len(s):
-            raise NTriplesError("unterminated string literal")
-        c = s[i]
-        if c == '"':
-            i += 1
-            break
-        if c == "\\":
-            kind = s[i + 1 : i + 2]
-            if kind in _ESC:
-                out.append(_ESC[kind])
+            if kind in escapes:
+                out.append(escapes[kind])
                 i += 2
             elif kind == "u":
                 ch, i = _unicode(s, i + 2, 4)
@@ -123,12 +114,25 @@ def _literal(s: str, i: int) -> tuple[Term, int]:
                 ch, i = _unicode(s, i + 2, 8)
                 out.append(ch)
             else:
-                raise NTriplesError(f"bad escape \\{kind} in literal (column {i + 1})")
+                raise NTriplesError(q.bad_escape.format(kind=kind, col=i + 1))
             continue
-        if c in "\n\r":
-            raise NTriplesError("raw line break in literal")
+        if c in refused:
+            raise NTriplesError(q.bad_char.format(c=c, col=i + 1))
         out.append(c)
         i += 1
+
+
+def _iri(s: str, i: int) -> tuple[Term, int]:
+    assert s[i] == "<"
+    iri, i = _quoted(s, i, _IRI_TEXT)
+    if ":" not in iri:
+        raise NTriplesError(f"IRI <{iri}> is not absolute")
+    return Term(("iri", iri, "", "")), i
+
+
+def _literal(s: str, i: int) -> tuple[Term, int]:
+    assert s[i] == '"'
+    text, i = _quoted(s, i, _LITERAL_TEXT)
     lang = dtype = ""
     if s.startswith("^^", i):
         if not s.startswith("<", i + 2):
@@ -140,7 +144,7 @@ def _literal(s: str, i: int) -> tuple[Term, int]:
         if not m:
             raise NTriplesError(f"bad language tag (column {i + 1})")
         lang, i = m.group(1).lower(), m.end()
-    return Term(("literal", "".join(out), lang, dtype)), i
+    return Term(("literal", text, lang, dtype)), i
 
 
 def _term(s: str, i: int, where: str, literal_ok: bool = False, bnode_ok: bool = True) -> tuple[Term, int]:

@@ -59,7 +59,7 @@ from kgrag.reasoning.reasoners.policies import Policies, policies_of, ranked
 from kgrag.reasoning.traces import CommunityChoice, FastToGRound, FastToGTrace
 from kgrag.reasoning.reasoners.tog import (
     MAX_OPTIONS, REASON_SYSTEM, _fmt, _triple, example_letters, incident_edges,
-    option_lines, parse_reasoning, prune_request, rel_words, valid_topics,
+    no_topic_entity, option_lines, parse_reasoning, prune_request, rel_words, valid_topics,
 )
 from kgrag.kg.kgview import KGView
 
@@ -664,8 +664,7 @@ def fasttog(*, inp: ReasonInput, params: FastToGParams) -> ReasonGen:
     topics = valid_topics(inp)
     run = _FastToGRun(inp, params, topics)
     if not topics:
-        run.trace["start"] = []
-        return (yield from run.finish("no_topic_entity", 0))
+        return (yield from no_topic_entity(run, "start"))
     run.start(topics)
     done = yield from run.initial_phase()
     if done is not None:

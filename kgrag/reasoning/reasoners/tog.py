@@ -175,6 +175,14 @@ def valid_topics(inp: ReasonInput) -> list[int]:
     return out
 
 
+def no_topic_entity(run: Any, start: str) -> Gen:
+    """The answer of a graph search with no topic entity to start from (``valid_topics`` empty): nothing is
+    explored, the trace's ``start`` key (where ``run`` writes what it starts from) is empty and ``run``'s fallback
+    answers at depth 0 (``stop: no_topic_entity``)."""
+    run.trace[start] = []
+    return (yield from run.finish("no_topic_entity", 0))
+
+
 class Scorer:
     """Relevance of texts to the question by BM25 or sentence-transformer similarity (the LEGO scorers).
 
@@ -377,8 +385,7 @@ def tog(*, inp: ReasonInput, params: ToGParams) -> ReasonGen:
     topics = valid_topics(inp)
     run = _ToGRun(inp, params, topics)
     if not topics:
-        run.trace["topic"] = []
-        return (yield from run.finish("no_topic_entity", 0))
+        return (yield from no_topic_entity(run, "topic"))
     run.start(topics)
     for d in range(1, params.depth + 1):
         rec_d: ToGDepth = {"depth": d}
