@@ -274,6 +274,25 @@ def run(name: str, source: str, *, workdir: Path, per_hop: int, split: str, extr
             "seconds": round(time.time() - t0, 1), "stages": stages, **rows_of(work)}
 
 
+#: each set's KG in bench/planner_dev.py's rows (its leave-one-KG-out weights hold out the KG's family)
+HARNESS_KG = {"metaqa-mixed": "metaqa", "wc2014-p2": "wc2014-p2", "wc2014-c": "wc2014-p2", "pql-2h": "pql-2h",
+              "pql-3h": "pql-3h"}
+
+
+def loko_override(path: Path, row: str, name: str) -> list[str]:
+    """The ``--set`` that gives set ``name`` the weights fitted without its KG: ``relplan.base_weights`` from row
+    ``row`` of a bench/planner_dev.py result (its ``configs[row][kg]["weights"]``, in ``zeroshot.FEATURES``
+    order)."""
+    from kgrag.index.zeroshot import FEATURES
+
+    configs = json.loads(path.read_text())["configs"]
+    if row not in configs:
+        raise SystemExit(f"--loko {path}: no row {row!r} (rows with weights: "
+                         f"{', '.join(k for k, v in configs.items() if 'weights' in next(iter(v.values()), {}))})")
+    w = configs[row][HARNESS_KG[name]]["weights"]
+    return ["relplan.base_weights=" + json.dumps(dict(zip(FEATURES, w)), separators=(",", ":"))]
+
+
 def main() -> None:
     """Run the benchmark."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -287,6 +306,13 @@ def main() -> None:
                     help="stop after retrieve: the first end's Hit@1 and recall, no LLM (dev checks)")
     ap.add_argument("--dev-protocol-only", action="store_true",
                     help="only (re)write the dev_protocol section from reports/bench/planner_dev.json (no set is run)")
+    ap.add_argument("--loko", metavar="PLANNER_DEV_JSON",
+                    help="leave-one-KG-out through the pipeline: each set's relplan.base_weights are the weights "
+                         "fitted on the other KGs' labelled dev questions, read from this bench/planner_dev.py result "
+                         "(row --loko-row); nothing is fitted on the scored KG's questions")
+    ap.add_argument("--loko-row", default="lexical (leave-one-KG-out, smooth fit)",
+                    help="the planner_dev row whose per-KG weights --loko reads (with relplan.wordnet: the row "
+                         "'lexical + WordNet (leave-one-KG-out, smooth fit)')")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     out = Path(args.out)
@@ -305,8 +331,11 @@ def main() -> None:
             key = f"{name}/{source}" + ("" if args.split == "test" else f"/{args.split}") + (
                 "/retrieval" if args.retrieval_only else "")
             print(f"[transfer] {key}", file=sys.stderr, flush=True)
+            if args.loko:
+                key += "/loko"
+            extra = args.extra + (loko_override(Path(args.loko), args.loko_row, name) if args.loko else [])
             result["sets"][key] = run(name, source, workdir=Path(args.workdir), per_hop=args.per_hop,
-                                      split=args.split, extra=args.extra, retrieval_only=args.retrieval_only)
+                                      split=args.split, extra=extra, retrieval_only=args.retrieval_only)
             result["sets"][key]["made_by"] = made_by()  # the row's own stamp (the file merges runs)
             a = result["sets"][key]["all"]
             print(f"[transfer] {key}: {json.dumps(a)}", file=sys.stderr, flush=True)

@@ -12,6 +12,7 @@ from stages._common import params_from_argv, timed
 from kgrag import io, timings
 from kgrag.index.embed import encode
 from kgrag.index.pseudo import fit_for_kg
+from kgrag.index.zeroshot import Weights
 from kgrag.experiment import Experiment, Files, own_graphs_experiment
 from kgrag.index.relplan import PlanModel, cached_vectors, mirror_pairs, question_vectors, train_plan
 from kgrag.kg.heldout import held_out_split
@@ -106,16 +107,19 @@ def main(argv: list[str] | None = None) -> None:
         train_mirrors = pairs if train_kg is kg else None  # train_plan's mirrors: these, unless it walks other graphs
         mirrors = sorted(pairs)
         # source kg: the zero-shot planner's weights fitted on the KG's own pseudo-questions (relplan.pseudo)
-        weights, fit = None, {}
+        # the plan's weights: fitted on the pseudo-questions, else relplan.base_weights, else None (the shipped ones)
+        base = Weights(**p.base_weights) if p.base_weights else None
+        weights, fit = base, {}
         links = _wordnet_links(p.wordnet)
         if source == "kg" and p.pseudo:
             # the index's model embeds the phrases; its entity vectors, where the index stage wrote any, as relpath
             ent = getattr(exp.index, "entity_vectors", None) if own is None else None
             weights, fit = fit_for_kg(kg, encoder, pairs, [q.topic_ids for q in qs], p.pseudo, p.seed,
                                       entity_vectors=ent, over_budget=too_big is not None, own_graphs=own is not None,
-                                      types=p.pseudo_types, prior=p.pseudo_prior, wordnet=links)
+                                      types=p.pseudo_types, prior=p.pseudo_prior, wordnet=links, base=base)
+            weights = weights or base
             log(f"weights fitted on {fit['pseudo_questions']} pseudo-questions of the KG: {fit.get('weights')}"
-                if weights is not None else f"pseudo-questions: {fit['pseudo_note']}")
+                if fit.get("weights") is not None else f"pseudo-questions: {fit['pseudo_note']}")
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
         PlanModel(model=params.index.model, texts=[], hops=np.zeros(0, np.int64), labels=[],
                   vectors=np.zeros((0, 1), np.float32), mirrors=tuple(mirrors),
@@ -125,8 +129,8 @@ def main(argv: list[str] | None = None) -> None:
         if source == "labelled":
             model, stats = train_plan(kg=train_kg, questions=qs, encode=plan_encoder, model=params.index.model, log=log,
                                       mirror_of=train_mirrors)
-            replace(model, wordnet=p.wordnet).save(out, {**stats, "source": source, "note": note, "split": p.split,
-                                                         "seed": p.seed})
+            replace(model, weights=weights, wordnet=p.wordnet).save(
+                out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg" and qs:
             # texts and topics only: no answer, and no declared hop count (the zero-shot planner chooses the length)
             unlabelled = [replace(q, answer_ids=(), answers=(), hops=None) for q in qs]

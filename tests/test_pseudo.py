@@ -208,3 +208,25 @@ class _View:
     def __init__(self, ref) -> None:
         self.heads, self.relations, self.tails = ref.h, ref.r, ref.t
         self.num_entities, self.relation_names = ref.n, ref.relation_names
+
+
+def test_base_weights_are_the_fits_prior_and_must_name_all_eight(kg):
+    """relplan.base_weights: the fit on the KG's pseudo-questions starts from them and, held hard towards them,
+    stays there (the shipped weights otherwise); a params section that does not name all eight weights fails with
+    the missing and unknown names."""
+    from pydantic import ValidationError
+
+    from kgrag.index.params import RelPlanParams
+
+    index = _index(kg)
+    base = zeroshot.Weights(**{f: float(i + 1) for i, f in enumerate(zeroshot.FEATURES)})
+    topics = [kg.ids_of(["Alice"]), kg.ids_of(["Carol"])]
+    held, stats = fit_for_kg(kg, index.encode, mirror_pairs(kg), topics, n=20, seed=0, types=0.0, prior=1e6,
+                             base=base)
+    assert stats["pseudo_questions"] > 0
+    assert np.allclose(held.vector(), base.vector(), atol=0.01), held
+    shipped, _ = fit_for_kg(kg, index.encode, mirror_pairs(kg), topics, n=20, seed=0, types=0.0, prior=1e6)
+    assert np.allclose(shipped.vector(), zeroshot.Weights().vector(), atol=0.01)
+    assert RelPlanParams(base_weights=dict(zip(zeroshot.FEATURES, base.vector().tolist()))).base_weights["ll"] == 1.0
+    with pytest.raises(ValidationError, match=r"missing \['count'.*unknown \['lenght'\]"):
+        RelPlanParams(base_weights={"ll": 1.0, "support": 1.0, "lenght": 1.0})

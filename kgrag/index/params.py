@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from kgrag.config.base import Strict
 
@@ -65,6 +65,24 @@ class RelPlanParams(Strict):
     pseudo_prior: float = Field(0.01, ge=0.0, description="source kg, pseudo > 0: how strongly the fit is held "
                                 "towards the shipped weights (lam on the spread-scaled difference; 0.1 until "
                                 "2026-12-05); 0 = fitted on the KG's pseudo-questions alone, from zero")
+    base_weights: dict[str, float] | None = Field(
+        None, description="the zero-shot planner's 8 weights (ll, support, count, cue, type, length, ends, order) to "
+        "start from: the pseudo-question fit's prior (pseudo > 0), or the plan's weights as given (pseudo 0, source "
+        "labelled); e.g. weights fitted on your other KGs (bench/planner_dev.py's rows carry them), or the leave-one-"
+        "KG-out check of bench/transfer.py --loko. null = the shipped weights (kgrag.index.zeroshot.Weights, fitted on "
+        "the four dev KGs)")
+
+    @field_validator("base_weights")
+    @classmethod
+    def _all_eight(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        from kgrag.index.zeroshot import FEATURES
+
+        if v is not None and set(v) != set(FEATURES):
+            missing, extra = sorted(set(FEATURES) - set(v)), sorted(set(v) - set(FEATURES))
+            raise ValueError(f"base_weights needs the 8 weights {', '.join(FEATURES)}"
+                             + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
+        return v
+
     wordnet: bool = Field(False, description="WordNet's links (synonym, derivation, hypernym, sibling: \"type\" "
                           "for genre, \"acted\" for starred actors) count as word matches in the zero-shot "
                           "planner: in the pseudo-question fit, and, written into the plan (plan.json wordnet), in "

@@ -276,8 +276,8 @@ def fit_smooth(groups: Sequence[tuple[float, Sequence[tuple[np.ndarray, np.ndarr
 def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vecs: zeroshot.PhraseVectors,
                 entity_vectors: Callable[[np.ndarray], np.ndarray] | None, keep: Sequence[str] = KEEP,
                 prior: float = PRIOR_LAM, relation_aliases: Sequence | None = None,
-                end_types: Callable | None = None, wordnet: "wn.Matcher | None" = None
-                ) -> tuple[zeroshot.Weights, dict]:
+                end_types: Callable | None = None, wordnet: "wn.Matcher | None" = None,
+                base: zeroshot.Weights | None = None) -> tuple[zeroshot.Weights, dict]:
     """The planner's weights fitted on ``pseudos`` (:func:`fit_smooth`, rounded to :data:`DECIMALS`; the features
     in ``keep`` at their shipped weights; ``prior`` > 0: from and towards the shipped weights with that lam, 0: from
     zero with :data:`LAMBDA`, the KG's pseudo-questions alone), and what the fit saw: pseudo-questions, their
@@ -285,14 +285,15 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
     (in-sample: how far the fit moved, not a held-out figure). ``relation_aliases``: the relations' other names, read
     as :func:`kgrag.index.zeroshot.features` reads them in relpath; ``end_types``: the answer type from relations'
     range samples, as relpath's default reads it on a large KG (:func:`kgrag.index.answer_types.range_types`);
-    ``wordnet``: WordNet's links as word matches (``relplan.wordnet``), as relpath reads them with the plan."""
+    ``wordnet``: WordNet's links as word matches (``relplan.wordnet``), as relpath reads them with the plan;
+    ``base``: the weights in place of the shipped ones (``relplan.base_weights``)."""
     rows = []
     for q in pseudos:
         f = zeroshot.features(question=q.text, topic_names=q.topic_names, seqs=q.seqs, ends=q.ends,
                               relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors,
                               relation_aliases=relation_aliases, end_types=end_types, wordnet=wordnet)
         rows.append((f, q.p))
-    shipped = zeroshot.Weights()
+    shipped = base or zeroshot.Weights()
     w = np.round(fit_smooth([(1.0, rows)], lam=prior if prior > 0 else LAMBDA,
                             fixed={zeroshot.FEATURES.index(k): getattr(shipped, k) for k in keep},
                             prior=shipped.vector() if prior > 0 else None), DECIMALS)
@@ -304,7 +305,7 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
     stats = {"pseudo_questions": len(pseudos),
              "pseudo_by_hops": {str(k): sum(len(q.walk) == k for q in pseudos)
                                 for k in sorted({len(q.walk) for q in pseudos})},
-             "pseudo_score_shipped": first(zeroshot.Weights().vector()), "pseudo_score_fitted": first(w),
+             "pseudo_score_shipped": first(shipped.vector()), "pseudo_score_fitted": first(w),
              "weights": dict(zip(zeroshot.FEATURES, w.tolist()))}
     return weights, stats
 
@@ -335,7 +336,7 @@ def wordnet_type_nouns(means: dict[Step, np.ndarray], relation_names: Sequence[s
 def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pairs: dict[str, str],
                topic_sets: Sequence[Sequence[int]], n: int, seed: int = 0, *, entity_vectors: np.ndarray | None = None,
                over_budget: bool = False, own_graphs: bool = False, types: float = TYPE_SHARE,
-               prior: float = PRIOR_LAM, wordnet: "wn.Matcher | None" = None
+               prior: float = PRIOR_LAM, wordnet: "wn.Matcher | None" = None, base: zeroshot.Weights | None = None
                ) -> tuple[zeroshot.Weights | None, dict]:
     """The zero-shot planner's weights fitted on ``n`` pseudo-questions of ``kg`` (the relplan stage's ``source:
     kg``), and what the fit saw (:func:`fit_weights`). ``encode`` embeds relation phrases and question texts (the
@@ -345,14 +346,15 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
     (:func:`~kgrag.index.relplan.mirror_pairs`) and walk their relations back; they start from ``topic_sets``
     (the held-out questions' linked topics; where none links, a seeded sample of the KG's entities, ten for each
     pseudo-question). A ``types`` share of them is worded by its answer type (:func:`type_wording`, where the
-    entity vectors and WordNet's nouns are there); ``prior``, ``wordnet``: :func:`fit_weights`'. No answer is read.
+    entity vectors and WordNet's nouns are there); ``prior``, ``wordnet``, ``base``: :func:`fit_weights`'. No answer
+    is read.
 
     None are drawn (the shipped weights, and a note that says why) for a KG ``over_budget`` (the walks read the
     whole adjacency in memory) or for questions that bring their ``own_graphs`` (the walks would cross the
     evaluated KG, not the graphs they are asked on)."""
     if over_budget or own_graphs:
         why = "the KG is over the memory budget" if over_budget else "the questions bring their own graphs"
-        return None, {"pseudo_questions": 0, "pseudo_note": f"not drawn: {why}; the shipped weights"}
+        return None, {"pseudo_questions": 0, "pseudo_note": f"not drawn: {why}; the base weights"}
     skip, back = mirror_ids(kg.relation_names, pairs)
     adj = adjacency(kg, skip)
     sets = [t for t in topic_sets if any(x is not None for x in t)]
@@ -361,7 +363,7 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
         sets = [[int(x)] for x in rng.choice(kg.num_entities, size=min(10 * n, kg.num_entities), replace=False)]
     drawn = draw(adj, sets, kg.names, kg.relation_names, n, seed=seed, back=back)
     if not drawn:
-        return None, {"pseudo_questions": 0, "pseudo_note": "no walk of 1-3 steps found; the shipped weights"}
+        return None, {"pseudo_questions": 0, "pseudo_note": "no walk of 1-3 steps found; the base weights"}
     ent = entity_vectors
     vecs = zeroshot.PhraseVectors(encode)
     nouns, note = vocabulary_nouns(kg, vecs, ent) if types > 0 else (None, "typed wording: off (pseudo_types 0)")
@@ -371,5 +373,6 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
     weights, stats = fit_weights(drawn, relation_names=kg.relation_names, vecs=vecs,
                                  entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
                                  relation_aliases=getattr(kg, "relation_aliases", None),
-                                 end_types=answer_types.range_types(kg, ent, "auto"), prior=prior, wordnet=wordnet)
+                                 end_types=answer_types.range_types(kg, ent, "auto"), prior=prior, wordnet=wordnet,
+                                 base=base)
     return weights, {**stats, "pseudo_typed": typed_n, "pseudo_types_note": note}
