@@ -42,15 +42,16 @@ def zero_shot_labeller(kg, index, folder, questions=()):
 
 
 def _wordnet_links(on: bool):
-    """relplan.wordnet's matcher (None when off); its missing files stop the stage with the fix."""
+    """relplan.wordnet's matcher and a note: (None, "") when off; (None, why) where WordNet's files are missing:
+    the plan then matches words without them, and plan.json ``wordnet_note`` says so."""
     if not on:
-        return None
+        return None, ""
     from kgrag.index.zeroshot import default_wordnet_matcher
 
     try:
-        return default_wordnet_matcher()
+        return default_wordnet_matcher(), ""
     except FileNotFoundError as e:
-        raise SystemExit(f"relplan.wordnet: {e}\nOr: relplan.wordnet: false.") from None
+        return None, f"relplan.wordnet: off for this plan: {e}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,7 +111,9 @@ def main(argv: list[str] | None = None) -> None:
         # the plan's weights: fitted on the pseudo-questions, else relplan.base_weights, else None (the shipped ones)
         base = Weights(**p.base_weights) if p.base_weights else None
         weights, fit = base, {}
-        links = _wordnet_links(p.wordnet)
+        links, links_note = _wordnet_links(p.wordnet)
+        if links_note:
+            log(links_note)
         if source == "kg" and p.pseudo:
             # the index's model embeds the phrases; its entity vectors, where the index stage wrote any, as relpath
             ent = getattr(exp.index, "entity_vectors", None) if own is None else None
@@ -120,17 +123,19 @@ def main(argv: list[str] | None = None) -> None:
             weights = weights or base
             log(f"weights fitted on {fit['pseudo_questions']} pseudo-questions of the KG: {fit.get('weights')}"
                 if fit.get("weights") is not None else f"pseudo-questions: {fit['pseudo_note']}")
+        if links_note:  # plan.json says why the plan matches words without WordNet
+            fit = {**fit, "wordnet_note": links_note}
         # the KG's mirrored relations alone: the plan of source none, and the walk of the kg labeller
         PlanModel(model=params.index.model, texts=[], hops=np.zeros(0, np.int64), labels=[],
                   vectors=np.zeros((0, 1), np.float32), mirrors=tuple(mirrors),
-                  mirror_of=tuple(sorted(pairs.items())), weights=weights, wordnet=p.wordnet).save(
+                  mirror_of=tuple(sorted(pairs.items())), weights=weights, wordnet=links is not None).save(
             out, {"source": "none", "note": note, "labelled": 0, "mirrored_relations": mirrors, **fit})
         stats: dict = {"mirrored_relations": mirrors, "labelled": 0, **fit}
         if source == "labelled":
             model, stats = train_plan(kg=train_kg, questions=qs, encode=plan_encoder, model=params.index.model, log=log,
                                       mirror_of=train_mirrors)
-            replace(model, weights=weights, wordnet=p.wordnet).save(
-                out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
+            replace(model, weights=weights, wordnet=links is not None).save(
+                out, {**stats, **fit, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg" and qs:
             # texts and topics only: no answer, and no declared hop count (the zero-shot planner chooses the length)
             unlabelled = [replace(q, answer_ids=(), answers=(), hops=None) for q in qs]
@@ -139,8 +144,8 @@ def main(argv: list[str] | None = None) -> None:
                                       mirror_of=train_mirrors)
             note = f"{note}: texts only, labelled by the zero-shot planner"
             stats = {**stats, **fit}
-            replace(model, weights=weights, wordnet=p.wordnet).save(out, {**stats, "source": source, "note": note, "split": p.split,
-                                                       "seed": p.seed})
+            replace(model, weights=weights, wordnet=links is not None).save(
+                out, {**stats, "source": source, "note": note, "split": p.split, "seed": p.seed})
         elif source == "kg":
             PlanModel.load(out).save(out, {"source": source, "note": f"{note}: the zero-shot planner alone",
                                            "labelled": 0, "mirrored_relations": mirrors, **fit})

@@ -146,3 +146,20 @@ def test_a_plan_fitted_with_wordnet_ranks_with_it_in_relpath(wn, tmp_path):
 
     assert picked(True) == ["has_genre"]
     assert picked(False) != ["has_genre"]
+
+
+def test_relplan_without_wordnets_files_plans_without_them_and_says_why(monkeypatch):
+    """relplan.wordnet is on by default; where WordNet's files are missing the stage plans without its links (the
+    plan's wordnet false) and its note names where it looked, rather than stopping."""
+    from stages import relplan as R
+
+    monkeypatch.setattr(W, "find", lambda: None)
+    W.load.cache_clear()
+    Z.default_wordnet_matcher.cache_clear()
+    try:
+        links, note = R._wordnet_links(True)
+        assert links is None and "WordNet's files" in note and "Looked in" in note
+        assert R._wordnet_links(False) == (None, "")
+    finally:
+        W.load.cache_clear()
+        Z.default_wordnet_matcher.cache_clear()

@@ -63,7 +63,7 @@ class RelPlanParams(Strict):
                                 "the relation's range, not echoing its name), as people name what they ask for; 0 = "
                                 "every one worded from the relation names")
     pseudo_prior: float = Field(0.01, ge=0.0, description="source kg, pseudo > 0: how strongly the fit is held "
-                                "towards the shipped weights (lam on the spread-scaled difference; 0.1 until "
+                                "towards the shipped weights or base_weights (lam on the spread-scaled difference; 0.1 until "
                                 "2026-12-05); 0 = fitted on the KG's pseudo-questions alone, from zero")
     base_weights: dict[str, float] | None = Field(
         None, description="the zero-shot planner's 8 weights (ll, support, count, cue, type, length, ends, order) to "
@@ -83,11 +83,13 @@ class RelPlanParams(Strict):
                              + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
         return v
 
-    wordnet: bool = Field(False, description="WordNet's links (synonym, derivation, hypernym, sibling: \"type\" "
+    wordnet: bool = Field(True, description="WordNet's links (synonym, derivation, hypernym, sibling: \"type\" "
                           "for genre, \"acted\" for starred actors) count as word matches in the zero-shot "
                           "planner: in the pseudo-question fit, and, written into the plan (plan.json wordnet), in "
                           "relpath's ranking with this plan (kgrag/index/wordnet.py; the wordnet extra, which make "
-                          "repro installs). Off by default: docs/retrieval.md has the dev figures")
+                          "repro installs; without its files the plan matches without them and plan.json "
+                          "wordnet_note says why). On since 2026-12-05 (docs/retrieval.md has the dev figures); "
+                          "false = words matched by stems and MiniLM alone")
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "
