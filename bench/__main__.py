@@ -2,20 +2,30 @@
 ``run`` stamp, ``bench/_machine.py``), and this re-makes a result from that command.
 
     python -m bench                          # every result: its commit, its command (or why it has none)
-    python -m bench rerun retrieve scale     # re-run the commands stamped in retrieve.json and scale.json
+    python -m bench rerun retrieve scale     # re-run the commands in retrieve.json and scale.json
     python -m bench rerun --group make       # the results `make bench` re-makes (GROUPS below)
-    python -m bench rerun --all --dry-run    # what re-making every stamped result would run
+    python -m bench rerun --all --dry-run    # what re-making every result with a command would run
 
 The benches are modules of this package, run from the repository root (``python -m bench.retrieve``); a result
 stamped when they ran as files (``python bench/retrieve.py ...``) is re-run as a module (:func:`bench_argv`).
 
-A result made before results were stamped (2026-11-29, b83881e) has no command: ``python -m bench`` says so, and
-``rerun`` runs the one ``UNSTAMPED`` knows (the old Makefile list) or refuses it with the commit that recorded it
-(its message and the docs name the command). A stamped command
-whose ``--out`` named another file (a trial written to /tmp, then copied in) is re-run with ``--out`` set to the
-committed file, and says so. A file that merges several runs (``earlier_runs``: one size or set each) is re-made by
-each of their commands, earliest first. Commands run from the repository root, one after another (two cores: never two timed
-runs at once), and the first that fails stops the run with its exit status.
+*Stamped* and *recovered* commands. A result written since 2026-12-01 (b83881e) was stamped by the run itself:
+``run.commit`` is the commit it ran at and ``run.command`` its command line. A result made before then was not;
+its ``run.committed_in`` is the commit that recorded the file, and on 2026-12-05 its command and the commit whose
+code made it were *recovered* from the evidence (committed_in's message, the docs and the bench's argparse of that
+time, the JSON's own fields): such a ``run`` also carries ``command_source`` (where the command was read, how sure)
+and, where a sample was re-run at that commit, ``verified``. A recovered command is what made the numbers as far
+as that evidence goes, not a record the run wrote; ``python -m bench`` marks it ``[recovered]``. A few could not be
+recovered (a file joined by hand from runs on different code, a flag recorded nowhere): their ``command`` is null,
+``command_source`` says why, ``python -m bench`` says so, and ``rerun`` refuses them, or runs the one command
+``UNSTAMPED`` knows that re-makes the result at HEAD though it did not make the committed file, and says so.
+
+``rerun`` runs every command at HEAD, so a re-made result measures today's code: numbers can differ from the
+committed file's even for a stamped command, and for a recovered one it says so before it runs. A command whose
+``--out`` named another file (a trial written to /tmp, then copied in) is re-run with ``--out`` set to the
+committed file, and says so. A file that merges several runs (``earlier_runs``: one size or set each) is re-made
+by each of their commands, earliest first. Commands run from the repository root, one after another (two cores:
+never two timed runs at once), and the first that fails stops the run with its exit status.
 """
 
 from __future__ import annotations
@@ -37,16 +47,10 @@ GROUPS = {
     "scale": ["scale", "dag_scale", "ingest_scale", "relplan_scale", "relpath_hubs", "relpath_hubs_duckdb"],
     "planner": ["planner_dev", "planner_pseudo", "transfer"],
 }
-#: the command of a result made before results were stamped, where one is known (the Makefile's `bench` list
-#: until 2026-12-04); a re-made result carries its stamp from then on
+#: a command that re-makes a result at HEAD where the command that made the committed file could not be recovered
+#: (its ``run.command`` is null: ``command_source`` says why); ``rerun`` says that it did not make the file
 UNSTAMPED = {
-    "retrieve": "python -m bench.retrieve", "lego": "python -m bench.lego", "constrain": "python -m bench.constrain",
-    "reasoners": "python -m bench.reasoners", "scale": "python -m bench.scale",
-    "retrieval_frontier": "python -m bench.retrieval_frontier", "inference": "python -m bench.inference",
-    "linking": "python -m bench.linking --split test --questions 500",
     "relplan_scale": "python -m bench.relplan_scale",
-    "generalize": "python -m bench.generalize --split test --per-hop 100 --config default= "
-                  "--config oracle=retrieve.oracle_hops=true",
 }
 
 
@@ -78,14 +82,23 @@ def results(reports: Path = REPORTS) -> dict[str, dict]:
     return out
 
 
+def runs_of(run: dict) -> list[dict]:
+    """The stamps of the runs that wrote into a result, earliest first (a merged file's ``earlier_runs``, then
+    ``run``), each command once (its latest stamp)."""
+    stamps = [*run.get("earlier", []), run]
+    by_command = {s.get("command"): s for s in stamps if s.get("command")}
+    return list(by_command.values()) or [run]
+
+
 def commands_for(name: str, run: dict, reports: Path = REPORTS, root: Path = ROOT) -> list[list[str]]:
-    """The argvs that re-make result ``name``: the stamped commands of the runs that wrote into it, earliest first
+    """The argvs that re-make result ``name``: the commands of the runs that wrote into it, earliest first
     (a merged file: each size or set its own run), each once."""
-    stamps = [e.get("command") for e in run.get("earlier", [])] + [run.get("command")]
-    cmds = list(dict.fromkeys(c for c in stamps if c))
-    if not cmds:
-        return [command_for(name, run, reports, root)]
-    return [command_for(name, {**run, "command": c}, reports, root) for c in cmds]
+    return [command_for(name, s, reports, root) for s in runs_of(run)]
+
+
+def recovered(stamp: dict) -> bool:
+    """Whether a run's command was recovered afterwards (``command_source``), not stamped by the run itself."""
+    return bool(stamp.get("command") and stamp.get("command_source"))
 
 
 def command_for(name: str, run: dict, reports: Path = REPORTS, root: Path = ROOT) -> list[str]:
@@ -94,8 +107,10 @@ def command_for(name: str, run: dict, reports: Path = REPORTS, root: Path = ROOT
     cmd = run.get("command") or UNSTAMPED.get(name)
     if not cmd:
         made = run.get("committed_in") or run.get("commit") or "unknown"
-        raise ValueError(f"{name}: no command stamped (made before results were stamped; recorded in commit "
-                         f"{made[:12]}: its message and docs/benchmarks.md name the command)")
+        why = ("its run.command_source says why" if run.get("command_source")
+               else "its message and docs/benchmarks.md name the command")
+        raise ValueError(f"{name}: no command (made before results were stamped, and not recovered; recorded in "
+                         f"commit {made[:12]}: {why})")
     argv = bench_argv(cmd)
     if argv is None:
         raise ValueError(f"{name}: the stamped command {cmd!r} is not a bench script (it ran elsewhere, e.g. in a "
@@ -111,21 +126,42 @@ def command_for(name: str, run: dict, reports: Path = REPORTS, root: Path = ROOT
     return argv
 
 
+def caveat(name: str, stamp: dict) -> str | None:
+    """What to say before re-running a command that the committed file does not vouch for, or None."""
+    if recovered(stamp):
+        return (f"{name}: recovered command (run.command_source), not stamped by the run; it made the committed "
+                f"numbers at {(stamp.get('commit') or '?')[:10]}, and runs now at HEAD: numbers can differ")
+    if not stamp.get("command") and name in UNSTAMPED:
+        return (f"{name}: no command made the committed file as it is (run.command_source); this re-makes it at "
+                "HEAD with the bench's own command")
+    return None
+
+
+def label(run: dict) -> str:
+    """A result's command as ``python -m bench`` lists it."""
+    if not run.get("command"):
+        if run.get("command_source"):
+            return "(no command: not recovered, see run.command_source)"
+        return "(no command: " + (run.get("note") or "not stamped").split(":")[0] + ")"
+    earlier = len(runs_of(run)) - 1
+    return (run["command"] + (f"  (+{earlier} earlier run{'s' if earlier > 1 else ''})" if earlier > 0 else "")
+            + ("  [recovered]" if recovered(run) else ""))
+
+
 def main(argv: list[str] | None = None, reports: Path = REPORTS, root: Path = ROOT) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd")
     sub.add_parser("list", help="every committed result, its commit and command (the default)")
-    rr = sub.add_parser("rerun", help="re-make results from their stamped commands")
+    rr = sub.add_parser("rerun", help="re-make results from their commands (at HEAD)")
     rr.add_argument("names", nargs="*", help="result names (file stems under reports/bench)")
     rr.add_argument("--group", choices=sorted(GROUPS), help="a named group of results")
-    rr.add_argument("--all", action="store_true", help="every result with a stamped command")
+    rr.add_argument("--all", action="store_true", help="every result with a command (stamped or recovered)")
     rr.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = ap.parse_args(argv)
     have = results(reports)
     if args.cmd in (None, "list"):
         for name, run in have.items():
-            cmd = run.get("command") or "(no command: " + (run.get("note") or "not stamped").split(":")[0] + ")"
-            print(f"{name:40s} {(run.get('commit') or run.get('committed_in') or '-')[:10]:10s} {cmd}")
+            print(f"{name:40s} {(run.get('commit') or run.get('committed_in') or '-')[:10]:10s} {label(run)}")
         return 0
     names = list(args.names) + GROUPS.get(args.group or "", [])
     if args.all:
@@ -136,11 +172,13 @@ def main(argv: list[str] | None = None, reports: Path = REPORTS, root: Path = RO
               f"choices: {', '.join(have)}", file=sys.stderr)
         return 2
     try:
-        plan = [(n, c) for n in dict.fromkeys(names) for c in commands_for(n, have[n], reports, root)]
+        plan = [(n, s, command_for(n, s, reports, root)) for n in dict.fromkeys(names) for s in runs_of(have[n])]
     except ValueError as e:
         print(f"bench rerun: {e}", file=sys.stderr)
         return 2
-    for name, cmd in plan:
+    for name, stamp, cmd in plan:
+        if note := caveat(name, stamp):
+            print(f"[bench] {note}", file=sys.stderr)
         print(f"[bench] {name}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
         if not args.dry_run:
             rc = subprocess.run(cmd, cwd=root).returncode

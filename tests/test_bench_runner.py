@@ -77,3 +77,38 @@ def test_a_command_stamped_when_the_benches_ran_as_files_is_re_run_as_a_module(t
     assert doc["sizes"] == ["7"]
     assert doc["run"]["command"] == "python -m bench.tiny --size 7 --out reports/bench/tiny.json"  # stamped anew
     assert runner.main(["rerun", "stage"], reports=reports, root=root) == 2
+
+
+def test_a_recovered_command_is_marked_in_the_list_and_re_run_at_head_with_a_caveat(tmp_path, capsys):
+    """A result made before stamping whose command was recovered afterwards (``command_source``) is listed with it,
+    marked ``[recovered]``; ``rerun`` runs it (and a merged file's recovered earlier runs, earliest first) and says
+    first that it runs at HEAD, not at the commit that made the numbers. One that could not be recovered is listed
+    as such and refused, unless ``UNSTAMPED`` knows a command that re-makes it (said too)."""
+    root = _repo(tmp_path)
+    reports = root / "reports" / "bench"
+    src = "recovered 2026-12-05 from committed_in's message"
+    (reports / "tiny.json").write_text(json.dumps({
+        "run": {"command": "python -m bench.tiny --size 2 --out reports/bench/tiny.json", "commit": "a" * 40,
+                "committed_in": "b" * 40, "command_source": src},
+        "earlier_runs": [{"command": "python -m bench.tiny --size 1 --out reports/bench/tiny.json",
+                          "commit": "c" * 40, "command_source": src}]}))
+    (reports / "lost.json").write_text(json.dumps({"run": {
+        "command": None, "commit": None, "committed_in": "d" * 40, "command_source": "not recovered: ..."}}))
+    assert runner.main(["list"], reports=reports, root=root) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(x.startswith("tiny ") and "--size 2" in x and "[recovered]" in x and "+1 earlier run" in x for x in out)
+    assert any(x.startswith("lost ") and "not recovered" in x for x in out)
+    assert runner.main(["rerun", "tiny"], reports=reports, root=root) == 0
+    err = capsys.readouterr().err
+    assert err.count("recovered command") == 2 and "at HEAD" in err and "cccccccccc" in err and "aaaaaaaaaa" in err
+    assert json.loads((reports / "tiny.json").read_text())["sizes"] == ["1", "2"]
+    assert runner.main(["rerun", "lost"], reports=reports, root=root) == 2
+    assert "not recovered" in capsys.readouterr().err
+
+
+def test_no_unstamped_fallback_shadows_a_result_that_has_a_command():
+    """``UNSTAMPED`` holds only results that have no command of their own: a command recovered or stamped in the
+    file is the one re-run (the old list's linking command no longer parsed with the bench's flags)."""
+    have = runner.results()
+    for name in runner.UNSTAMPED:
+        assert name in have and not have[name].get("command"), name
