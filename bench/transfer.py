@@ -62,10 +62,18 @@ PLANNER_DEV = ROOT / "reports" / "bench" / "planner_dev.json"
 #: prior there is the other KGs' smooth fit, as the shipped weights are to a new KG
 TYPED = PLANNER_DEV.parent / "planner_pseudo_types.json"
 TYPED_ROWS = (
-    ("leave-one-KG-out, relplan's default fit (this KG's pseudo-questions, half typed, towards the other KGs' "
-     "weights, lam 0.01)", "lexical (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
+    ("leave-one-KG-out, relplan's fit with the plain matcher (relplan.wordnet false; this KG's pseudo-questions, "
+     "half typed, towards the other KGs' weights, lam 0.01)", "lexical (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
     ("this KG alone (its pseudo-questions, half typed, no prior: relplan.pseudo_prior 0)",
      "lexical (smooth fit on this KG's pseudo-questions)"),
+)
+
+#: the same fit with WordNet's links in every feature row (``relplan.wordnet``, the default since 2026-12-05: the
+#: commands above with ``--wordnet``, seeds 0-1: planner_wordnet_typed.json, ..._seed1)
+WORDNET_TYPED = PLANNER_DEV.parent / "planner_wordnet_typed.json"
+WORDNET_ROWS = (
+    ("leave-one-KG-out, relplan's default fit with WordNet's links (relplan.wordnet, the default since 2026-12-05)",
+     "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
 )
 
 
@@ -91,8 +99,9 @@ def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
         rows.setdefault(kg, {})[f"leave-one-KG-out, coordinate search, mean of {r['seeds']} seeds"] = {
             "all": r["all_mean"], "paraphrase": r["paraphrase_mean"]}
     typed = sorted(path.parent.glob(f"{TYPED.stem}*.json"))
-    for label, key in TYPED_ROWS:
-        runs = [json.loads(f.read_text())["configs"].get(key, {}) for f in typed]
+    linked = sorted(path.parent.glob(f"{WORDNET_TYPED.stem}*.json"))
+    for label, key, files in [(lb, k, typed) for lb, k in TYPED_ROWS] + [(lb, k, linked) for lb, k in WORDNET_ROWS]:
+        runs = [json.loads(f.read_text())["configs"].get(key, {}) for f in files]
         for kg in sorted(runs[0] if runs else {}):
             v = [r[kg] for r in runs if kg in r]
             para = [x["paraphrase"] for x in v if x["paraphrase"] is not None]
@@ -100,8 +109,7 @@ def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
                 "all": round(sum(x["all"] for x in v) / len(v), 4), "all_min": min(x["all"] for x in v),
                 "paraphrase": round(sum(para) / len(para), 4) if para else None,
                 "paraphrase_questions": v[0]["paraphrase_questions"], "questions": v[0]["questions"]}
-    return {"source": "reports/bench/planner_dev.json" + (", " + ", ".join(f"reports/bench/{f.name}" for f in typed)
-                                                          if typed else ""),
+    return {"source": "reports/bench/planner_dev.json" + "".join(f", reports/bench/{f.name}" for f in typed + linked),
             "made_by": pd.get("run"), "metric": pd.get("metric"), "kgs": rows}
 
 

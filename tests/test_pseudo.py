@@ -230,3 +230,28 @@ def test_base_weights_are_the_fits_prior_and_must_name_all_eight(kg):
     assert RelPlanParams(base_weights=dict(zip(zeroshot.FEATURES, base.vector().tolist()))).base_weights["ll"] == 1.0
     with pytest.raises(ValidationError, match=r"missing \['count'.*unknown \['lenght'\]"):
         RelPlanParams(base_weights={"ll": 1.0, "support": 1.0, "lenght": 1.0})
+
+
+def test_rescore_reads_every_kept_length_beside_the_others(tmp_path):
+    """relpath.rescore: "what is the teams of Roger 's nationality ?" names a relation (teams) that none of the
+    first hop's candidates has, so beside them alone the one-step walk pays no mention count; with weights that
+    reward walking what is mentioned (count) and cost length, the per-hop scores keep the one step, and scoring
+    every kept sequence together (as the dev harness does) walks both."""
+    edges = [("Roger", "nationality", "France"), ("France", "teams", "Les Bleus"), ("Roger", "profession", "Actor"),
+             ("Spain", "teams", "La Roja"), ("Ana", "nationality", "Spain"), ("France", "capital", "Paris")]
+    write_duckdb(tmp_path / "kg.duckdb", tiny_tables(edges))
+    small = KGStore(tmp_path / "kg.duckdb")
+    index = _index(small)
+    q = Question(question_id="q", text="what is the teams of Roger 's nationality ?", topic_ids=small.ids_of(["Roger"]))
+    weights = zeroshot.Weights(**{f: 0.0 for f in zeroshot.FEATURES} | {"count": 4.4, "length": -2.0})
+    PlanModel(model=MODEL, texts=[], hops=np.zeros(0, np.int64), labels=[], vectors=np.zeros((0, 1), np.float32),
+              weights=weights).save(tmp_path / "plan")
+
+    def walked(rescore: bool) -> list[str]:
+        p = RelPathParams(plan=str(tmp_path / "plan"), paths=1, max_hops=2, fallback=None, rescore=rescore)
+        sub = retrieve_relpath(question=q, query_vec=index.encode([q.text])[0], kg=small, index=index, params=p,
+                               hops=0, max_edges=0)
+        return sub.trace["relations"][0]
+
+    assert walked(False) == ["nationality"]
+    assert walked(True) == ["nationality", "teams"]

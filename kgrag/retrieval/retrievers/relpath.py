@@ -83,6 +83,11 @@ class RelPathParams(BaseModel):
         "of the question and the sequence's relation names")
     lexicon_weight: float = Field(1.0, ge=0.0, description="base lexical: weight of the plan's lexicon (what "
                                   "labelled questions say about each relation's wording) in the word likelihood")
+    rescore: bool = Field(False, description="base lexical: the final choice across lengths re-scores every kept "
+                          "sequence in one call (as bench/planner_dev.py scores a question's sequences together), "
+                          "instead of reading each one's score from its own hop, where the planner's mention count and "
+                          "order were read beside that hop's candidates alone (docs/retrieval.md, leave-one-KG-out "
+                          "through the pipeline)")
     fill_graph: bool = Field(True, description="a question with its own graph (RoG-style per-question graphs): "
                              "after the chosen sequences' triples, the rest of the graph in graph_order (then the triples the "
                              "topics do not reach) up to graph_max_triples, so that answers the plan misses stay in the "
@@ -401,7 +406,12 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         # topic that only reaches itself (a self-loop: a recording of a recording of X) is answered by itself
         return fallback("no relation sequence from the topic entities to another node")
     order = sorted(kept)
-    final = np.asarray([base[x] for x in order], dtype=np.float64)
+    if params.rescore and params.base == "lexical" and len(order) > 1:
+        # every kept sequence's base score again, in one call: each length's was read beside that hop's candidates
+        # alone, and the planner's mention count and order feature depend on the candidates beside it
+        final = np.asarray(base_scores(order, [arrays.unique(kept[x][-1][2]) for x in order]), dtype=np.float64)
+    else:
+        final = np.asarray([base[x] for x in order], dtype=np.float64)
     if plan.whole:
         final = final + params.plan_weight * np.asarray([plan.whole.get(_named(kg, x), 0.0) for x in order])
     chosen = [order[i] for i in ranking.top_k(ranking.rounded(final), params.paths, decimals=ranking.COSINE_DECIMALS)]
