@@ -33,6 +33,10 @@ part is never read); MetaQA's dev check is ``bench/generalize.py --split dev``.
     python -m bench.transfer                                # every set, sources kg and labelled (~1.5 h)
     python -m bench.transfer --sets wc2014-p2 --sources none kg labelled
     python -m bench.transfer --dev-protocol-only          # copy planner_dev.json's leave-one-KG-out rows in
+    python -m bench.transfer --split dev --sources kg --retrieval-only --loko reports/bench/planner_pseudo_types.json \
+        --set relplan.wordnet=false                       # leave-one-KG-out through the pipeline (relplan.base_weights)
+
+``--retrieval-only`` rows also give the set's *paraphrase subset* (:func:`paraphrase_flags`).
 """
 
 from __future__ import annotations
