@@ -44,6 +44,7 @@ ALLOWED = {
     ("bench/relpath_hubs.py", "KGStore"),  # a synthetic KG of a given size, relpath with hub sampling on and off
     ("bench/relplan_labels.py", "KGStore"),  # stores an IRN release's tables (dev only) to time relplan's labels
     ("bench/linking.py", "DuckKGStore"),  # linking time on a synthetic DuckDB store, outside any experiment
+    ("bench/transfer.py", "KGStore"),  # the paraphrase subset's gold paths: a work copy's KG walked after its run
 }
 
 

@@ -406,14 +406,7 @@ def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, h
         # topic that only reaches itself (a self-loop: a recording of a recording of X) is answered by itself
         return fallback("no relation sequence from the topic entities to another node")
     order = sorted(kept)
-    if params.rescore and params.base == "lexical" and len(order) > 1:
-        # every kept sequence's base score again, in one call: each length's was read beside that hop's candidates
-        # alone, and the planner's mention count and order feature depend on the candidates beside it
-        final = np.asarray(base_scores(order, [arrays.unique(kept[x][-1][2]) for x in order]), dtype=np.float64)
-    else:
-        final = np.asarray([base[x] for x in order], dtype=np.float64)
-    if plan.whole:
-        final = final + params.plan_weight * np.asarray([plan.whole.get(_named(kg, x), 0.0) for x in order])
+    final = _final_scores(order, kept, base, base_scores, params, plan, kg)
     chosen = [order[i] for i in ranking.top_k(ranking.rounded(final), params.paths, decimals=ranking.COSINE_DECIMALS)]
     picked = [(kept[x], None) for x in chosen]  # (steps, ends override)
     seqs = [(x,) for x in chosen]  # each picked walk's sequences: one, or a pair that meets
@@ -502,6 +495,20 @@ def _plan_for(question, kg, index, params: RelPathParams, declared: int | None, 
     return _QuestionPlan(prefix=prefix, whole=whole, skip=frozenset(names[n] for n in plan.mirrors if n in names),
                          back=plan.walked_back(kg.relation_names), lexicon=plan.lexicon, weights=plan.weights,
                          wordnet=plan.wordnet)
+
+
+def _final_scores(order: list, kept: dict, base: dict, base_scores, params: RelPathParams, plan: _QuestionPlan,
+                  kg) -> np.ndarray:
+    """The final choice's score of each kept sequence (``order``): its base score, read at its own hop or, with
+    ``rescore``, again beside every kept sequence in one call (the planner's mention count and order feature depend
+    on the candidates beside it), plus ``plan_weight`` x the plan's vote for the whole sequence."""
+    if params.rescore and params.base == "lexical" and len(order) > 1:
+        final = np.asarray(base_scores(order, [arrays.unique(kept[x][-1][2]) for x in order]), dtype=np.float64)
+    else:
+        final = np.asarray([base[x] for x in order], dtype=np.float64)
+    if plan.whole:
+        final = final + params.plan_weight * np.asarray([plan.whole.get(_named(kg, x), 0.0) for x in order])
+    return final
 
 
 def _named(kg, s: tuple) -> tuple:
