@@ -29,8 +29,10 @@ def test_reader_finds_the_links_paraphrased_questions_need(wn):
     assert wn.lemmas("acted") == [("act", "verb")] and ("actor", "noun") in wn.lemmas("actors")
     assert wn.link("acted", "actors") == "derivation" and wn.link("directed", "director") == "derivation"
     assert wn.link("film", "movie") == "synonym" and wn.link("children", "child") == "synonym"  # noun.exc
-    # what WordNet 3.0 does not link within the first senses: a team is a social unit, a club an association
-    assert wn.link("team", "club") is None
+    # a club's first sense is a baseball club, a kind of "baseball_team": the compound's head links "team" (heads,
+    # the default); without heads WordNet 3.0 does not link them within the first senses
+    assert wn.link("team", "club") == "hypernym" and wn.near("club").get("team") == "hypernym"
+    assert W.WordNet(wn.folder, senses=wn.senses, heads=False).link("team", "club") is None
     assert wn.link("film", "director") is None and wn.link("xqzv", "film") is None
 
 
@@ -109,6 +111,31 @@ def test_golden_a_paraphrase_picks_its_relation_only_with_wordnet(wn, question, 
                                            ("who directed Heat", "directed_by")])
 def test_golden_a_question_that_names_its_relation_keeps_it_with_wordnet(wn, question, want):
     assert _pick(question, None) == want and _pick(question, Z.wordnet_matcher()) == want
+
+
+# a player with one neighbour per relation: "team" is said by neither relation name's stem
+PLAYER = {"plays_in_club": ["Juventus"], "plays_for_country": ["Italy"], "plays_position": ["Goalkeeper"]}
+
+
+def test_golden_a_compound_hypernyms_head_links_team_to_club(wn):
+    """A word that names a kind of the relation's noun's compound hypernym ("team": a club is a baseball_team) plans
+    onto that relation with the compound's head linked (WORDNET_HEADS, the default), and onto another without it
+    ("play" is said by all three relation names)."""
+    from kgrag.index.embed import encode
+
+    question = "which team does Buffon play for"
+    rels = sorted(PLAYER)
+    names = ["Buffon"] + [PLAYER[r][0] for r in rels]
+    vecs = Z.PhraseVectors(lambda t: encode(list(t), model="all-MiniLM-L6-v2"))
+
+    def pick(matcher) -> str:
+        f = Z.features(question=question, topic_names=["Buffon"], seqs=[[(i, True)] for i in range(len(rels))],
+                       ends=[np.asarray([i + 1]) for i in range(len(rels))], relation_names=rels, vecs=vecs,
+                       wordnet=matcher)
+        return rels[int(np.argmax(Z.scores(f, Z.Weights())))]
+    assert Z.WORDNET_HEADS and Z.wordnet_matcher().wordnet.heads
+    assert pick(Z.wordnet_matcher()) == "plays_in_club"
+    assert pick(Z.wordnet_matcher(heads=False)) != "plays_in_club"
 
 
 def test_a_plan_fitted_with_wordnet_ranks_with_it_in_relpath(wn, tmp_path):

@@ -11,7 +11,10 @@ stem and by MiniLM similarity; a paraphrase ("what *type* of film" for ``has_gen
     a derivationally related form of one is the other (WordNet's ``+`` pointer, word to word: "act" -> "actor",
     "direct" -> "director").
 ``hypernym``
-    a synset of one is a direct hypernym of a synset of the other ("genre" -> "kind").
+    a synset of one is a direct hypernym of a synset of the other ("genre" -> "kind"); with ``heads`` (the
+    default), the head noun of a compound hypernym counts as one too: a "baseball team" is a "team", so "club"
+    (first sense: a baseball club, whose hypernym is "baseball_team") links "team", as English compounds name a
+    kind of their last word.
 ``sibling``
     a synset of each has the same direct hypernym ("genre" and "type", both a kind of "kind").
 
@@ -123,9 +126,11 @@ class Synset:
 class WordNet:
     """WordNet 3.0 read from a folder of its files (:func:`find`); see the module doc for the link kinds."""
 
-    def __init__(self, folder: Path | str, senses: int = 3, hyper_pos: Iterable[str] = ("noun",)) -> None:
+    def __init__(self, folder: Path | str, senses: int = 3, hyper_pos: Iterable[str] = ("noun",),
+                 heads: bool = True) -> None:
         self.folder = Path(folder)
         self.senses = int(senses)
+        self.heads = bool(heads)
         self.hyper_pos = frozenset(hyper_pos)
         if self.hyper_pos - set(FILES):
             raise ValueError(f"hyper_pos {sorted(self.hyper_pos)}: parts of speech are {', '.join(FILES)}")
@@ -235,8 +240,8 @@ class WordNet:
 
     def near(self, word: str) -> dict[str, str]:
         """Every word linked to ``word`` (lower case, base forms, ``_`` for spaces) with its strongest link kind
-        (:data:`KINDS`), from ``word``'s side: synonyms, derivations and direct hypernyms' words (siblings need
-        both words: :meth:`link`)."""
+        (:data:`KINDS`), from ``word``'s side: synonyms, derivations and direct hypernyms' words, with ``heads`` the
+        head nouns of compound ones too (siblings need both words: :meth:`link`)."""
         if word in self._near:
             return self._near[word]
         rank = {k: i for i, k in enumerate(KINDS)}
@@ -255,6 +260,8 @@ class WordNet:
                 for h in s.hypernyms:
                     for w in self.synset(h).words:
                         put(w, "hypernym")
+                        if self.heads and "_" in w:  # a compound's head: a baseball_team is a team
+                            put(w.rsplit("_", 1)[1], "hypernym")
         self._near[word] = out
         return out
 
@@ -279,7 +286,8 @@ class WordNet:
 
 
 @lru_cache(maxsize=4)
-def load(folder: str | None = None, senses: int = 3, hyper_pos: tuple[str, ...] = ("noun",)) -> WordNet:
+def load(folder: str | None = None, senses: int = 3, hyper_pos: tuple[str, ...] = ("noun",),
+         heads: bool = True) -> WordNet:
     """The :class:`WordNet` of ``folder`` (default :func:`find`), once per process; raises FileNotFoundError naming
     every place looked in when there is none."""
     d = Path(folder) if folder else find()
@@ -288,7 +296,7 @@ def load(folder: str | None = None, senses: int = 3, hyper_pos: tuple[str, ...] 
         raise FileNotFoundError(f"WordNet's files (index.noun, data.noun, ...) not found. Looked in: {where}. "
                                 "Install them with `make install` (or `pip install -e .[wordnet]`) or set "
                                 "$KGRAG_WORDNET to a folder holding them.")
-    return WordNet(d, senses=senses, hyper_pos=hyper_pos)
+    return WordNet(d, senses=senses, hyper_pos=hyper_pos, heads=heads)
 
 
 @lru_cache(maxsize=4)

@@ -104,6 +104,7 @@ LEXICON_SUPPORT = 0.05
 WORDNET_KINDS = ("synonym", "derivation", "hypernym", "sibling")
 WORDNET_SIM = 0.8
 WORDNET_SENSES = 1
+WORDNET_HEADS = True  # a compound hypernym's head noun links too ("club" -> "baseball_team" -> "team")
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
 FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
@@ -277,13 +278,14 @@ class PhraseVectors:
 
 
 def wordnet_matcher(kinds: Iterable[str] = WORDNET_KINDS, sim: float = WORDNET_SIM,
-                    senses: int = WORDNET_SENSES, hyper_pos: Iterable[str] = ("noun",)) -> "Matcher":
+                    senses: int = WORDNET_SENSES, hyper_pos: Iterable[str] = ("noun",),
+                    heads: bool = WORDNET_HEADS) -> "Matcher":
     """The :class:`kgrag.index.wordnet.Matcher` for :func:`features` (WordNet's files from
     :func:`kgrag.index.wordnet.find`; FileNotFoundError naming where it looked when they are missing). The planner's
     stop words and sharing words are not matched in a relation phrase."""
     from kgrag.index import wordnet as W
 
-    return W.Matcher(W.load(None, int(senses), tuple(sorted(hyper_pos))), frozenset(kinds), float(sim),
+    return W.Matcher(W.load(None, int(senses), tuple(sorted(hyper_pos)), bool(heads)), frozenset(kinds), float(sim),
                      stop=STOP | CUES)
 
 
