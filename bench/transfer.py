@@ -76,9 +76,22 @@ TYPED_ROWS = (
 #: commands above with ``--wordnet``, seeds 0-1: planner_wordnet_typed.json, ..._seed1)
 WORDNET_TYPED = PLANNER_DEV.parent / "planner_wordnet_typed.json"
 WORDNET_ROWS = (
-    ("leave-one-KG-out, relplan's default fit with WordNet's links (relplan.wordnet, the default since 2026-12-05)",
+    ("leave-one-KG-out, relplan's fit with WordNet's links, no compound heads (relplan.wordnet's first version)",
      "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
 )
+
+#: the same with a compound hypernym's head linked too (``zeroshot.WORDNET_HEADS``, the default since 2026-12-05:
+#: the same commands, seeds 0-1: planner_wordnet_heads.json, ..._seed1)
+HEADS_TYPED = PLANNER_DEV.parent / "planner_wordnet_heads.json"
+HEADS_ROWS = (
+    ("leave-one-KG-out, relplan's default fit (WordNet's links with compound heads)",
+     "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
+)
+
+#: leave-one-KG-out through the pipeline: each dev half with relplan.base_weights from planner_dev's fit on the other
+#: KGs (``--loko reports/bench/planner_wordnet_heads.json --loko-row "lexical + WordNet (leave-one-KG-out, smooth
+#: fit)"``), the default params otherwise: topics linked from the text, the beam, the self-trained vote
+PIPELINE_LOKO = PLANNER_DEV.parent / "transfer_dev_loko_heads.json"
 
 
 def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
@@ -104,7 +117,9 @@ def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
             "all": r["all_mean"], "paraphrase": r["paraphrase_mean"]}
     typed = sorted(path.parent.glob(f"{TYPED.stem}*.json"))
     linked = sorted(path.parent.glob(f"{WORDNET_TYPED.stem}*.json"))
-    for label, key, files in [(lb, k, typed) for lb, k in TYPED_ROWS] + [(lb, k, linked) for lb, k in WORDNET_ROWS]:
+    heads = sorted(path.parent.glob(f"{HEADS_TYPED.stem}*.json"))
+    for label, key, files in ([(lb, k, typed) for lb, k in TYPED_ROWS] + [(lb, k, linked) for lb, k in WORDNET_ROWS]
+                              + [(lb, k, heads) for lb, k in HEADS_ROWS]):
         runs = [json.loads(f.read_text())["configs"].get(key, {}) for f in files]
         for kg in sorted(runs[0] if runs else {}):
             v = [r[kg] for r in runs if kg in r]
@@ -113,8 +128,26 @@ def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
                 "all": round(sum(x["all"] for x in v) / len(v), 4), "all_min": min(x["all"] for x in v),
                 "paraphrase": round(sum(para) / len(para), 4) if para else None,
                 "paraphrase_questions": v[0]["paraphrase_questions"], "questions": v[0]["questions"]}
-    return {"source": "reports/bench/planner_dev.json" + "".join(f", reports/bench/{f.name}" for f in typed + linked),
-            "made_by": pd.get("run"), "metric": pd.get("metric"), "kgs": rows}
+    return {"source": "reports/bench/planner_dev.json" + "".join(f", reports/bench/{f.name}"
+                                                                 for f in typed + linked + heads),
+            "made_by": pd.get("run"), "metric": pd.get("metric"), "kgs": rows,
+            "pipeline": pipeline_loko(path.parent / PIPELINE_LOKO.name)}
+
+
+def pipeline_loko(path: Path = PIPELINE_LOKO) -> dict | None:
+    """The pipeline's leave-one-KG-out rows (``PIPELINE_LOKO``): per dev set, the first end's Hit@1 with its 95%
+    interval and retrieval recall, on all its dev half's questions and on the paraphrase subset; None without it."""
+    if not path.exists():
+        return None
+    res = json.loads(path.read_text())
+    sets = {}
+    for key, r in sorted(res.get("sets", {}).items()):
+        if key.endswith("/loko") and "all" in r:
+            sets[key.split("/")[0]] = {part: {k: r[part][k] for k in ("first_end_hit_at_1", "first_end_hit_at_1_ci95",
+                                                                      "retrieval_recall", "questions") if k in r[part]}
+                                       for part in ("all", "paraphrase") if r.get(part)}
+    return {"source": f"reports/bench/{path.name}", "made_by": res.get("run"),
+            "metric": "first end's Hit@1 through the pipeline (no LLM), the dev half of each set", "sets": sets}
 
 
 def set_overrides(name: str, per_hop: int, split: str) -> list[str]:

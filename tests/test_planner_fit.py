@@ -73,6 +73,16 @@ def test_transfer_json_carries_the_dev_protocol_rows_of_planner_dev(tmp_path):
     assert [v["all"] for v in k1.values()] == [0.8, 0.7, 0.6, 0.55]
     assert "leave-one-KG-out, coordinate search, mean of 3 seeds" in k1 and not any("weights" in v for v in k1.values())
     assert list(got["kgs"]["k2"].values())[0]["all"] == 0.9
+    assert got["pipeline"] is None  # no pipeline leave-one-KG-out run beside it
+    part = {"first_end_hit_at_1": 0.7, "first_end_hit_at_1_ci95": [0.6, 0.8], "retrieval_recall": 0.75,
+            "questions": 20}
+    (tmp_path / "transfer_dev_loko_heads.json").write_text(json.dumps({
+        "run": {"commit": "b" * 40, "command": "python -m bench.transfer --loko x"},
+        "sets": {"k1/kg/dev/retrieval/loko": {"all": part, "paraphrase": {**part, "questions": 5}},
+                 "k1/kg/dev/retrieval": {"all": {**part, "first_end_hit_at_1": 0.9}}}}))
+    pipe = dev_protocol(path)["pipeline"]
+    assert pipe["made_by"]["commit"] == "b" * 40 and list(pipe["sets"]) == ["k1"]
+    assert pipe["sets"]["k1"]["all"]["first_end_hit_at_1"] == 0.7 and pipe["sets"]["k1"]["paraphrase"]["questions"] == 5
     assert dev_protocol(tmp_path / "absent.json") is None
 
 
