@@ -83,11 +83,11 @@ class RelPathParams(BaseModel):
         "of the question and the sequence's relation names")
     lexicon_weight: float = Field(1.0, ge=0.0, description="base lexical: weight of the plan's lexicon (what "
                                   "labelled questions say about each relation's wording) in the word likelihood")
-    rescore: bool = Field(False, description="base lexical: the final choice across lengths re-scores every kept "
+    rescore: bool = Field(True, description="base lexical: the final choice across lengths re-scores every kept "
                           "sequence in one call (as bench/planner_dev.py scores a question's sequences together), "
                           "instead of reading each one's score from its own hop, where the planner's mention count and "
-                          "order were read beside that hop's candidates alone (docs/retrieval.md, leave-one-KG-out "
-                          "through the pipeline)")
+                          "order were read beside that hop's candidates alone; false = the rule before 2026-12-05 "
+                          "(on dev: leave-one-KG-out PQL 2H 0.739 -> 0.810, no dev figure lower; docs/retrieval.md)")
     fill_graph: bool = Field(True, description="a question with its own graph (RoG-style per-question graphs): "
                              "after the chosen sequences' triples, the rest of the graph in graph_order (then the triples the "
                              "topics do not reach) up to graph_max_triples, so that answers the plan misses stay in the "
