@@ -90,8 +90,9 @@ HEADS_ROWS = (
 
 #: leave-one-KG-out through the pipeline: each dev half with relplan.base_weights from planner_dev's fit on the other
 #: KGs (``--loko reports/bench/planner_wordnet_heads.json --loko-row "lexical + WordNet (leave-one-KG-out, smooth
-#: fit)"``), the default params otherwise: topics linked from the text, the beam, the self-trained vote
-PIPELINE_LOKO = PLANNER_DEV.parent / "transfer_dev_loko_heads.json"
+#: fit)"``), the default params otherwise (relpath.rescore on, as its default since): topics linked from the text,
+#: the beam, the self-trained vote
+PIPELINE_LOKO = PLANNER_DEV.parent / "transfer_dev_loko_heads_rescore.json"
 
 
 def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:

@@ -57,7 +57,7 @@ def test_transfer_json_carries_the_dev_protocol_rows_of_planner_dev(tmp_path):
     came from; no planner_dev result, no section."""
     import json
 
-    from bench.transfer import dev_protocol
+    from bench.transfer import PIPELINE_LOKO, dev_protocol
 
     row = {"all": 0.8, "paraphrase": 0.5, "paraphrase_questions": 4, "questions": 10}
     pd = {"run": {"commit": "a" * 40, "command": "python bench/planner_dev.py"}, "metric": "m",
@@ -76,7 +76,7 @@ def test_transfer_json_carries_the_dev_protocol_rows_of_planner_dev(tmp_path):
     assert got["pipeline"] is None  # no pipeline leave-one-KG-out run beside it
     part = {"first_end_hit_at_1": 0.7, "first_end_hit_at_1_ci95": [0.6, 0.8], "retrieval_recall": 0.75,
             "questions": 20}
-    (tmp_path / "transfer_dev_loko_heads.json").write_text(json.dumps({
+    (tmp_path / PIPELINE_LOKO.name).write_text(json.dumps({
         "run": {"commit": "b" * 40, "command": "python -m bench.transfer --loko x"},
         "sets": {"k1/kg/dev/retrieval/loko": {"all": part, "paraphrase": {**part, "questions": 5}},
                  "k1/kg/dev/retrieval": {"all": {**part, "first_end_hit_at_1": 0.9}}}}))
