@@ -17,16 +17,16 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.llm.calls import LLMReply, LLMRequest
 from kgrag.registry import BACKENDS
 
 
-class GRetrieverBackendParams(BaseModel):
+class GRetrieverBackendParams(Strict):
     """Params of the ``gretriever`` backend (``generate.gretriever`` in params.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     checkpoint: str = Field("data/gretriever/explagraphs-g_retriever",
                             description="a train run's checkpoint folder (config.json + best.pt)")
     threads: int = Field(2, ge=1, description="torch CPU threads")

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.registry import GRAPH_ENCODERS
 
 
-class EncoderShape(BaseModel):
+class EncoderShape(Strict):
     """Sizes of a graph encoder."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     in_dim: int = Field(..., ge=1, description="node (and edge) feature size")
     hidden: int = Field(1024, ge=1, description="hidden width")
     out_dim: int = Field(1024, ge=1, description="node embedding size d_g")

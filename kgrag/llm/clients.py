@@ -18,8 +18,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
+from kgrag.config.base import Strict
 from kgrag.llm.calls import CallCache, LLMClient
 from kgrag.registry import BACKENDS
 
@@ -79,11 +80,10 @@ def client_for(section: Any, *, cache: str | Path | None = DEFAULT_CACHE, overri
         return _CLIENTS[key]
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(Strict):
     """The LLM of a retrieval module that calls one (``retrieve.lego.llm``: LEGO's LLM scorers and refiner;
     ``retrieve.relpath.llm``: the loglik planner), built only when a chosen stage calls it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     backend: str = Field("llamacpp", description="registered LLM backend (`kgrag modules`)")
     backend_params: dict[str, Any] = Field(default_factory=dict, description="the backend's params")
     timeout_s: float = Field(120.0, gt=0.0, description="per-call timeout")

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.task_runners.core import TASK_RUNNERS
 
 
-class DaskParams(BaseModel):
+class DaskParams(Strict):
     """Params of the ``dask`` task runner."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     address: str | None = Field(
         None, description="scheduler of a running Dask cluster (tcp://host:8786); null = a temporary local cluster"
     )

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import schema as S
+from kgrag.config.base import Strict
 from kgrag.kg.loaders.common import KGBuilder, LoaderInputError, empty_questions, read_nonempty, sample_rows
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
@@ -36,10 +37,9 @@ QUESTION = (
 )
 
 
-class ExplaGraphsParams(BaseModel):
+class ExplaGraphsParams(Strict):
     """Params of the ``explagraphs`` loader (``data.explagraphs`` in params.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field("../shared/data/explagraphs", description="folder with {split}.tsv")
     split: Literal["train", "dev"] = Field("dev", description="file read: train.tsv or dev.tsv")
 

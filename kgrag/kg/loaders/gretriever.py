@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.kg.loaders.common import (
     KGBuilder,
     LoaderInputError,
@@ -30,10 +31,9 @@ NODE_COLS = ("node_id", "node_attr")
 EDGE_COLS = ("src", "edge_attr", "dst")
 
 
-class GRetrieverParams(BaseModel):
+class GRetrieverParams(Strict):
     """Params of the ``gretriever`` loader (``data.gretriever`` in params.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(..., description="folder with nodes.csv and edges.csv")
     questions: str | None = Field(None, description="questions JSONL file (none: no questions)")
     split: str = Field("test", description="split label given to the questions")

@@ -29,9 +29,10 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import schema as S
+from kgrag.config.base import Strict
 from kgrag.kg.loaders.common import (
     KGBuilder,
     LoaderInputError,
@@ -47,10 +48,9 @@ from kgrag.types import KGTables
 ANSWER = re.compile(r"^(.*?)\((.*)\)\s*$")
 
 
-class IrnParams(BaseModel):
+class IrnParams(Strict):
     """Params of the ``irn`` loader (``data.irn`` in params.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     # ``split`` picks a disjoint part of the same question file: the relplan stage learns on the other
     SPLITS_ARE_DISJOINT: ClassVar[bool] = True
     kb: str = Field(..., description="KB file: head<TAB>relation<TAB>tail per line (e.g. WC2014.txt, PQL3-KB.txt)")

@@ -20,17 +20,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.kg.loaders.common import KGBuilder, questions_table, read_questions_jsonl
 from kgrag.registry import LOADERS
 from kgrag.types import KGTables
 
 
-class JsonlParams(BaseModel):
+class JsonlParams(Strict):
     """Params of the ``jsonl`` loader (``data.jsonl`` in params.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     #: the field naming the file of questions, each with its graph: a held-out file of the same format (relplan.file)
     #: is read through it (kgrag.kg.heldout)
     QUESTIONS_FILE: ClassVar[str] = "path"

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from kgrag import schema as S
+from kgrag.config.base import Strict
 from kgrag.kg.loaders.common import (  # noqa: F401 (quarantine_table re-exported)
     KGBuilder,
     LoaderInputError,
@@ -29,10 +30,9 @@ from kgrag.types import KGTables
 TOPIC = re.compile(r"\[([^\]]+)\]")
 
 
-class MetaQAParams(BaseModel):
+class MetaQAParams(Strict):
     """MetaQA loader params: written as ``data.path``, ``data.hops``, ``data.split`` in params.yaml."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     # the default loader's keys sit at the top of ``data`` (kgrag.kg.params.DataParams), not in ``data.metaqa``
     DATA_KEYS: ClassVar[tuple[str, ...]] = ("path", "hops", "split")
     # ``split`` selects a different question file over the same KG: the finetune_path_scorer stage may train on one

@@ -25,9 +25,10 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import schema as S
+from kgrag.config.base import Strict
 from kgrag.kg.loaders.common import (
     KGBuilder,
     LoaderInputError,
@@ -206,10 +207,9 @@ def _key(t: Term) -> str:
     return '"' + t[1] + '"' + (("@" + t[2]) if t[2] else "") + (("^^" + t[3]) if t[3] else "")
 
 
-class NTriplesParams(BaseModel):
+class NTriplesParams(Strict):
     """Params of the ``ntriples`` loader (``data.ntriples`` in params.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(..., description="N-Triples file (.nt; .gz = gzip)")
     questions: str | None = Field(None, description="questions JSONL file (none: no questions)")
     split: str = Field("test", description="split label given to the questions")

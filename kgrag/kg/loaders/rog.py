@@ -42,9 +42,10 @@ from typing import Any, ClassVar, Iterator
 
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import schema as S
+from kgrag.config.base import Strict
 from kgrag.kg.loaders.common import (
     MAX_JSONL_LINE_BYTES, RECORD_CHARS, Bad, KGBuilder, LoaderInputError, decode_line, empty_questions, open_binary,
     require_file,
@@ -59,10 +60,9 @@ REQUIRED = ("id", "question", "q_entity", "graph")
 BATCH_ROWS = 64
 
 
-class RogParams(BaseModel):
+class RogParams(Strict):
     """Params of the ``rog`` loader (``data.rog`` in params.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     #: the field naming the file of questions, each with its graph: a held-out file of the same format (relplan.file)
     #: is read through it (kgrag.kg.heldout)
     QUESTIONS_FILE: ClassVar[str] = "path"

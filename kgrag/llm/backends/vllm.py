@@ -8,16 +8,16 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.llm.calls import LLMReply, LLMRequest, score_reply_text
 from kgrag.registry import BACKENDS
 
 
-class VLLMParams(BaseModel):
+class VLLMParams(Strict):
     """Params of the ``vllm`` backend."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     model: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct", description="local model folder or name")
     gpu_memory_utilization: float = Field(0.8, gt=0.0, le=1.0)
     max_model_len: int = Field(4096, ge=256)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.reasoning.community.core import DETECTORS
 
 
-class LouvainParams(BaseModel):
+class LouvainParams(Strict):
     """Params of ``louvain``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     resolution: float = Field(1.0, gt=0.0, description="modularity resolution γ")
     max_passes: int = Field(20, ge=1, description="local-moving passes per level at most")
 

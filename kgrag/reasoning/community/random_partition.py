@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import arrays
+from kgrag.config.base import Strict
 from kgrag.reasoning.community.core import DETECTORS
 
 
-class RandomParams(BaseModel):
+class RandomParams(Strict):
     """Params of ``random``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     mean_size: float = Field(4.0, ge=1.0, description="expected community size of the first partition drawn")
 
 

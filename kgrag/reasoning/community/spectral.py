@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.reasoning.community.core import DETECTORS, community_modularity, groups
 
 
-class SpectralParams(BaseModel):
+class SpectralParams(Strict):
     """Params of ``spectral``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     max_k: int = Field(12, ge=2, description="cluster counts 2..max_k are tried for the stop condition")
     kmeans_iter: int = Field(50, ge=1, description="Lloyd iterations of k-means")
 

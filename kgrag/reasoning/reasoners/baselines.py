@@ -6,8 +6,9 @@ the fallbacks of the graph reasoners.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.llm.prompts import DEMO, DEMO_QUESTION, LABEL_SYSTEM, SYSTEM, choices_line, clean_question, separated
 from kgrag.llm.calls import LLMRequest
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning, Sampling, text_of
@@ -91,10 +92,9 @@ def cot(*, inp: ReasonInput, params: NoParams) -> ReasonGen:
         text_of(rec))))
 
 
-class CoTSCParams(BaseModel):
+class CoTSCParams(Strict):
     """Params of ``cot-sc``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     samples: int = Field(5, ge=1, description="chains sampled (seeds seed, seed+1, ...); their majority vote answers")
     temperature: float = Field(0.7, ge=0.0, description="sampling temperature of the chains")
 

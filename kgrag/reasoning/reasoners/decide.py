@@ -39,8 +39,9 @@ from dataclasses import replace
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from kgrag.config.base import Strict
 from kgrag.llm.calls import CallRecord, LLMRequest, scores_of
 from kgrag.reasoning.reasoners.core import Sampling
 
@@ -58,11 +59,10 @@ NORMALIZE_HELP = ("with decide: score, an option's score: mean of its token log-
 
 
 
-class ScoreFields(BaseModel):
+class ScoreFields(Strict):
     """The fields of ``decide: score`` / ``answer: rank`` that every graph reasoner's params share (each reasoner
     adds its own ``decide`` and ``answer``, whose descriptions say what they change there)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     score_normalize: Literal["mean", "sum"] = Field("mean", description=NORMALIZE_HELP)
     margin: float = Field(0.0, ge=0.0, description="with answer: rank, names scoring within this of the best are "
                           "output too (rank's top_k auto rule; 0 = the best only)")

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from kgrag import arrays
 from kgrag.reasoning.community import coarse_prune, detect
@@ -254,7 +254,6 @@ class Seq2SeqGraph2Text:
 class FastToGParams(dc.DemoFields):
     """Params of ``fasttog`` (defaults: the paper's W = 3, M = 4, Louvain; D_max 3 instead of 5 for cost)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     width: int = Field(3, ge=1, le=MAX_OPTIONS, description="W: reasoning chains (head communities chosen)")
     d_max: int = Field(3, ge=1, description="D_max: rounds of the reasoning phase (pruning + reasoning) after the "
                                             "initial one (depth 0); the paper uses 5")

@@ -12,18 +12,18 @@ import math
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.llm.constrain import answer_candidates
 from kgrag.llm.prompts import build_request
 from kgrag.llm.calls import scores_of
 from kgrag.reasoning.reasoners.core import REASONERS, ReasonGen, ReasonInput, Reasoning
 
 
-class RankParams(BaseModel):
+class RankParams(Strict):
     """Params of ``rank``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     candidates: Literal["ends", "context", "context_without_topic"] = Field(
         "ends", description="candidate answers (kgrag.llm.constrain.answer_candidates): ends = the answer entities "
         "the retriever proposed (relpath: the ends of its chosen relation sequences) that the context shows, else "

@@ -48,7 +48,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from kgrag.llm.prompts import clean_question
 from kgrag.llm.calls import CallRecord, LLMRequest
@@ -65,7 +65,6 @@ Gen = Generator[list[LLMRequest], list[CallRecord], Any]
 class StrategyParams(dc.ScoreFields):
     """The strategy fields shared by ``agent`` and ``explore`` (their params models extend this one)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     strategy: Literal["cot", "tot", "got"] = Field(
         "cot", description="cot: one chain | tot: branching children per kept state, an evaluator keeps breadth "
                            "| got: tot plus merging the two best chains into one each step")

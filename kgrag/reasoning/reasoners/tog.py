@@ -25,7 +25,7 @@ from collections.abc import Generator, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from kgrag import ranking
 from kgrag.llm.prompts import DEMO_QUESTION, clean_question, separated
@@ -223,7 +223,6 @@ def rel_words(name: Any) -> str:
 class ToGParams(dc.DemoFields):
     """Params of ``tog``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     width: int = Field(3, ge=1, le=MAX_OPTIONS, description="beam width W: relations kept and chains kept per depth")
     depth: int = Field(3, ge=1, description="maximum depth D (exploration + reasoning rounds)")
     path_margin: float = Field(2.3, ge=0.0, description=dc.PATH_MARGIN_HELP)

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import arrays
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import EXTRACTORS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph
 
 
-class EgoParams(BaseModel):
+class EgoParams(Strict):
     """Params of the ``ego`` extractor."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     hops: int | None = Field(None, ge=0, description="radius; None = the retrieval hops (the whole neighbourhood)")
 
 

@@ -20,18 +20,18 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import arrays
 from kgrag import ranking
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import EXTRACTORS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph
 
 
-class PPRParams(BaseModel):
+class PPRParams(Strict):
     """Params of the ``ppr`` extractor (``max_ent``, ``damping``: the paper's Table 7)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     max_ent: int = Field(2000, ge=1, description="entities kept: the highest-scored ones (seeds always kept)")
     damping: float = Field(
         0.8, gt=0.0, lt=1.0,

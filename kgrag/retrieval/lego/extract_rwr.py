@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import arrays
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import EXTRACTORS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph
 
 
-class RWRParams(BaseModel):
+class RWRParams(Strict):
     """Params of the ``rwr`` extractor (defaults: the paper's Table 7)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     path_num: int = Field(64, ge=1, description="walks, each restarting at a topic (round-robin over topics)")
     steps: int | None = Field(None, ge=1, description="steps per walk; None = the retrieval hops")
     seed: int = Field(0, description="random seed of the walks")

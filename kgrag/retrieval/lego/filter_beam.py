@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.filter_complete import extend
 from kgrag import ranking
 from kgrag.retrieval.lego.registries import FILTERS
@@ -12,10 +13,9 @@ from kgrag.retrieval.lego.spec import ScorerSpec
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph, Path, path_text
 
 
-class BeamParams(BaseModel):
+class BeamParams(Strict):
     """Params of the ``beam`` filter (defaults: the paper's Table 7)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     beam_width: int = Field(128, ge=1, description="paths kept after each expansion step")
     max_hops: int | None = Field(None, ge=1, description="expansion steps; None = the retrieval hops")
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="st"), description="scores a path's text against the question")

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import FILTERS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph, Path
 
 
-class CompleteParams(BaseModel):
+class CompleteParams(Strict):
     """Params of the ``complete`` filter."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     max_hops: int | None = Field(None, ge=1, description="longest path; None = the retrieval hops")
     max_paths: int = Field(10_000, ge=1, description="paths kept in all; each level's paths go best-ranked end first")
 

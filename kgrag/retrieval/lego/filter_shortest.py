@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import arrays
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import FILTERS
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph, Path
 
 
-class ShortestParams(BaseModel):
+class ShortestParams(Strict):
     """Params of the ``shortest`` filter (the paper sets none; the caps only guard against path explosions)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     max_per_target: int = Field(64, ge=1, description="shortest paths kept per (topic, target) pair")
     max_paths: int = Field(10_000, ge=1, description="paths kept in all (targets taken best-extracted first)")
 

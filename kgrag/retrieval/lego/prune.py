@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import arrays
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.spec import ScorerSpec
 from kgrag import ranking
 from kgrag.retrieval.lego.types import Context, Extracted, LocalGraph, edge_text, relation_text
 
 
-class PruneParams(BaseModel):
+class PruneParams(Strict):
     """Scorer applied to the extracted subgraph's edges (defaults: the paper's Table 7)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="st"), description="relevance scorer")
     granularity: Literal["triple", "edge", "node"] = Field(
         "triple",

@@ -6,8 +6,9 @@ import re
 from typing import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import REFINERS
 from kgrag.retrieval.lego.types import Context, Path
 from kgrag.llm.calls import LLMRequest
@@ -22,10 +23,9 @@ PROMPT = (
 )
 
 
-class LLMRefineParams(BaseModel):
+class LLMRefineParams(Strict):
     """Params of the ``llm`` refiner."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     top_k: int = Field(64, ge=0, description="paths kept at most")
     max_prompt_paths: int = Field(200, ge=1, description="paths shown to the LLM (the filter's first ones)")
     max_tokens: int = Field(1024, ge=1, description="reply length cap")

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import REFINERS
 from kgrag.retrieval.lego.types import Context, Path
 
 
-class RandomParams(BaseModel):
+class RandomParams(Strict):
     """Params of the ``random`` refiner (defaults: the paper's Table 7)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     top_k: int = Field(64, ge=0, description="paths kept")
     seed: int = Field(0, description="random seed of the draw")
 

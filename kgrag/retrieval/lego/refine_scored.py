@@ -5,18 +5,18 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import REFINERS
 from kgrag import ranking
 from kgrag.retrieval.lego.spec import ScorerSpec
 from kgrag.retrieval.lego.types import Context, Path
 
 
-class ScoredParams(BaseModel):
+class ScoredParams(Strict):
     """Params of the ``scored`` refiner (defaults: the paper's Table 7)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     top_k: int = Field(64, ge=0, description="paths kept")
     scorer: ScorerSpec = Field(default_factory=lambda: ScorerSpec(name="st"), description="scores a path's text against the question")
 

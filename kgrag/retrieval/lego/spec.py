@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import EXTRACTORS, FILTERS, REFINERS, SCORERS
 from kgrag.registry import Registry, UnknownModuleError
 
 
-class StageSpec(BaseModel):
+class StageSpec(Strict):
     """A module name of one LEGO registry and its params (validated by the module's params model)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     _registry: ClassVar[Registry[Any]]
     name: str = Field(description="registered module name")
     params: dict[str, Any] = Field(default_factory=dict, description="the module's params (its own model)")

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from kgrag import arrays
+from kgrag.config.base import Strict
 from kgrag.registry import RETRIEVERS
 from kgrag.types import Subgraph
 
 
-class KHopParams(BaseModel):
+class KHopParams(Strict):
     """Params of the ``khop`` retriever."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     whole_graph: bool = Field(
         True,
         description="a question with its own graph (ExplaGraphs, SceneGraphs) gets that whole graph, whatever "

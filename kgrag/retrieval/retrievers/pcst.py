@@ -6,9 +6,10 @@ from typing import Literal
 
 import numpy as np
 import pcst_fast
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from kgrag import arrays
+from kgrag.config.base import Strict
 from kgrag.registry import RETRIEVERS
 from kgrag import ranking
 from kgrag.types import Subgraph
@@ -28,7 +29,7 @@ PRESETS: dict[str, dict] = {
 }
 
 
-class PCSTParams(BaseModel):
+class PCSTParams(Strict):
     """Params of the ``pcst`` retriever (defaults: G-Retriever's WebQSP prizes and costs, kgrag's rooted,
     leaf-pruned solve; ``preset: gretriever-exact`` = the paper's published construction exactly).
 
@@ -39,7 +40,6 @@ class PCSTParams(BaseModel):
     are given (``kgrag.ranking``; G-Retriever ranks raw float32 similarities).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     preset: Literal["kgrag", "gretriever-exact"] | None = Field(
         None, description="named setting (PRESETS in kgrag/retrieval/retrievers/pcst.py); keys set to a value other than "
         "their default override it: kgrag | gretriever-exact (G-Retriever's published construction, docs/retrieval.md)"

@@ -20,11 +20,12 @@ from itertools import chain, zip_longest
 import numpy as np
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kgrag import arrays
 from kgrag import ranking
 
+from kgrag.config.base import Strict
 from kgrag.index import answer_types, relplan, zeroshot
 from kgrag.kg.groups import EdgeGroups, group_keys, split_keys
 from kgrag.retrieval.lego.registries import SCORERS
@@ -33,10 +34,9 @@ from kgrag.registry import RETRIEVERS
 from kgrag.types import Subgraph
 
 
-class RelPathParams(BaseModel):
+class RelPathParams(Strict):
     """Params of the ``relpath`` retriever."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     beam: int = Field(8, ge=1, description="relation sequences kept after each hop")
     paths: int = Field(5, ge=1, description="best full-length sequences whose triples are returned, best first, "
                        "until max_triples (module default 5, for the zero-shot ranking; 1 with the plan: "

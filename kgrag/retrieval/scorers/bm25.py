@@ -8,8 +8,9 @@ from collections import Counter
 from typing import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag import ranking
 from kgrag.retrieval.lego.types import Context
@@ -17,10 +18,9 @@ from kgrag.retrieval.lego.types import Context
 TOKEN = re.compile(r"[a-z0-9]+")
 
 
-class BM25Params(BaseModel):
+class BM25Params(Strict):
     """Params of the ``bm25`` scorer (Robertson and Zaragoza's usual defaults)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     k1: float = Field(1.5, ge=0.0, description="term-frequency saturation k1")
     b: float = Field(0.75, ge=0.0, le=1.0, description="document-length normalization b")
 

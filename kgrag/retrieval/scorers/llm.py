@@ -14,8 +14,9 @@ import re
 from typing import Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag.retrieval.scorers.loglik import LogLikParams, score_loglik
 from kgrag.retrieval.lego.types import Context
@@ -50,10 +51,9 @@ PAPER_PROMPT = (
 _NUMBER = re.compile(r"[-+]?[0-9]*\.?[0-9]+")
 
 
-class LLMScoreParams(BaseModel):
+class LLMScoreParams(Strict):
     """Params of the ``llm`` scorer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     batch: int = Field(30, ge=1, description="docs rated in one prompt")
     max_tokens: int = Field(400, ge=1, description="reply length cap")
     temperature: float = Field(0.0, ge=0.0, description="sampling temperature")

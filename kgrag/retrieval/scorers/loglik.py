@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag.retrieval.lego.types import Context
 from kgrag.llm.calls import LLMRequest, scores_of
@@ -20,10 +21,9 @@ PROMPT = ("Question: {question}\nTopic entity: {topics}\n"
           "Which relations lead from the topic entity to the answer? Reply with the relations in order.")
 
 
-class LogLikParams(BaseModel):
+class LogLikParams(Strict):
     """Params of the ``loglik`` scorer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     normalize: Literal["sum", "mean"] = Field(
         "sum", description="a doc's score: the sum of its token log-probs (a longer path must earn its length) or "
         "their mean")

@@ -7,17 +7,17 @@ import os
 from typing import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag import ranking
 from kgrag.retrieval.lego.types import Context
 
 
-class RerankerParams(BaseModel):
+class RerankerParams(Strict):
     """Params of the ``reranker`` scorer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     model: str = Field(
         "all-MiniLM-L6-v2",
         description="local cross-encoder folder (the paper uses bge-reranker-v2-m3) or a packaged model name; "

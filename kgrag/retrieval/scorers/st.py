@@ -6,18 +6,18 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kgrag.config.base import Strict
 from kgrag.index.embed import encode
 from kgrag import ranking
 from kgrag.retrieval.lego.registries import SCORERS
 from kgrag.retrieval.lego.types import Context
 
 
-class STParams(BaseModel):
+class STParams(Strict):
     """Params of the ``st`` scorer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     cache_size: int = Field(200_000, ge=0, description="doc embeddings kept in memory between calls (0 = none)")
     model: str | None = Field(
         None,
