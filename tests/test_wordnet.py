@@ -79,15 +79,17 @@ FILM = {"starred_actors": ["Al Pacino"], "directed_by": ["Michael Mann"], "writt
         "release_year": ["1995"], "has_genre": ["Crime"], "has_tags": ["heist"], "in_language": ["English"]}
 
 
-def _pick(question: str, matcher) -> str:
+def _pick(question: str, matcher, kg: dict = FILM, topic: str = "Heat") -> str:
+    """The zero-shot planner's one-step pick for ``question`` about ``topic``, whose relations and neighbours are
+    ``kg``'s, with WordNet's links through ``matcher`` (None: without)."""
     from kgrag.index.embed import encode
 
-    rels = sorted(FILM)
-    names = ["Heat"] + [e for r in rels for e in FILM[r]]
+    rels = sorted(kg)
+    names = [topic] + [e for r in rels for e in kg[r]]
     seqs = [[(i, True)] for i in range(len(rels))]
-    ends = [np.asarray([names.index(FILM[r][0])]) for r in rels]
+    ends = [np.asarray([names.index(kg[r][0])]) for r in rels]
     vecs = Z.PhraseVectors(lambda t: encode(list(t), model="all-MiniLM-L6-v2"))
-    f = Z.features(question=question, topic_names=["Heat"], seqs=seqs, ends=ends, relation_names=rels, vecs=vecs,
+    f = Z.features(question=question, topic_names=[topic], seqs=seqs, ends=ends, relation_names=rels, vecs=vecs,
                    wordnet=matcher)
     s = Z.scores(f, Z.Weights())
     return rels[int(np.argmax(s))]
@@ -121,21 +123,10 @@ def test_golden_a_compound_hypernyms_head_links_team_to_club(wn):
     """A word that names a kind of the relation's noun's compound hypernym ("team": a club is a baseball_team) plans
     onto that relation with the compound's head linked (WORDNET_HEADS, the default), and onto another without it
     ("play" is said by all three relation names)."""
-    from kgrag.index.embed import encode
-
     question = "which team does Buffon play for"
-    rels = sorted(PLAYER)
-    names = ["Buffon"] + [PLAYER[r][0] for r in rels]
-    vecs = Z.PhraseVectors(lambda t: encode(list(t), model="all-MiniLM-L6-v2"))
-
-    def pick(matcher) -> str:
-        f = Z.features(question=question, topic_names=["Buffon"], seqs=[[(i, True)] for i in range(len(rels))],
-                       ends=[np.asarray([i + 1]) for i in range(len(rels))], relation_names=rels, vecs=vecs,
-                       wordnet=matcher)
-        return rels[int(np.argmax(Z.scores(f, Z.Weights())))]
     assert Z.WORDNET_HEADS and Z.wordnet_matcher().wordnet.heads
-    assert pick(Z.wordnet_matcher()) == "plays_in_club"
-    assert pick(Z.wordnet_matcher(heads=False)) != "plays_in_club"
+    assert _pick(question, Z.wordnet_matcher(), PLAYER, "Buffon") == "plays_in_club"
+    assert _pick(question, Z.wordnet_matcher(heads=False), PLAYER, "Buffon") != "plays_in_club"
 
 
 def test_a_plan_fitted_with_wordnet_ranks_with_it_in_relpath(wn, tmp_path):
