@@ -436,6 +436,9 @@ def main() -> None:
     ap.add_argument("--wordnet-no-heads", action="store_true",
                     help="a compound hypernym's head noun does not link (zeroshot.WORDNET_HEADS off: 'club' -> "
                          "'baseball_team' but not 'team')")
+    ap.add_argument("--wordnet-no-chains", action="store_true",
+                    help="a link to a derivation of the other word does not link (zeroshot.WORDNET_CHAINS off: "
+                         "'screenwriter' -> 'writer' but not 'written')")
     ap.add_argument("--loko-seeds", type=int, default=1,
                     help="also repeat the leave-one-KG-out search with seeds 0..N-1 and write each KG's mean and "
                          "min (``loko_seeds``): how much of a leave-one-KG-out figure is the search's draw")
@@ -482,10 +485,11 @@ def main() -> None:
     extra: dict = {}  # label -> feature rows of the same questions, scored as "lexical" is (default weights, LOKO)
     if args.wordnet:  # the same questions with WordNet's links: default weights, and leave-one-KG-out
         wm = Z.wordnet_matcher(args.wordnet_kinds.split(","), args.wordnet_sim, args.wordnet_senses,
-                               args.wordnet_hyper_pos.split(","), heads=not args.wordnet_no_heads)
+                               args.wordnet_hyper_pos.split(","), heads=not args.wordnet_no_heads,
+                               chains=not args.wordnet_no_chains)
         res["wordnet"] = {"kinds": sorted(wm.kinds), "sim": wm.sim, "senses": wm.wordnet.senses,
                           "hyper_pos": sorted(wm.wordnet.hyper_pos), "heads": wm.wordnet.heads,
-                          "folder": str(wm.wordnet.folder)}
+                          "chains": wm.wordnet.chains, "folder": str(wm.wordnet.folder)}
         extra["lexical + WordNet"] = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n]) for n, kg, ev, _ in sets}
     if args.phrase_model:  # question words and relation phrases through another encoder; the type column kept
         from kgrag.index.embed import model_path

@@ -36,6 +36,18 @@ def test_reader_finds_the_links_paraphrased_questions_need(wn):
     assert wn.link("film", "director") is None and wn.link("xqzv", "film") is None
 
 
+def test_reader_chains_a_link_through_a_derivation_and_reads_compound_synonyms_heads(wn):
+    """"screenwriter"'s synonym "film_writer" is a kind of "writer" (its head, linked as a hypernym), and "writer"
+    is derived from "write": with ``chains`` (the default) "screenwriter" links "written" as the weaker of the two
+    links; without chains, or without heads, it does not."""
+    assert wn.near("screenwriter").get("writer") == "hypernym"
+    assert wn.link("screenwriter", "written") == "hypernym" and wn.link("written", "screenwriter") == "hypernym"
+    assert W.WordNet(wn.folder, senses=wn.senses, chains=False).link("screenwriter", "written") is None
+    assert W.WordNet(wn.folder, senses=wn.senses, heads=False).link("screenwriter", "written") is None
+    assert wn.link("director", "directed") == "derivation"  # a direct derivation stays the stronger link
+    assert wn.link("film", "director") is None
+
+
 def test_reader_follows_word_to_word_derivations_not_the_whole_synset(wn):
     """WordNet's ``+`` pointer joins two words, not two synsets: "actor" is derived from "act", and its synonym
     "thespian" is not a derivation of "act" (it is linked as a synonym of "actor" only)."""
@@ -127,6 +139,16 @@ def test_golden_a_compound_hypernyms_head_links_team_to_club(wn):
     assert Z.WORDNET_HEADS and Z.wordnet_matcher().wordnet.heads
     assert _pick(question, Z.wordnet_matcher(), PLAYER, "Buffon") == "plays_in_club"
     assert _pick(question, Z.wordnet_matcher(heads=False), PLAYER, "Buffon") != "plays_in_club"
+
+
+def test_golden_a_kind_of_the_relations_agent_noun_plans_onto_it_through_a_chain(wn):
+    """"screenwriter" shares no stem with ``written_by``; WordNet links it there in two steps ("film_writer" is a
+    kind of "writer", derived from "write"): the question plans onto written_by with chains (the default), and
+    onto another relation without them."""
+    question = "who is the screenwriter of Heat"
+    assert Z.WORDNET_CHAINS and not Z.echoes(question, ["Heat"], ["written_by"])
+    assert _pick(question, Z.wordnet_matcher()) == "written_by"
+    assert _pick(question, Z.wordnet_matcher(chains=False)) != "written_by"
 
 
 def test_a_plan_fitted_with_wordnet_ranks_with_it_in_relpath(wn, tmp_path):

@@ -85,6 +85,24 @@ def test_golden_zero_shot_the_right_length_wins_where_sequences_share_words(tmp_
     assert len(trace["relations"][0]) > 1
 
 
+def test_golden_a_co_step_said_twice_with_a_sharing_word_is_one_co_step(tmp_path):
+    """"directed by the same director of Heat" says directed_by twice with a sharing word: still the films sharing
+    Heat's director (one co-step), not their directors (a co-step and a third step), as "share directors with"
+    (said once) is. The ``count`` feature: a co-step with a sharing word is said once or twice."""
+    kg = _store(tmp_path, FILMS)
+    index = _index(kg)
+    for text in ("what are the movies that are directed by the same director of Heat",
+                 "which films share directors with Heat"):
+        trace, ends = _ask(kg, index, text, ["Heat"])
+        assert trace["relations"] == [["directed_by", "directed_by"]] and ends == ["Collateral"], text
+    feats = Z.features(question="what are the movies that are directed by the same director of Heat",
+                       topic_names=["Heat"], seqs=[((1, True), (1, False)), ((1, True), (1, False), (1, True)),
+                                                   ((1, True),)],
+                       ends=[[], [], []], relation_names=["starred_actors", "directed_by"],
+                       vecs=Z.PhraseVectors(index.encode))
+    assert feats[:, Z.FEATURES.index("count")].tolist() == [0.0, 0.0, -1.0]
+
+
 def test_golden_the_order_the_question_says_decides_between_reversed_sequences(tmp_path):
     """Al Pacino starred in films and directed one: "who directed the films starred by X" and "who starred in the
     films directed by X" use the same words; the first step is the relation said next to the topic, the last the

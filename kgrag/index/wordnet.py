@@ -18,6 +18,13 @@ stem and by MiniLM similarity; a paraphrase ("what *type* of film" for ``has_gen
 ``sibling``
     a synset of each has the same direct hypernym ("genre" and "type", both a kind of "kind").
 
+With ``heads``, a compound synonym's head noun links as a hypernym too ("screenwriter" has the synonym
+"film_writer": a kind of "writer"). With ``chains`` (the default), a word linked to one of the other word's
+derivationally related forms is linked to it, as the weaker of the two links: "screenwriter" -> "writer" (the
+compound head) and "writer" -> "write" (a derivation) link "screenwriter" to "written" (hypernym). Only
+derivations extend a chain: they keep the sense ("write" / "writer", "direct" / "director"), where a second
+synonym or hypernym step drifts ("tag" -> "label" -> "recording label").
+
 Hypernyms and siblings are read among nouns only (``hyper_pos``): verbs' hypernyms are too general to say a
 relation ("type" -> "write", "film" and "direct" both a way to "make"). Only each word's first ``senses`` senses
 per part of speech are read (WordNet lists them most frequent first), so
@@ -127,10 +134,11 @@ class WordNet:
     """WordNet 3.0 read from a folder of its files (:func:`find`); see the module doc for the link kinds."""
 
     def __init__(self, folder: Path | str, senses: int = 3, hyper_pos: Iterable[str] = ("noun",),
-                 heads: bool = True) -> None:
+                 heads: bool = True, chains: bool = True) -> None:
         self.folder = Path(folder)
         self.senses = int(senses)
         self.heads = bool(heads)
+        self.chains = bool(chains)
         self.hyper_pos = frozenset(hyper_pos)
         if self.hyper_pos - set(FILES):
             raise ValueError(f"hyper_pos {sorted(self.hyper_pos)}: parts of speech are {', '.join(FILES)}")
@@ -241,7 +249,7 @@ class WordNet:
     def near(self, word: str) -> dict[str, str]:
         """Every word linked to ``word`` (lower case, base forms, ``_`` for spaces) with its strongest link kind
         (:data:`KINDS`), from ``word``'s side: synonyms, derivations and direct hypernyms' words, with ``heads`` the
-        head nouns of compound ones too (siblings need both words: :meth:`link`)."""
+        head nouns of compound synonyms and hypernyms as hypernyms too (siblings need both words: :meth:`link`)."""
         if word in self._near:
             return self._near[word]
         rank = {k: i for i, k in enumerate(KINDS)}
@@ -253,6 +261,8 @@ class WordNet:
         for lemma, s in self.senses_of(word):
             for w in s.words:
                 put(w, "synonym")
+                if self.heads and "_" in w and s.key[1] in self.hyper_pos:  # a film_writer is a writer
+                    put(w.rsplit("_", 1)[1], "hypernym")
             for src, tgt in s.derivations:
                 if src == lemma:
                     put(tgt, "derivation")
@@ -282,12 +292,17 @@ class WordNet:
         found += [k for k in (self.near(b).get(x) for x in la) if k]
         if self._hypernyms(a) & self._hypernyms(b):
             found.append("sibling")
+        if self.chains:  # a link to one of the other's derivations, as the weaker of the two
+            for x, y in ((a, b), (b, a)):
+                near_x = self.near(x)
+                found += [KINDS[max(rank[near_x[w]], rank["derivation"])]
+                          for w, k in self.near(y).items() if k == "derivation" and w in near_x]
         return min(found, key=rank.__getitem__) if found else None
 
 
 @lru_cache(maxsize=4)
 def load(folder: str | None = None, senses: int = 3, hyper_pos: tuple[str, ...] = ("noun",),
-         heads: bool = True) -> WordNet:
+         heads: bool = True, chains: bool = True) -> WordNet:
     """The :class:`WordNet` of ``folder`` (default :func:`find`), once per process; raises FileNotFoundError naming
     every place looked in when there is none."""
     d = Path(folder) if folder else find()
@@ -296,7 +311,7 @@ def load(folder: str | None = None, senses: int = 3, hyper_pos: tuple[str, ...] 
         raise FileNotFoundError(f"WordNet's files (index.noun, data.noun, ...) not found. Looked in: {where}. "
                                 "Install them with `make install` (or `pip install -e .[wordnet]`) or set "
                                 "$KGRAG_WORDNET to a folder holding them.")
-    return WordNet(d, senses=senses, hyper_pos=hyper_pos, heads=heads)
+    return WordNet(d, senses=senses, hyper_pos=hyper_pos, heads=heads, chains=chains)
 
 
 @lru_cache(maxsize=4)

@@ -21,8 +21,9 @@ written from it (:func:`features`), combined linearly (:class:`Weights`):
     The mention count of each relation against the sequence's steps of that relation: words whose most similar
     relation is ``r`` (similarity at least ``MENTION``) mention ``r``, those on different words of a phrase once
     ("notable ... types"; :func:`_mentions`); a sequence loses one per mention
-    it lacks or has too many of ``r``, a step counting one mention and a co-step one with a sharing word in the
-    question ("films that share actors"), two without ("the director of X also directed").
+    it lacks or has too many of ``r``, a step counting one mention and a co-step two ("films directed by the
+    director of X"), or one or two with a sharing word in the question ("films that share actors", "directed by the
+    same director").
 ``cue``
     -1 when the question has a *sharing word* (``CUES``: same, share, also, together, co-, both) and the sequence
     has no co-step; -0.5 when its co-steps walk no relation mentioned within two words of a sharing word
@@ -105,6 +106,7 @@ WORDNET_KINDS = ("synonym", "derivation", "hypernym", "sibling")
 WORDNET_SIM = 0.8
 WORDNET_SENSES = 1
 WORDNET_HEADS = True  # a compound hypernym's head noun links too ("club" -> "baseball_team" -> "team")
+WORDNET_CHAINS = True  # a link to a derivation of the other word links it ("screenwriter" -> "writer" ~ "written")
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
 FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
@@ -279,14 +281,14 @@ class PhraseVectors:
 
 def wordnet_matcher(kinds: Iterable[str] = WORDNET_KINDS, sim: float = WORDNET_SIM,
                     senses: int = WORDNET_SENSES, hyper_pos: Iterable[str] = ("noun",),
-                    heads: bool = WORDNET_HEADS) -> "Matcher":
+                    heads: bool = WORDNET_HEADS, chains: bool = WORDNET_CHAINS) -> "Matcher":
     """The :class:`kgrag.index.wordnet.Matcher` for :func:`features` (WordNet's files from
     :func:`kgrag.index.wordnet.find`; FileNotFoundError naming where it looked when they are missing). The planner's
     stop words and sharing words are not matched in a relation phrase."""
     from kgrag.index import wordnet as W
 
-    return W.Matcher(W.load(None, int(senses), tuple(sorted(hyper_pos)), bool(heads)), frozenset(kinds), float(sim),
-                     stop=STOP | CUES)
+    wn = W.load(None, int(senses), tuple(sorted(hyper_pos)), bool(heads), bool(chains))
+    return W.Matcher(wn, frozenset(kinds), float(sim), stop=STOP | CUES)
 
 
 @lru_cache(maxsize=1)
@@ -460,9 +462,10 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
             out[i, 1] = float(np.minimum(0.0, support[cols] - SUPPORT).sum())
             low: dict[int, int] = {}
             high: dict[int, int] = {}
-            for k, r, _ in us:  # a co-step is said once with a sharing word ("share actors"), else twice
+            for k, r, _ in us:  # a co-step is said once with a sharing word ("share actors"), else twice; with
+                # one, twice is fine too ("directed by the same director", "actors who acted together")
                 low[r] = low.get(r, 0) + (1 if k == "one" or cue else 2)
-                high[r] = high.get(r, 0) + (1 if k == "one" or cue else 2)
+                high[r] = high.get(r, 0) + (1 if k == "one" else 2)
             out[i, 2] = -float(sum(max(0, low.get(r, 0) - mentions[r]) + max(0, mentions[r] - high.get(r, 0))
                                    for r in rels))
             cos = [r for k, r, _ in us if k == "co"]

@@ -343,7 +343,7 @@ def _phrase_vectors(index) -> zeroshot.PhraseVectors:
     return _VECS[key]
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="14")
+@RETRIEVERS.register("relpath", params=RelPathParams, version="15")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
