@@ -84,15 +84,24 @@ WORDNET_ROWS = (
 #: the same commands, seeds 0-1: planner_wordnet_heads.json, ..._seed1)
 HEADS_TYPED = PLANNER_DEV.parent / "planner_wordnet_heads.json"
 HEADS_ROWS = (
-    ("leave-one-KG-out, relplan's default fit (WordNet's links with compound heads)",
+    ("leave-one-KG-out, relplan's fit with WordNet's links with compound heads (its default on 2026-12-05)",
      "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
 )
 
+#: the same with WordNet links chained through a derivation and a co-step with a sharing word said once or twice
+#: (``zeroshot.WORDNET_CHAINS`` and the ``count`` feature, the defaults since 2026-12-06: the same commands, seeds
+#: 0-1: planner_wordnet_chains.json, ..._seed1)
+CHAINS_TYPED = PLANNER_DEV.parent / "planner_wordnet_chains.json"
+CHAINS_ROWS = (
+    ("leave-one-KG-out, relplan's default fit (WordNet's links with compound heads and derivation chains; a co-step "
+     "with a sharing word said once or twice)", "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
+)
+
 #: leave-one-KG-out through the pipeline: each dev half with relplan.base_weights from planner_dev's fit on the other
-#: KGs (``--loko reports/bench/planner_wordnet_heads.json --loko-row "lexical + WordNet (leave-one-KG-out, smooth
-#: fit)"``), the default params otherwise (relpath.rescore on, as its default since): topics linked from the text,
-#: the beam, the self-trained vote
-PIPELINE_LOKO = PLANNER_DEV.parent / "transfer_dev_loko_heads_rescore.json"
+#: KGs (``--loko reports/bench/planner_wordnet_chains.json --loko-row "lexical + WordNet (leave-one-KG-out, smooth
+#: fit)"``), the default params otherwise (relpath.rescore on): topics linked from the text, the beam, the
+#: self-trained vote
+PIPELINE_LOKO = PLANNER_DEV.parent / "transfer_dev_loko_chains.json"
 
 
 def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
@@ -119,8 +128,10 @@ def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
     typed = sorted(path.parent.glob(f"{TYPED.stem}*.json"))
     linked = sorted(path.parent.glob(f"{WORDNET_TYPED.stem}*.json"))
     heads = sorted(path.parent.glob(f"{HEADS_TYPED.stem}*.json"))
+    chains = sorted(path.parent.glob(f"{CHAINS_TYPED.stem}*.json"))
     for label, key, files in ([(lb, k, typed) for lb, k in TYPED_ROWS] + [(lb, k, linked) for lb, k in WORDNET_ROWS]
-                              + [(lb, k, heads) for lb, k in HEADS_ROWS]):
+                              + [(lb, k, heads) for lb, k in HEADS_ROWS]
+                              + [(lb, k, chains) for lb, k in CHAINS_ROWS]):
         runs = [json.loads(f.read_text())["configs"].get(key, {}) for f in files]
         for kg in sorted(runs[0] if runs else {}):
             v = [r[kg] for r in runs if kg in r]
@@ -130,7 +141,7 @@ def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
                 "paraphrase": round(sum(para) / len(para), 4) if para else None,
                 "paraphrase_questions": v[0]["paraphrase_questions"], "questions": v[0]["questions"]}
     return {"source": "reports/bench/planner_dev.json" + "".join(f", reports/bench/{f.name}"
-                                                                 for f in typed + linked + heads),
+                                                                 for f in typed + linked + heads + chains),
             "made_by": pd.get("run"), "metric": pd.get("metric"), "kgs": rows,
             "pipeline": pipeline_loko(path.parent / PIPELINE_LOKO.name)}
 
