@@ -114,7 +114,6 @@ NOT_RECOVERED = {
     "gretriever": "two runs; --eval-rows and the first run's code recorded nowhere",
     "question_graphs": "four or more runs on different code, one set of rows copied in by hand",
     "question_graphs_dev_tuned": "the --tuned folder (which tuned scorer) recorded nowhere",
-    "relplan_scale": "two runs joined by hand; their --sizes and code not recorded",
 }
 
 
