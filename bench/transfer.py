@@ -61,40 +61,35 @@ TRANSFER = "../shared/data/transfer"
 PLANNER_DEV = ROOT / "reports" / "bench" / "planner_dev.json"
 
 
-#: the per-KG fit's rows (``python -m bench.planner_dev --zero-shot-only --pseudo 300 --pseudo-types 0.5
-#: --pseudo-prior-lams 0.01 0.1 --pseudo-seed S``, seeds 0-2: planner_pseudo_types.json, ..._seed1, ..._seed2); the
-#: prior there is the other KGs' smooth fit, as the shipped weights are to a new KG
-TYPED = PLANNER_DEV.parent / "planner_pseudo_types.json"
-TYPED_ROWS = (
-    ("leave-one-KG-out, relplan's fit with the plain matcher (relplan.wordnet false; this KG's pseudo-questions, "
-     "half typed, towards the other KGs' weights, lam 0.01)", "lexical (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
-    ("this KG alone (its pseudo-questions, half typed, no prior: relplan.pseudo_prior 0)",
-     "lexical (smooth fit on this KG's pseudo-questions)"),
-)
-
-#: the same fit with WordNet's links in every feature row (``relplan.wordnet``, the default since 2026-12-05: the
-#: commands above with ``--wordnet``, seeds 0-1: planner_wordnet_typed.json, ..._seed1)
-WORDNET_TYPED = PLANNER_DEV.parent / "planner_wordnet_typed.json"
-WORDNET_ROWS = (
-    ("leave-one-KG-out, relplan's fit with WordNet's links, no compound heads (relplan.wordnet's first version)",
-     "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
-)
-
-#: the same with a compound hypernym's head linked too (``zeroshot.WORDNET_HEADS``, the default since 2026-12-05:
-#: the same commands, seeds 0-1: planner_wordnet_heads.json, ..._seed1)
-HEADS_TYPED = PLANNER_DEV.parent / "planner_wordnet_heads.json"
-HEADS_ROWS = (
-    ("leave-one-KG-out, relplan's fit with WordNet's links with compound heads (its default on 2026-12-05)",
-     "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
-)
-
-#: the same with WordNet links chained through a derivation and a co-step with a sharing word said once or twice
-#: (``zeroshot.WORDNET_CHAINS`` and the ``count`` feature, the defaults since 2026-12-06: the same commands, seeds
-#: 0-1: planner_wordnet_chains.json, ..._seed1)
-CHAINS_TYPED = PLANNER_DEV.parent / "planner_wordnet_chains.json"
-CHAINS_ROWS = (
-    ("leave-one-KG-out, relplan's default fit (WordNet's links with compound heads and derivation chains; a co-step "
-     "with a sharing word said once or twice)", "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
+_PSEUDO_WORDNET = "lexical + WordNet (pseudo-question fit towards the other KGs' weights, lam 0.01)"
+#: the pseudo-question fits dev_protocol reports as a mean (min) over draws: (the first draw's file, its seeds' files
+#: sharing its stem, ((row label, planner_dev config), ...)), oldest first. Each new default adds one entry.
+DRAWS = (
+    # the per-KG fit (``python -m bench.planner_dev --zero-shot-only --pseudo 300 --pseudo-types 0.5
+    # --pseudo-prior-lams 0.01 0.1 --pseudo-seed S``, seeds 0-2: planner_pseudo_types.json, ..._seed1, ..._seed2);
+    # the prior there is the other KGs' smooth fit, as the shipped weights are to a new KG
+    (PLANNER_DEV.parent / "planner_pseudo_types.json", (
+        ("leave-one-KG-out, relplan's fit with the plain matcher (relplan.wordnet false; this KG's pseudo-questions, "
+         "half typed, towards the other KGs' weights, lam 0.01)",
+         "lexical (pseudo-question fit towards the other KGs' weights, lam 0.01)"),
+        ("this KG alone (its pseudo-questions, half typed, no prior: relplan.pseudo_prior 0)",
+         "lexical (smooth fit on this KG's pseudo-questions)"))),
+    # the same fit with WordNet's links in every feature row (``relplan.wordnet``, the default since 2026-12-05: the
+    # commands above with ``--wordnet``, seeds 0-1: planner_wordnet_typed.json, ..._seed1)
+    (PLANNER_DEV.parent / "planner_wordnet_typed.json", (
+        ("leave-one-KG-out, relplan's fit with WordNet's links, no compound heads (relplan.wordnet's first version)",
+         _PSEUDO_WORDNET),)),
+    # with a compound hypernym's head linked too (``zeroshot.WORDNET_HEADS``, the default since 2026-12-05: the same
+    # commands: planner_wordnet_heads.json, ..._seed1)
+    (PLANNER_DEV.parent / "planner_wordnet_heads.json", (
+        ("leave-one-KG-out, relplan's fit with WordNet's links with compound heads (its default on 2026-12-05)",
+         _PSEUDO_WORDNET),)),
+    # with links chained through a derivation and a co-step with a sharing word said once or twice
+    # (``zeroshot.WORDNET_CHAINS`` and the ``count`` feature, the defaults since 2026-12-06: the same commands:
+    # planner_wordnet_chains.json, ..._seed1)
+    (PLANNER_DEV.parent / "planner_wordnet_chains.json", (
+        ("leave-one-KG-out, relplan's default fit (WordNet's links with compound heads and derivation chains; a "
+         "co-step with a sharing word said once or twice)", _PSEUDO_WORDNET),)),
 )
 
 #: leave-one-KG-out through the pipeline: each dev half with relplan.base_weights from planner_dev's fit on the other
@@ -125,25 +120,27 @@ def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
     for kg, r in sorted(pd.get("loko_seeds", {}).get("lexical", {}).items()):
         rows.setdefault(kg, {})[f"leave-one-KG-out, coordinate search, mean of {r['seeds']} seeds"] = {
             "all": r["all_mean"], "paraphrase": r["paraphrase_mean"]}
-    typed = sorted(path.parent.glob(f"{TYPED.stem}*.json"))
-    linked = sorted(path.parent.glob(f"{WORDNET_TYPED.stem}*.json"))
-    heads = sorted(path.parent.glob(f"{HEADS_TYPED.stem}*.json"))
-    chains = sorted(path.parent.glob(f"{CHAINS_TYPED.stem}*.json"))
-    for label, key, files in ([(lb, k, typed) for lb, k in TYPED_ROWS] + [(lb, k, linked) for lb, k in WORDNET_ROWS]
-                              + [(lb, k, heads) for lb, k in HEADS_ROWS]
-                              + [(lb, k, chains) for lb, k in CHAINS_ROWS]):
-        runs = [json.loads(f.read_text())["configs"].get(key, {}) for f in files]
-        for kg in sorted(runs[0] if runs else {}):
-            v = [r[kg] for r in runs if kg in r]
-            para = [x["paraphrase"] for x in v if x["paraphrase"] is not None]
-            rows.setdefault(kg, {})[f"{label}, mean (min) of {len(v)} pseudo-question draws"] = {
-                "all": round(sum(x["all"] for x in v) / len(v), 4), "all_min": min(x["all"] for x in v),
-                "paraphrase": round(sum(para) / len(para), 4) if para else None,
-                "paraphrase_questions": v[0]["paraphrase_questions"], "questions": v[0]["questions"]}
-    return {"source": "reports/bench/planner_dev.json" + "".join(f", reports/bench/{f.name}"
-                                                                 for f in typed + linked + heads + chains),
+    read = []  # every draw file read, in DRAWS' order
+    for first, labelled in DRAWS:
+        files = sorted(path.parent.glob(f"{first.stem}*.json"))
+        read += files
+        configs = [json.loads(f.read_text())["configs"] for f in files]  # each draw read once for all its rows
+        for label, key in labelled:
+            _mean_of_draws(rows, label, [c.get(key, {}) for c in configs])
+    return {"source": "reports/bench/planner_dev.json" + "".join(f", reports/bench/{f.name}" for f in read),
             "made_by": pd.get("run"), "metric": pd.get("metric"), "kgs": rows,
             "pipeline": pipeline_loko(path.parent / PIPELINE_LOKO.name)}
+
+
+def _mean_of_draws(rows: dict, label: str, runs: list[dict]) -> None:
+    """Each KG's row ``label`` (mean and min over the pseudo-question draws ``runs``: one config's rows per draw)."""
+    for kg in sorted(runs[0] if runs else {}):
+        v = [r[kg] for r in runs if kg in r]
+        para = [x["paraphrase"] for x in v if x["paraphrase"] is not None]
+        rows.setdefault(kg, {})[f"{label}, mean (min) of {len(v)} pseudo-question draws"] = {
+            "all": round(sum(x["all"] for x in v) / len(v), 4), "all_min": min(x["all"] for x in v),
+            "paraphrase": round(sum(para) / len(para), 4) if para else None,
+            "paraphrase_questions": v[0]["paraphrase_questions"], "questions": v[0]["questions"]}
 
 
 def pipeline_loko(path: Path = PIPELINE_LOKO) -> dict | None:
