@@ -197,11 +197,13 @@ def name_vectors(kg: ArrayKG) -> np.ndarray:
     return _NAMES[id(kg)]
 
 
-def feature_rows(kg, qs, lexicon=None, lw=1.0, wordnet=None, like=None, vecs=None):
+def feature_rows(kg, qs, lexicon=None, lw=1.0, wordnet=None, like=None, vecs=None, nouns=None):
     """Feature rows of the questions ``qs``. ``like``: rows of the same questions computed before without
     ``wordnet`` (or with other phrase vectors ``vecs``), whose ``type`` column (the answer type: no word-relation
     match in it, MiniLM's answer phrase against MiniLM's entity vectors) is taken instead of being computed again
-    (MetaQA's end entities make it the slow feature). ``vecs``: the word / relation-phrase vectors (``VECS``)."""
+    (MetaQA's end entities make it the slow feature). ``vecs``: the word / relation-phrase vectors (``VECS``).
+    ``nouns``: the answer-type nouns of ``kg``'s ranges (:func:`type_nouns`), blended into ``type`` as relpath does
+    with WordNet on (``zeroshot.noun_type``)."""
     V = name_vectors(kg) if like is None else None
     rows = []
     for q in qs:
@@ -218,6 +220,8 @@ def feature_rows(kg, qs, lexicon=None, lw=1.0, wordnet=None, like=None, vecs=Non
         assert [r[0]["text"] for r in like] == [r[0]["text"] for r in rows]
         for (_, _, f, _), (_, _, g, _) in zip(rows, like):
             f[:, t] = g[:, t]
+    for q, seqs, f, _ in rows if nouns is not None else ():
+        Z.noun_type(f, Z.answer_phrase(Z.mask(q["text"], q["topics"])), seqs, VECS if vecs is None else vecs, nouns)
     return rows
 
 
@@ -375,6 +379,17 @@ def range_nouns(kg: ArrayKG) -> dict:
     return P.wordnet_type_nouns(A.means_of(sample, name_vectors(kg)), kg.relation_names, VECS)
 
 
+def type_nouns(kg: ArrayKG):
+    """``sequence -> its answer-type noun's vector`` for ``kg`` (``kgrag.index.answer_types.noun_types``: WordNet's
+    class nouns against the relations' range samples, as relpath reads them from a store with WordNet on)."""
+    from kgrag.index import answer_types as A, wordnet as W
+    from kgrag.kg.kgview import range_sample_arrays
+
+    sample = range_sample_arrays(kg.h, kg.r, kg.t, kg.n, A.RANGE_K, A.RANGE_SEED)
+    vocab = list(W.class_nouns())
+    return A.noun_types(A.means_of(sample, name_vectors(kg)), kg.relation_names, vocab, VECS(vocab))
+
+
 def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_ends: int = 50,
                      wordnet=None, types: float = 0.0) -> list[dict]:
     """``n`` pseudo-questions of ``kg`` with no label read: topics of the pool's questions (their linked topics only,
@@ -436,6 +451,9 @@ def main() -> None:
     ap.add_argument("--wordnet-no-heads", action="store_true",
                     help="a compound hypernym's head noun does not link (zeroshot.WORDNET_HEADS off: 'club' -> "
                          "'baseball_team' but not 'team')")
+    ap.add_argument("--no-type-nouns", action="store_true",
+                    help="with --wordnet, the type feature without its answer-type noun (zeroshot.TYPE_NOUN; the "
+                         "ablation of kgrag.index.answer_types.noun_types)")
     ap.add_argument("--wordnet-no-chains", action="store_true",
                     help="a link to a derivation of the other word does not link (zeroshot.WORDNET_CHAINS off: "
                          "'screenwriter' -> 'writer' but not 'written')")
@@ -490,7 +508,10 @@ def main() -> None:
         res["wordnet"] = {"kinds": sorted(wm.kinds), "sim": wm.sim, "senses": wm.wordnet.senses,
                           "hyper_pos": sorted(wm.wordnet.hyper_pos), "heads": wm.wordnet.heads,
                           "chains": wm.wordnet.chains, "folder": str(wm.wordnet.folder)}
-        extra["lexical + WordNet"] = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n]) for n, kg, ev, _ in sets}
+        nouns = {n: None if args.no_type_nouns else type_nouns(kg) for n, kg, _, _ in sets}
+        res["wordnet"]["type_nouns"] = not args.no_type_nouns
+        extra["lexical + WordNet"] = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n], nouns=nouns[n])
+                                      for n, kg, ev, _ in sets}
     if args.phrase_model:  # question words and relation phrases through another encoder; the type column kept
         from kgrag.index.embed import model_path
 
@@ -509,8 +530,8 @@ def main() -> None:
             extra[f"lexical, {tag}"] = {n: feature_rows(kg, ev, like=feats[n], vecs=pv) for n, kg, ev, _ in sets}
             res["phrase_model"]["features_s"] = round(time.perf_counter() - t0, 1)
             if args.wordnet:
-                extra[f"lexical + WordNet, {tag}"] = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n], vecs=pv)
-                                                      for n, kg, ev, _ in sets}
+                extra[f"lexical + WordNet, {tag}"] = {n: feature_rows(kg, ev, wordnet=wm, like=feats[n], vecs=pv,
+                                                                      nouns=nouns[n]) for n, kg, ev, _ in sets}
     for label, fs in extra.items():
         for n in names:
             cfg.setdefault(label, {})[n] = score(fs[n], linear(Z.Weights().vector()))
@@ -555,7 +576,7 @@ def main() -> None:
                                    types=args.pseudo_types)
             pfeats[n] = feature_rows(kg, pq_)
             if args.wordnet:  # relplan.wordnet: the fit and the ranking both read WordNet's links
-                pfeats_wn[n] = feature_rows(kg, pq_, wordnet=wm)
+                pfeats_wn[n] = feature_rows(kg, pq_, wordnet=wm, nouns=nouns[n])
             res.setdefault("pseudo", {})[n] = {
                 "questions": len(pfeats[n]), "seed": args.pseudo_seed, "wordnet": args.pseudo_wordnet,
                 "types": args.pseudo_types,

@@ -7,6 +7,12 @@ relation instead, through a sample of 32 entities that relation reaches anywhere
 both stores: :func:`kgrag.kg.kgview.range_sample_arrays`), the names are encoded once per KG. On dev it costs about
 2 points of first-end Hit@1 on PathQuestion-Large (docs/scale.md), so ``auto`` reads ranges only on a KG of
 :data:`AUTO_RELATION_TRIPLES` triples or more.
+
+A range sample also has a *name*: the WordNet class noun nearest its mean name vector (:func:`range_nouns`: "movie"
+for MetaQA's films, "actor" for its writers, "language" for its languages). A mean of 32 names is a blurred type (a
+film title and a person's name are closer under MiniLM than "films" and "actor" are); with WordNet on
+(``relplan.wordnet``), the ``type`` feature reads the noun of the sequence's last step beside the names
+(:func:`noun_types`; ``zeroshot.TYPE_NOUN``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import numpy as np
 AUTO_RELATION_TRIPLES = 5_000_000
 RANGE_K = 32
 RANGE_SEED = 0
+#: nearest vocabulary words looked at for a range's name where the ones echoing the relation's name are passed over
+NOUN_CANDIDATES = 50
 _RANGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> {(relation, forward): mean vector}
 
 
@@ -60,3 +68,56 @@ def means_of(sample: dict[tuple[int, bool], np.ndarray], entity_vectors) -> dict
     vecs = np.asarray(entity_vectors[ids], dtype=np.float64) if len(ids) else np.zeros((0, 1))
     at = np.cumsum([0] + [len(sample[k]) for k in keys])
     return {k: vecs[a:b].mean(0) for k, a, b in zip(keys, at[:-1], at[1:]) if b > a}
+
+
+def range_nouns(means: dict[tuple[int, bool], np.ndarray], relation_names: Sequence[str], vocabulary: Sequence[str],
+                vectors: np.ndarray, echo: bool = True) -> dict[tuple[int, bool], int]:
+    """``(relation, forward) ->`` the index of the ``vocabulary`` word (unit ``vectors``, one row each) nearest its
+    range's mean (``means``: :func:`range_means`), ties to the earlier word. ``echo`` False: the nearest among the
+    :data:`NOUN_CANDIDATES` nearest that shares no 4-letter stem with the relation's name, none where all do (a
+    pseudo-question worded by its type does not repeat the name: :func:`kgrag.index.pseudo.type_nouns`)."""
+    from kgrag.index import zeroshot
+
+    V = np.asarray(vectors, dtype=np.float64)
+    out: dict[tuple[int, bool], int] = {}
+    for (r, fwd), c in sorted(means.items()):
+        near = np.argsort(-(V @ np.asarray(c, np.float64)), kind="stable")[:1 if echo else NOUN_CANDIDATES]
+        said = set() if echo else zeroshot.name_stems(str(relation_names[r]))
+        for i in near.tolist():
+            if zeroshot._stem(vocabulary[i]) not in said:
+                out[(int(r), bool(fwd))] = int(i)
+                break
+    return out
+
+
+def noun_types(means: dict[tuple[int, bool], np.ndarray], relation_names: Sequence[str], vocabulary: Sequence[str],
+               vectors: np.ndarray) -> Callable[[Sequence], np.ndarray | None]:
+    """``sequence -> the unit vector of its answer type's noun``: the :func:`range_nouns` word (echoes allowed) of
+    its last step's range, None for a sequence with no step or a range with no sample (``zeroshot.features``'
+    ``type_nouns``)."""
+    V = np.asarray(vectors, dtype=np.float64)
+    picks = {k: V[i] for k, i in range_nouns(means, relation_names, vocabulary, V).items()}
+
+    def of(seq) -> np.ndarray | None:
+        steps = [x for x in seq if x[0] >= 0]
+        return picks.get((int(steps[-1][0]), bool(steps[-1][1]))) if steps else None
+    return of
+
+
+def wordnet_noun_types(kg, entity_vectors, vectors_of: Callable[[list[str]], np.ndarray]
+                       ) -> Callable[[Sequence], np.ndarray | None] | None:
+    """:func:`noun_types` of ``kg``'s ranges over WordNet's class nouns (:func:`kgrag.index.wordnet.class_nouns`,
+    embedded by ``vectors_of``, the index's model), for the planner with WordNet on; None where the store has no
+    range sample, the questions bring their own graphs, there are no entity vectors, or WordNet's files are
+    missing (the ``type`` feature then reads the names alone)."""
+    if not hasattr(kg, "range_sample") or getattr(kg, "has_graphs", False):
+        return None
+    if entity_vectors is None or not len(entity_vectors):
+        return None
+    from kgrag.index import wordnet
+
+    try:
+        vocab = list(wordnet.class_nouns())
+    except FileNotFoundError:
+        return None
+    return noun_types(range_means(kg, entity_vectors), kg.relation_names, vocab, vectors_of(vocab))

@@ -63,8 +63,6 @@ TYPE_SHARE = _DEFAULTS.pseudo_types
 TYPE_SEED = 100
 #: features whose fitted weight stays >= 0 (:func:`fit_smooth`); length and ends may take either sign
 NONNEGATIVE: frozenset[str] = frozenset({"ll", "support", "count", "cue", "type", "order"})
-#: nearest vocabulary words looked at for a range's name (the first that does not echo the relation is taken)
-TYPE_CANDIDATES = 50
 
 
 @dataclass(frozen=True)
@@ -152,18 +150,10 @@ def type_nouns(means: dict[Step, np.ndarray], relation_names: Sequence[str], voc
     (unit) vector is nearest the mean name vector of the range (``means``: :func:`kgrag.index.answer_types.
     range_means`) among those sharing no 4-letter stem with the relation's name, so that the typed wording does not
     echo it (MiniLM on WorldCup2014: "stadium" for ``plays_in_club``'s clubs, "defender" for positions, "movie" for
-    MetaQA's films). Ties go to the earlier word; relations whose every near word echoes the name get none."""
+    MetaQA's films; :func:`kgrag.index.answer_types.range_nouns`). Ties go to the earlier word; relations whose
+    every near word echoes the name get none."""
     vocab = list(vocabulary)
-    stems = [zeroshot._stem(w) for w in vocab]
-    V = np.asarray(vectors, dtype=np.float64)
-    out: dict[Step, str] = {}
-    for (r, fwd), c in sorted(means.items()):
-        echo = zeroshot.name_stems(str(relation_names[r]))
-        for i in np.argsort(-(V @ np.asarray(c, np.float64)), kind="stable")[:TYPE_CANDIDATES].tolist():
-            if stems[i] not in echo:
-                out[(int(r), bool(fwd))] = vocab[i]
-                break
-    return out
+    return {k: vocab[i] for k, i in answer_types.range_nouns(means, relation_names, vocab, vectors, echo=False).items()}
 
 
 def type_wording(items: Sequence[tuple[Sequence[Step], str, str]], relation_names: Sequence[str],
@@ -277,7 +267,8 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
                 entity_vectors: Callable[[np.ndarray], np.ndarray] | None, keep: Sequence[str] = KEEP,
                 prior: float = PRIOR_LAM, relation_aliases: Sequence | None = None,
                 end_types: Callable | None = None, wordnet: "wn.Matcher | None" = None,
-                base: zeroshot.Weights | None = None) -> tuple[zeroshot.Weights, dict]:
+                base: zeroshot.Weights | None = None, type_nouns: Callable | None = None
+                ) -> tuple[zeroshot.Weights, dict]:
     """The planner's weights fitted on ``pseudos`` (:func:`fit_smooth`, rounded to :data:`DECIMALS`; the features
     in ``keep`` at their shipped weights; ``prior`` > 0: from and towards the shipped weights with that lam, 0: from
     zero with :data:`LAMBDA`, the KG's pseudo-questions alone), and what the fit saw: pseudo-questions, their
@@ -285,13 +276,15 @@ def fit_weights(pseudos: Sequence[Pseudo], *, relation_names: Sequence[str], vec
     (in-sample: how far the fit moved, not a held-out figure). ``relation_aliases``: the relations' other names, read
     as :func:`kgrag.index.zeroshot.features` reads them in relpath; ``end_types``: the answer type from relations'
     range samples, as relpath's default reads it on a large KG (:func:`kgrag.index.answer_types.range_types`);
-    ``wordnet``: WordNet's links as word matches (``relplan.wordnet``), as relpath reads them with the plan;
+    ``wordnet``: WordNet's links as word matches (``relplan.wordnet``), as relpath reads them with the plan, and
+    ``type_nouns`` the answer-type nouns that come with them (:func:`kgrag.index.answer_types.wordnet_noun_types`);
     ``base``: the weights in place of the shipped ones (``relplan.base_weights``)."""
     rows = []
     for q in pseudos:
         f = zeroshot.features(question=q.text, topic_names=q.topic_names, seqs=q.seqs, ends=q.ends,
                               relation_names=relation_names, vecs=vecs, entity_vectors=entity_vectors,
-                              relation_aliases=relation_aliases, end_types=end_types, wordnet=wordnet)
+                              relation_aliases=relation_aliases, end_types=end_types, wordnet=wordnet,
+                              type_nouns=type_nouns)
         rows.append((f, q.p))
     shipped = base or zeroshot.Weights()
     w = np.round(fit_smooth([(1.0, rows)], lam=prior if prior > 0 else LAMBDA,
@@ -374,5 +367,6 @@ def fit_for_kg(kg: KGView, encode: Callable[[list[str]], np.ndarray] | None, pai
                                  entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
                                  relation_aliases=getattr(kg, "relation_aliases", None),
                                  end_types=answer_types.range_types(kg, ent, "auto"), prior=prior, wordnet=wordnet,
-                                 base=base)
+                                 base=base, type_nouns=answer_types.wordnet_noun_types(kg, ent, vecs)
+                                 if wordnet is not None else None)
     return weights, {**stats, "pseudo_typed": typed_n, "pseudo_types_note": note}

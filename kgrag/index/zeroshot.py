@@ -31,7 +31,9 @@ written from it (:func:`features`), combined linearly (:class:`Weights`):
 ``type``
     Cosine of the question's answer phrase (its wh-word and the next word: "which films", "who", "what
     language") with the mean name vector of the sequence's end entities (the index's entity vectors): the
-    answer type, read from the entities the sequence reaches, not from any type list.
+    answer type, read from the entities the sequence reaches, not from any type list. With ``type_nouns`` (WordNet
+    on), a ``TYPE_NOUN`` share of it is the cosine with the noun that names the last step's range instead
+    ("which films" against "movie" or "actor": :func:`kgrag.index.answer_types.noun_types`).
 ``length`` / ``ends``
     The number of steps, and log of the number of end entities.
 ``order``
@@ -107,6 +109,8 @@ WORDNET_SIM = 0.8
 WORDNET_SENSES = 1
 WORDNET_HEADS = True  # a compound hypernym or synonym links its head noun too ("club" -> "baseball_team" -> "team")
 WORDNET_CHAINS = True  # a link to a derivation of the other word links it ("screenwriter" -> "writer" ~ "written")
+#: share of the ``type`` feature read from the answer type's noun where ``features`` gets ``type_nouns``
+TYPE_NOUN = 0.5
 WORD = re.compile(r"[A-Za-z0-9]+")
 WH = re.compile(r"\b(what|which|who|whom|when|where|whose|how many|name)\b(\s+\w+)?", re.I)
 FEATURES = ("ll", "support", "count", "cue", "type", "length", "ends", "order")
@@ -391,7 +395,8 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
              entity_vectors: Callable[[np.ndarray], np.ndarray] | None = None,
              lexicon: Lexicon | None = None, lexicon_weight: float = 1.0,
              wordnet: "Matcher | None" = None, relation_aliases: Sequence | None = None,
-             end_types: Callable[[Sequence[Step]], np.ndarray | None] | None = None) -> np.ndarray:
+             end_types: Callable[[Sequence[Step]], np.ndarray | None] | None = None,
+             type_nouns: Callable[[Sequence[Step]], np.ndarray | None] | None = None) -> np.ndarray:
     """The :data:`FEATURES` of each candidate sequence of one question: an array (sequences x features).
 
     Parameters
@@ -420,6 +425,10 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         A sequence's answer-type vector (the mean of unit name vectors) read from its relations alone, e.g. from
         its last step's range sample (``relpath.answer_type: relation``), or None where it has none; when given,
         ``type`` reads it instead of the ends' names (``entity_vectors`` is then not read).
+    type_nouns
+        A sequence's answer-type noun (a unit vector; :func:`kgrag.index.answer_types.noun_types`) or None; where
+        given, ``type`` is the ``TYPE_NOUN``-weighted mean of its cosine with the answer phrase and the cosine
+        above (:func:`noun_type`).
     """
     n = len(seqs)
     out = np.zeros((n, len(FEATURES)), dtype=np.float64)
@@ -485,7 +494,22 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
         for members in groups.values():
             out[members, 7] -= out[members, 7].mean()
     _type_column(out, answer_phrase(masked), seqs, ends, vecs, entity_vectors, end_types)
+    noun_type(out, answer_phrase(masked), seqs, vecs, type_nouns)
     return out
+
+
+def noun_type(out: np.ndarray, phrase: str | None, seqs: Sequence[Sequence[Step]], vecs: PhraseVectors,
+              type_nouns: Callable[[Sequence[Step]], np.ndarray | None] | None) -> None:
+    """Blend into the ``type`` column (4) of :func:`features` rows the cosine of the answer ``phrase`` with each
+    sequence's answer-type noun (``type_nouns``), at ``TYPE_NOUN``: in place; nothing without a phrase or nouns,
+    and a sequence with no noun keeps its column."""
+    if phrase is None or type_nouns is None:
+        return
+    q = vecs([phrase])[0].astype(np.float64)
+    for i, s in enumerate(seqs):
+        v = type_nouns(s)
+        if v is not None:
+            out[i, 4] = (1.0 - TYPE_NOUN) * out[i, 4] + TYPE_NOUN * _type_cosine(np.asarray(v, np.float64), q)
 
 
 def _type_column(out: np.ndarray, phrase: str | None, seqs: Sequence[Sequence[Step]], ends: Sequence[np.ndarray],

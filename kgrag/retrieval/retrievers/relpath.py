@@ -333,6 +333,7 @@ def _shared_answer(question, topics: np.ndarray, search, base_scores, params) ->
 SEPARATOR = (-1, True)
 
 _VECS: dict[str, zeroshot.PhraseVectors] = {}
+_NOUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> {index model: its answer-type nouns}
 
 
 def _phrase_vectors(index) -> zeroshot.PhraseVectors:
@@ -343,7 +344,21 @@ def _phrase_vectors(index) -> zeroshot.PhraseVectors:
     return _VECS[key]
 
 
-@RETRIEVERS.register("relpath", params=RelPathParams, version="15")
+def _type_nouns(kg, index, ent):
+    """The answer-type nouns of ``kg``'s ranges for the planner with WordNet on
+    (:func:`kgrag.index.answer_types.wordnet_noun_types`), once per store and index model in a process; WordNet's
+    class nouns through the vector cache where the model has one (a packaged model), else the phrase encoder."""
+    per = _NOUNS.setdefault(kg, {})
+    key = getattr(index, "model", "")
+    if key not in per:
+        from kgrag.index.entity_vectors import model_key, shared_cache
+
+        of = shared_cache(key).get if key and model_key(key) else _phrase_vectors(index)
+        per[key] = answer_types.wordnet_noun_types(kg, ent, of)
+    return per[key]
+
+
+@RETRIEVERS.register("relpath", params=RelPathParams, version="16")
 def retrieve_relpath(*, question, query_vec, kg, index, params: RelPathParams, hops, max_edges) -> Subgraph:
     """Beam search over relation sequences from the topics; the triples of the best one(s), of any length.
 
@@ -526,6 +541,7 @@ def _base_scorer(question, query_vec, kg, index, params: RelPathParams, plan: _Q
         ent = getattr(index, "entity_vectors", None)
         types = answer_types.range_types(kg, ent, params.answer_type)
         links = zeroshot.default_wordnet_matcher() if plan.wordnet else None
+        nouns = _type_nouns(kg, index, ent) if plan.wordnet else None
 
         def lexical(seqs: list, ends: list) -> np.ndarray:
             feats = zeroshot.features(
@@ -533,7 +549,8 @@ def _base_scorer(question, query_vec, kg, index, params: RelPathParams, plan: _Q
                 ends=ends, relation_names=kg.relation_names, vecs=vecs,
                 entity_vectors=(lambda ids: ent[ids]) if ent is not None and len(ent) else None,
                 lexicon=plan.lexicon, lexicon_weight=params.lexicon_weight,
-                relation_aliases=getattr(kg, "relation_aliases", None), end_types=types, wordnet=links)
+                relation_aliases=getattr(kg, "relation_aliases", None), end_types=types, wordnet=links,
+                type_nouns=nouns)
             return ranking.rounded(zeroshot.scores(feats, weights), ranking.SCORE_DECIMALS)
         return lexical
     entry = SCORERS.get(params.scorer)
