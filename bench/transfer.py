@@ -90,13 +90,18 @@ DRAWS = (
     (PLANNER_DEV.parent / "planner_wordnet_chains.json", (
         ("leave-one-KG-out, relplan's default fit (WordNet's links with compound heads and derivation chains; a "
          "co-step with a sharing word said once or twice)", _PSEUDO_WORDNET),)),
+    # with the answer type named by a WordNet class noun (``zeroshot.TYPE_NOUN``, ``kgrag.index.answer_types.
+    # noun_types``, the default since 2026-12-06: the same commands: planner_wordnet_nouns.json, ..._seed1)
+    (PLANNER_DEV.parent / "planner_wordnet_nouns.json", (
+        ("leave-one-KG-out, relplan's default fit (the links above; the answer type also read from the noun that "
+         "names the last step's range)", _PSEUDO_WORDNET),)),
 )
 
 #: leave-one-KG-out through the pipeline: each dev half with relplan.base_weights from planner_dev's fit on the other
-#: KGs (``--loko reports/bench/planner_wordnet_chains.json --loko-row "lexical + WordNet (leave-one-KG-out, smooth
+#: KGs (``--loko reports/bench/planner_wordnet_nouns.json --loko-row "lexical + WordNet (leave-one-KG-out, smooth
 #: fit)"``), the default params otherwise (relpath.rescore on): topics linked from the text, the beam, the
 #: self-trained vote
-PIPELINE_LOKO = PLANNER_DEV.parent / "transfer_dev_loko_chains.json"
+PIPELINE_LOKO = PLANNER_DEV.parent / "transfer_dev_loko_nouns.json"
 
 
 def dev_protocol(path: Path = PLANNER_DEV) -> dict | None:
