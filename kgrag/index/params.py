@@ -86,10 +86,12 @@ class RelPlanParams(Strict):
     wordnet: bool = Field(True, description="WordNet's links (synonym, derivation, hypernym, sibling: \"type\" "
                           "for genre, \"acted\" for starred actors) count as word matches in the zero-shot "
                           "planner: in the pseudo-question fit, and, written into the plan (plan.json wordnet), in "
-                          "relpath's ranking with this plan (kgrag/index/wordnet.py; the wordnet extra, which make "
-                          "repro installs; without its files the plan matches without them and plan.json "
-                          "wordnet_note says why). On since 2026-12-05 (docs/retrieval.md has the dev figures); "
-                          "false = words matched by stems and MiniLM alone")
+                          "relpath's ranking with this plan, and the answer type is read from the WordNet class "
+                          "noun that names each relation's range too (\"movie\", \"country\"; kgrag/index/wordnet.py, "
+                          "kgrag/index/answer_types.py; the wordnet extra, which make repro installs; without its "
+                          "files the plan matches without them and plan.json wordnet_note says why). On since "
+                          "2026-12-05, the noun since 2026-12-06 (docs/retrieval.md has the dev figures); false = "
+                          "words matched by stems and MiniLM alone, the type by entity names alone")
     file: str | None = Field(
         None, description="a questions JSONL of yours over the same KG (docs/ingest.md; answers required), e.g. "
         "a dev or training split, read by the data loader in place of its `questions` file (triples, ntriples, "
