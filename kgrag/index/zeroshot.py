@@ -486,16 +486,21 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
             pairs = [(a, b) for k, a in enumerate(at) for b in at[k + 1:] if a is not None and b is not None]
             if pairs:
                 out[i, 7] = float(np.mean([np.sign(b - a) for a, b in pairs]))
-        # relative to the other orders of the same relations: it tells reversed sequences apart, and does not
-        # weigh a sequence against one of other relations (whose words the other features compare)
-        groups: dict[tuple, list[int]] = {}
-        for i, s in enumerate(seqs):
-            groups.setdefault(tuple(sorted(r for r, _ in s if r >= 0)), []).append(i)
-        for members in groups.values():
-            out[members, 7] -= out[members, 7].mean()
+        _relative_order(out, seqs)
     _type_column(out, answer_phrase(masked), seqs, ends, vecs, entity_vectors, end_types)
     noun_type(out, answer_phrase(masked), seqs, vecs, type_nouns)
     return out
+
+
+def _relative_order(out: np.ndarray, seqs: Sequence[Sequence[Step]]) -> None:
+    """The ``order`` column (7) of :func:`features` taken relative to the mean over the candidates walking the same
+    relations (in place): it tells reversed sequences apart, and does not weigh a sequence against one of other
+    relations (whose words the other features compare)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, s in enumerate(seqs):
+        groups.setdefault(tuple(sorted(r for r, _ in s if r >= 0)), []).append(i)
+    for members in groups.values():
+        out[members, 7] -= out[members, 7].mean()
 
 
 def noun_type(out: np.ndarray, phrase: str | None, seqs: Sequence[Sequence[Step]], vecs: PhraseVectors,
