@@ -109,7 +109,7 @@ def load_llm(path: str, dtype: str = "float32", attention: str = "eager"):
     weights in ``dtype`` (``bfloat16`` halves memory traffic and runs the matmuls in bf16; ``auto``: see
     ``resolve_dtype``), attention by
     ``attention`` (``eager`` or ``sdpa``; same results up to rounding: eager was 1.6x faster in bf16 on the
-    project's CPU, reports/bench/gretriever.json).
+    project's CPU of 2026-11-22, an Intel Xeon).
 
     Cached per process: several ``GRetriever`` objects may share it (LoRA hooks are per object).
     """

@@ -67,10 +67,11 @@ class GRTrainParams(Strict):
     checkpoint_every: int = Field(50, ge=0, description="optimizer steps between mid-epoch checkpoints (0 = epoch "
                                   "ends)")
     seed: int = Field(0, description="initialisation, row order and dropout")
-    threads: int = Field(2, ge=1, description="torch CPU threads: with the 2 cores otherwise idle, 2 threads took 2.45 "
-                                              "s a step against 3.5-4.1 s with 1; with other jobs on the machine 2 "
-                                              "threads ran slower (5.95 s a step against 2.5-3.7 s with 1, "
-                                              "reports/bench/gretriever.json): use 1 there")
+    threads: int = Field(2, ge=1, description="torch CPU threads: with the 2 cores otherwise idle, 2 threads took 1.51 "
+                                              "s a step against 2.34 s with 1 (reports/bench/gretriever.json, 2026-12-06, "
+                                              "an AMD EPYC); with other jobs on the machine 2 threads ran slower (5.95 s "
+                                              "a step against 2.5-3.7 s with 1, an Intel Xeon on 2026-11-22: that "
+                                              "file at c0239bf): use 1 there")
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="the frozen LLM's weights: auto = bfloat16 where the CPU has native bf16 (avx512_bf16 / "
                             "amx_bf16: 2.5x faster steps than float32 on such a Xeon), else float32 (bf16 matmuls ran "
