@@ -369,25 +369,29 @@ def reword(phrase: str, wordnet, rng) -> str:
 verbalise = P.verbalise  # the relplan stage's wording of a walk (kgrag.index.pseudo)
 
 
-def range_nouns(kg: ArrayKG) -> dict:
-    """Names of the answer types of ``kg``'s relations (``kgrag.index.pseudo.type_nouns``: WordNet's class nouns
-    against the relations' range samples, as the relplan stage reads them from a store)."""
+def range_means(kg: ArrayKG) -> dict:
+    """The mean name vector of each relation's range sample in ``kg``, as a store reads them
+    (``kgrag.index.answer_types.range_means``)."""
     from kgrag.index import answer_types as A
     from kgrag.kg.kgview import range_sample_arrays
 
     sample = range_sample_arrays(kg.h, kg.r, kg.t, kg.n, A.RANGE_K, A.RANGE_SEED)
-    return P.wordnet_type_nouns(A.means_of(sample, name_vectors(kg)), kg.relation_names, VECS)
+    return A.means_of(sample, name_vectors(kg))
+
+
+def range_nouns(kg: ArrayKG) -> dict:
+    """Names of the answer types of ``kg``'s relations (``kgrag.index.pseudo.type_nouns``: WordNet's class nouns
+    against the relations' range samples, as the relplan stage reads them from a store)."""
+    return P.wordnet_type_nouns(range_means(kg), kg.relation_names, VECS)
 
 
 def type_nouns(kg: ArrayKG):
     """``sequence -> its answer-type noun's vector`` for ``kg`` (``kgrag.index.answer_types.noun_types``: WordNet's
     class nouns against the relations' range samples, as relpath reads them from a store with WordNet on)."""
     from kgrag.index import answer_types as A, wordnet as W
-    from kgrag.kg.kgview import range_sample_arrays
 
-    sample = range_sample_arrays(kg.h, kg.r, kg.t, kg.n, A.RANGE_K, A.RANGE_SEED)
     vocab = list(W.class_nouns())
-    return A.noun_types(A.means_of(sample, name_vectors(kg)), kg.relation_names, vocab, VECS(vocab))
+    return A.noun_types(range_means(kg), kg.relation_names, vocab, VECS(vocab))
 
 
 def pseudo_questions(kg: ArrayKG, pool: list[dict], n: int, seed: int = 0, max_ends: int = 50,

@@ -45,11 +45,15 @@ def range_types(kg, entity_vectors, mode: str) -> Callable[[Sequence], np.ndarra
     if mode != "relation":
         return None
     means = range_means(kg, entity_vectors)
+    return lambda seq: means.get(end_key(seq))
 
-    def of(seq) -> np.ndarray | None:
-        steps = [x for x in seq if x[0] >= 0]
-        return means.get((int(steps[-1][0]), bool(steps[-1][1]))) if steps else None
-    return of
+
+def end_key(seq: Sequence) -> tuple[int, bool] | None:
+    """The (relation, direction) whose range a sequence ends in: its last step's (a co-step, walked there and back,
+    ends in the range of the relation walked back); a separator step (negative relation) is no step; None without
+    a step."""
+    steps = [x for x in seq if x[0] >= 0]
+    return (int(steps[-1][0]), bool(steps[-1][1])) if steps else None
 
 
 def range_means(kg, entity_vectors) -> dict[tuple[int, bool], np.ndarray]:
@@ -97,11 +101,7 @@ def noun_types(means: dict[tuple[int, bool], np.ndarray], relation_names: Sequen
     ``type_nouns``)."""
     V = np.asarray(vectors, dtype=np.float64)
     picks = {k: V[i] for k, i in range_nouns(means, relation_names, vocabulary, V).items()}
-
-    def of(seq) -> np.ndarray | None:
-        steps = [x for x in seq if x[0] >= 0]
-        return picks.get((int(steps[-1][0]), bool(steps[-1][1]))) if steps else None
-    return of
+    return lambda seq: picks.get(end_key(seq))
 
 
 def wordnet_noun_types(kg, entity_vectors, vectors_of: Callable[[list[str]], np.ndarray]

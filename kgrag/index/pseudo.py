@@ -132,9 +132,9 @@ def _said(units: Sequence[tuple[str, int, bool]], topic: str, relation_names: Se
 
 def end_key(seq: Sequence[Step]) -> Step:
     """The (relation, direction) whose range a walk ends in: its last step's; a co-step (a relation walked there
-    and back) ends where it started, in the range of the relation walked back."""
-    kind, r, fwd = zeroshot.units(seq)[-1]
-    return (r, fwd) if kind == "one" else (r, not fwd)
+    and back) ends where it started, in the range of the relation walked back
+    (:func:`kgrag.index.answer_types.end_key`, which relpath's answer types read too)."""
+    return answer_types.end_key(seq)
 
 
 def typed(seq: Sequence[Step], topic: str, relation_names: Sequence[str], noun: str) -> str:
