@@ -111,7 +111,6 @@ NOT_RECOVERED = {
                   "--cost-only), each on the code of its day",
     "generalize_dev_planner": "two runs on different code merged by hand; generalize does not merge",
     "generalize_dev_tog_demos": "rows of four or more runs on different code, named by hand",
-    "question_graphs": "four or more runs on different code, one set of rows copied in by hand",
     "question_graphs_dev_tuned": "the --tuned folder (which tuned scorer) recorded nowhere",
 }
 
