@@ -256,7 +256,7 @@ def test_relplan_learns_from_a_users_own_jsonl_dev_split(tmp_path, monkeypatch):
 
 
 def test_zero_shot_llm_planner_scores_relation_sequences_with_the_real_model(kg, index):
-    """relpath with ``scorer: loglik`` (the zero-shot LLM planner): the embedded SmolLM2's log-likelihood of a
+    """relpath with ``base: scorer``, ``scorer: loglik`` (the zero-shot LLM planner): the embedded SmolLM2's log-likelihood of a
     sequence as the reply to the question, through the scoring primitive. On "who directed Heat" the summed
     log-likelihood prefers "directed by" to the longer "directed by, directed by" that the cosine picks
     (test_question_graphs), and relpath walks it; a failed call is counted, not silent."""
@@ -273,7 +273,8 @@ def test_zero_shot_llm_planner_scores_relation_sequences_with_the_real_model(kg,
     got = entry.impl(query=q, docs=docs, params=entry.params(), ctx=ctx)
     assert got.shape == (4,) and np.all(got < 0) and int(np.argmax(got)) == 0, dict(zip(docs, got))
     question = Question(question_id="q", text=q, topic_ids=kg.ids_of(["Heat"]))
-    params = RetrieveParams(method="relpath", relpath={"paths": 1, "scorer": "loglik", "llm": {"cache": None}})
+    params = RetrieveParams(method="relpath", relpath={"paths": 1, "base": "scorer", "scorer": "loglik",
+                                                       "llm": {"cache": None}})
     sub, _ = retrieve_one(question=question, query_vec=index.encode([q])[0], kg=kg, index=index, params=params)
     assert sub.trace["sequences"] == ["directed by"], sub.trace
 
@@ -292,6 +293,9 @@ def test_zero_shot_llm_planner_scores_relation_sequences_with_the_real_model(kg,
     from kgrag.retrieval.retrievers.relpath import RelPathParams
 
     with pytest.raises(ValueError, match="scorer_params.normalise"):
-        RelPathParams(scorer="loglik", scorer_params={"normalise": "mean"})
+        RelPathParams(base="scorer", scorer="loglik", scorer_params={"normalise": "mean"})
     with pytest.raises(ValueError, match="valid choices"):
-        RelPathParams(scorer="cosine")
+        RelPathParams(base="scorer", scorer="cosine")
+    # the zero-shot planner (base lexical, the default) reads no scorer: setting one there is named, not ignored
+    with pytest.raises(ValueError, match="scorer, scorer_params set, but base is lexical"):
+        RelPathParams(scorer="loglik", scorer_params={"normalize": "mean"})

@@ -487,8 +487,7 @@ def features(*, question: str, topic_names: Sequence[str], seqs: Sequence[Sequen
             if pairs:
                 out[i, 7] = float(np.mean([np.sign(b - a) for a, b in pairs]))
         _relative_order(out, seqs)
-    _type_column(out, answer_phrase(masked), seqs, ends, vecs, entity_vectors, end_types)
-    noun_type(out, answer_phrase(masked), seqs, vecs, type_nouns)
+    _type_column(out, answer_phrase(masked), seqs, ends, vecs, entity_vectors, end_types, type_nouns)
     return out
 
 
@@ -518,9 +517,10 @@ def noun_type(out: np.ndarray, phrase: str | None, seqs: Sequence[Sequence[Step]
 
 
 def _type_column(out: np.ndarray, phrase: str | None, seqs: Sequence[Sequence[Step]], ends: Sequence[np.ndarray],
-                 vecs: PhraseVectors, entity_vectors, end_types) -> None:
+                 vecs: PhraseVectors, entity_vectors, end_types, type_nouns=None) -> None:
     """The ``type`` feature (column 4) of :func:`features`: the answer ``phrase`` against each sequence's
-    ``end_types`` vector where given, else against its ends' names (``entity_vectors``); 0 without either."""
+    ``end_types`` vector where given, else against its ends' names (``entity_vectors``); 0 without either; then
+    the answer-type nouns blended in (:func:`noun_type`, where ``type_nouns`` is given)."""
     if phrase is not None and end_types is not None:
         q = vecs([phrase])[0].astype(np.float64)
         for i, s in enumerate(seqs):
@@ -528,6 +528,7 @@ def _type_column(out: np.ndarray, phrase: str | None, seqs: Sequence[Sequence[St
             out[i, 4] = _type_cosine(np.asarray(c, dtype=np.float64), q) if c is not None else 0.0
     elif phrase is not None and entity_vectors is not None:
         _answer_type(out, vecs([phrase])[0].astype(np.float64), ends, entity_vectors)
+    noun_type(out, phrase, seqs, vecs, type_nouns)
 
 
 def _answer_type(out: np.ndarray, q: np.ndarray, ends: Sequence[np.ndarray],

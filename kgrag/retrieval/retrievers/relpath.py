@@ -104,14 +104,15 @@ class RelPathParams(Strict):
                             "first two alone and answer at the intersection of the best pair of walks whose ends meet "
                             "('which player in X is from Y'); when no pair meets, the walk from all topics together")
     scorer: str = Field(
-        "st", description="base scorer: what scores a sequence's text against the question (a registered LEGO scorer): st = "
+        "st", description="with base: scorer, what scores a sequence's text against the question (a registered LEGO scorer): st = "
         "the index's sentence transformer (cosine); loglik = the LLM's log-likelihood of the sequence as the "
         "reply to the question (a zero-shot LLM planner, RoG / GCR style; `llm` below); the plan's votes are "
         "added to either")
     scorer_params: dict = Field(
-        default_factory=dict, description="the scorer's params (e.g. loglik: {normalize: mean}); {} = its defaults")
+        default_factory=dict, description="base scorer: the scorer's params (e.g. loglik: {normalize: mean}); {} = its "
+        "defaults")
     llm: dict = Field(
-        default_factory=dict, description="the LLM of scorer loglik: retrieve.lego.llm's keys (backend, "
+        default_factory=dict, description="base scorer: the LLM of scorer loglik: retrieve.lego.llm's keys (backend, "
         "backend_params, cache, ...); {} = the embedded llamacpp model")
     fallback: str | None = Field(
         "khop", description="retriever (its default params) for a question with no relation sequence to walk: no "
@@ -134,6 +135,11 @@ class RelPathParams(Strict):
     def _scorer_params(self) -> "RelPathParams":
         from pydantic import ValidationError
 
+        if self.base == "lexical" and (self.scorer != "st" or self.scorer_params or self.llm):
+            set_ = ", ".join(k for k, v in (("scorer", self.scorer != "st"), ("scorer_params", self.scorer_params),
+                                            ("llm", self.llm)) if v)
+            raise ValueError(f"{set_} set, but base is lexical (the zero-shot planner), which reads no scorer: set "
+                             "base: scorer to score the sequences with it, or leave them out")
         try:
             SCORERS.get(self.scorer).params.model_validate(self.scorer_params)  # extra="forbid": typos named
         except ValidationError as e:

@@ -1,8 +1,8 @@
 """``loglik``: the LLM's log-likelihood of each doc (a verbalized relation path) as the reply to the question.
 
-A zero-shot relation-path planner for ``relpath`` (``retrieve.relpath.scorer: loglik``) and a LEGO scorer: one
-scoring call per list of docs (the backend's ``continuations`` primitive, the one ``rank`` uses), nothing
-generated, nothing to parse.
+A zero-shot relation-path planner for ``relpath`` (``retrieve.relpath.base: scorer``, ``scorer: loglik``) and a
+LEGO scorer: one scoring call per list of docs (the backend's ``continuations`` primitive, the one ``rank`` uses),
+nothing generated, nothing to parse.
 """
 
 from __future__ import annotations
