@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -97,7 +98,10 @@ def provenance(root: Path = ROOT) -> dict:
 def command_line(argv: list[str], root: Path = ROOT) -> str:
     """This process's command line as typed from the repository root. A bench runs as a module (``python -m
     bench.x``), and Python then sets ``argv[0]`` to the module's file: a file of the ``bench`` package is written back
-    as ``python -m bench.x``; any other script as ``python PATH``, relative to ``root`` where it lies inside."""
+    as ``python -m bench.x``; any other script as ``python PATH``, relative to ``root`` where it lies inside. Each
+    argument is shell-quoted where it needs it (``shlex.join``: a value with spaces or ``;`` stays one argument), so
+    ``shlex.split`` of the line gives the argv back and the line can be pasted into a shell (stamps written before
+    2026-12-06 joined with bare spaces; the committed ones were re-quoted then)."""
     argv = list(argv)
     if argv and os.path.isabs(argv[0]):
         try:
@@ -107,8 +111,8 @@ def command_line(argv: list[str], root: Path = ROOT) -> str:
     script = Path(argv[0]) if argv else None
     if script is not None and script.suffix == ".py" and script.parts[:1] == ("bench",) and ".." not in script.parts:
         module = ".".join(script.with_suffix("").parts).removesuffix(".__main__")
-        return " ".join(["python", "-m", module, *argv[1:]])
-    return " ".join(["python", *argv])
+        return shlex.join(["python", "-m", module, *argv[1:]])
+    return shlex.join(["python", *argv])
 
 
 def made_by() -> dict:

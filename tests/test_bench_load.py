@@ -157,3 +157,41 @@ def test_every_committed_result_names_what_made_it():
         p = subprocess.run(["git", "cat-file", "--batch-check"], cwd=root, input="\n".join(sorted(named)) + "\n",
                            capture_output=True, text=True)
         assert "missing" not in p.stdout, p.stdout
+
+
+def test_a_stamped_command_keeps_each_argument_whole():
+    """An argument with spaces or ``;`` (a ``--loko-row`` title, a ``--config`` of several overrides) is quoted in
+    the stamp, so that ``shlex.split`` (what ``python -m bench rerun`` runs) gives the bench the argv it ran with.
+    Stamps joined with bare spaces before 2026-12-06 split such a value into several arguments, and rerun failed
+    on them; every committed stamp is now in this quoted form (recovered commands keep the form they were read in)."""
+    import json
+    import shlex
+    from pathlib import Path
+
+    argv = [str(_machine.ROOT / "bench" / "transfer.py"), "--loko-row", "lexical + WordNet (leave-one-KG-out, x)",
+            "--config", "a=retrieve.relpath.plan=null;retrieve.relpath.scorer_params={normalize: mean}", "--out", "o"]
+    line = _machine.command_line(argv)
+    assert shlex.split(line) == ["python", "-m", "bench.transfer", *argv[1:]]
+    assert _machine.command_line([str(_machine.ROOT / "bench" / "retrieve.py"), "--questions", "5"]) == (
+        "python -m bench.retrieve --questions 5")  # plain arguments stay bare
+
+    def stamps(doc):
+        if isinstance(doc, dict):
+            for k, v in doc.items():
+                if k in ("run", "made_by") and isinstance(v, dict):
+                    yield v
+                elif k == "earlier_runs":
+                    yield from (x for x in v if isinstance(x, dict))
+                else:
+                    yield from stamps(v)
+        elif isinstance(doc, list):
+            for x in doc:
+                yield from stamps(x)
+
+    bad = []
+    for f in sorted((Path(__file__).resolve().parents[1] / "reports" / "bench").glob("*.json")):
+        for s in stamps(json.loads(f.read_text())):
+            cmd = s.get("command")
+            if cmd and not s.get("command_source") and shlex.join(shlex.split(cmd)) != cmd:
+                bad.append(f"{f.name}: {cmd[:80]}")
+    assert not bad, "stamped commands not in shlex.join form (an argument split or unquoted): " + "; ".join(bad)
