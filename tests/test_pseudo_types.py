@@ -14,8 +14,8 @@ import numpy as np
 
 from kgrag.index import answer_types, wordnet, zeroshot
 from kgrag.index.embed import encode
-from kgrag.index.pseudo import (TYPE_SEED, draw, end_key, fit_for_kg, type_nouns, type_wording, typed, verbalise,
-                                walks)
+from kgrag.index.answer_types import end_key
+from kgrag.index.pseudo import (TYPE_SEED, draw, fit_for_kg, type_nouns, type_wording, typed, verbalise, walks)
 from kgrag.index.relplan import adjacency, mirror_ids, mirror_pairs
 from kgrag.kg.duckdb_io import write_duckdb
 from kgrag.kg.store import KGStore

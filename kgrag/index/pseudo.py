@@ -130,13 +130,6 @@ def _said(units: Sequence[tuple[str, int, bool]], topic: str, relation_names: Se
     return it
 
 
-def end_key(seq: Sequence[Step]) -> Step:
-    """The (relation, direction) whose range a walk ends in: its last step's; a co-step (a relation walked there
-    and back) ends where it started, in the range of the relation walked back
-    (:func:`kgrag.index.answer_types.end_key`, which relpath's answer types read too)."""
-    return answer_types.end_key(seq)
-
-
 def typed(seq: Sequence[Step], topic: str, relation_names: Sequence[str], noun: str) -> str:
     """A pseudo-question whose last unit is said by its answer type alone ("which club has the one whose plays
     for country is X?"): people name what they ask for ("which team", "what films") more often than the last
@@ -167,7 +160,7 @@ def type_wording(items: Sequence[tuple[Sequence[Step], str, str]], relation_name
     out = []
     for walk, topic, text in items:
         take = rng.random() < share
-        noun = nouns.get(end_key(walk)) if take else None
+        noun = nouns.get(answer_types.end_key(walk)) if take else None
         out.append(typed(walk, topic, relation_names, noun) if noun else text)
     return out
 
