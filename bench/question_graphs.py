@@ -24,6 +24,8 @@ interval, the first- and random-candidate baselines and the paired lift over the
     python -m bench.question_graphs --split test                             # the single test measurement
     python -m bench.question_graphs --split test --labelled                  # with a labelled training file
     python -m bench.question_graphs --split dev --tuned ../lift/data/tune --set generate.model=tuned  # a tuned scorer
+    python -m bench.question_graphs --split dev --sets metaqa wc2014-p2 --sample 150 --tuned metaqa \
+        --set generate.model=tuned            # the scorer the default project tunes on MetaQA dev, trained first
     python -m bench.question_graphs --split dev --labelled --tune     # the scorer tuned on the labelled file itself
 """
 
@@ -37,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench._machine import made_by
+from bench._machine import made_by, provenance
 from bench.common import write_result
 from bench.full_split import clear_caches, run_stage, workcopy
 from bench.transfer import rows_of
@@ -143,18 +145,51 @@ def retrieval_rows(work: Path, max_context_triples: int) -> dict:
             "first_candidate_hit_at_1_ci95": bootstrap_ci(first, resamples=2000, seed=0)}
 
 
+#: ``--tuned metaqa``: the default project's tune_answer_scorer stage, trained first in a work copy
+TUNE_DEFAULT = "metaqa"
+#: what a tuned folder's tune.json says of the scorer, copied into each row that used it
+TUNE_FIELDS = ("note", "questions", "rows", "trained_rows", "loss_per_epoch", "training_data_hash")
+
+
+def default_scorer(workdir: Path) -> Path:
+    """``--tuned metaqa``: the scorer the default project tunes (MetaQA; relplan's held-out dev questions, leak-
+    guarded; params.yaml's ``tune.*`` with ``tune.enabled=true``: 600 questions, about 50 minutes on 2 cores), trained
+    in the work copy ``<workdir>/tune-metaqa`` by its stages ingest → relplan → tune_answer_scorer. A later run reuses
+    it only when the commit and params.yaml are those that trained it and no tracked file differed (``tuned_by.json``
+    beside it): a bench that runs twice (two ``--set`` variants) trains once. Returns its ``data/tune`` folder."""
+    work = workcopy(workdir / "tune-metaqa")
+    made = {k: v for k, v in provenance().items() if k in ("commit", "dirty", "params_sha256")}
+    mark, record = work / "tuned_by.json", work / "data" / "tune" / "tune.json"
+    if (not made["dirty"] and made["commit"] and mark.is_file() and json.loads(mark.read_text()) == made
+            and record.is_file() and json.loads(record.read_text()).get("trained")):
+        print(f"[question_graphs] --tuned {TUNE_DEFAULT}: the scorer trained at {made['commit'][:10]} in {work}",
+              file=sys.stderr, flush=True)
+        return record.parent
+    mark.unlink(missing_ok=True)
+    for stage in ("ingest", "validate", "index", "relplan", "tune_answer_scorer"):
+        s = run_stage(work, stage, ["tune.enabled=true"])
+        print(f"[question_graphs] --tuned {TUNE_DEFAULT}: {stage} {s['seconds']:.0f} s", file=sys.stderr, flush=True)
+    mark.write_text(json.dumps(made) + "\n")
+    return record.parent
+
+
 def run(name: str, split: str, args) -> dict:
     work = workcopy(Path(args.workdir) / f"{name}-{split}")
     clear_caches(work)
+    tuned = None
     if args.tuned:  # a trained tune stage's output (model.gguf, tune.json), served with --set generate.model=tuned
         import shutil
 
         (work / "data" / "tune").mkdir(parents=True, exist_ok=True)
         for f in ("model.gguf", "tune.json"):
-            shutil.copy2(Path(args.tuned) / f, work / "data" / "tune" / f)
+            shutil.copy2(Path(args.tuned_dir) / f, work / "data" / "tune" / f)
+        record = json.loads((work / "data" / "tune" / "tune.json").read_text())
+        tuned = {"from": args.tuned, **{k: record.get(k) for k in TUNE_FIELDS}}  # which scorer, as its record says
     data = work / "qgraphs" / f"{name}-{split}.jsonl"
     built = build(name, split, per_hop=args.per_hop, hops=args.hops, max_edges=args.max_edges, drop=args.drop,
                   noise=args.noise, seed=args.seed, out=data)
+    if tuned:
+        built["tuned"] = tuned
     labelled = []
     if args.labelled:  # a training file of the same format, as WebQSP / CWQ ship one: the labelled plan learns from it
         train = data.with_name(f"{data.stem}-train.jsonl")
@@ -183,8 +218,7 @@ def run(name: str, split: str, args) -> dict:
         print(f"[question_graphs] {name}: {stage} {stages[stage]['seconds']:.0f} s", file=sys.stderr, flush=True)
     if args.tune:
         record = json.loads((work / "data" / "tune" / "tune.json").read_text())
-        built["tune"] = {**{k: record.get(k) for k in ("note", "questions", "rows", "trained_rows", "loss_per_epoch",
-                                                       "training_data_hash")}, **stages["tune_answer_scorer"]}
+        built["tune"] = {**{k: record.get(k) for k in TUNE_FIELDS}, **stages["tune_answer_scorer"]}
     m = json.loads((work / "reports" / "metrics.json").read_text())
     import pyarrow.parquet as pq
 
@@ -217,8 +251,10 @@ def main() -> None:
                     help="the plan learns from a labelled file of the same format (relplan.file): the dev questions' "
                     "graphs for --split test; half of the dev file for --split dev (the other half evaluated)")
     ap.add_argument("--tuned", default=None, help="a tune_answer_scorer stage's output folder (data/tune of a project "
-                    "where `dvc repro tune_answer_scorer` trained): copied into the work copy, so that --set "
-                    "generate.model=tuned serves it")
+                    "where `dvc repro tune_answer_scorer` trained), or 'metaqa': the default project's, trained here "
+                    "first (MetaQA dev, params.yaml's tune.*; about 50 minutes; reused by a run at the same commit): "
+                    "copied into the work copy, so that --set generate.model=tuned serves it; each row records its "
+                    "tune.json (built.tuned: questions, rows, loss, training_data_hash)")
     ap.add_argument("--tune", action="store_true",
                     help="with --labelled: the tune_answer_scorer stage trains rank's scorer on the labelled file "
                     "too (the user's own questions and graphs), and generate serves it (generate.model=tuned)")
@@ -227,6 +263,7 @@ def main() -> None:
     if args.tune and (not args.labelled or args.retrieval_only or args.tuned):
         ap.error("--tune needs --labelled (the file it trains on), runs the LLM (no --retrieval-only) and trains its "
                  "own scorer (no --tuned)")
+    args.tuned_dir = default_scorer(Path(args.workdir)) if args.tuned == TUNE_DEFAULT else args.tuned
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}
     result.setdefault("sets", {})
