@@ -12,13 +12,14 @@ call caches unless ``--resume`` (an interrupted bench run then continues where i
 again; the record says how many finished shards were recomputed (their files rewritten) and how many LLM calls
 were repeated (backend attempts of the resumed run minus the calls it added to the call cache).
 
-Writes ``reports/bench/full_split.json`` (merged per split: one split can be run at a time) with, per split:
+Writes ``reports/bench/full_split.json`` (merged per split: one split can be run at a time, each run's rows
+stamped with its commit and command, ``made_by``) with, per split:
 questions, wall seconds and peak RSS per stage, questions per minute of retrieve / generate at 200 and at the
 full split and their per-question cost ratio, where generate's time goes (``generate_cost``: seconds by
 candidates scored), and Hit@1, Hit, F1 and retrieval recall with seeded bootstrap 95% intervals (``ci95`` of
 metrics.json).
 
-    python -m bench.full_split --hops 1              # default params: ~50 min here (2-hop ~3 h, 3-hop ~6-7 h idle)
+    python -m bench.full_split --hops 1              # default params: ~55 min (2-hop ~2.4 h, 3-hop ~1.9 h)
     python -m tests.fault_server --port 8123 &       # the LLM replaced by a no-LLM baseline (first triple's tail):
     python -m bench.full_split --hops 1 --set generate.backend=openai \
         --set generate.openai.base_url=http://127.0.0.1:8123/v1 --set reason.method=answer     # ~13 minutes
@@ -46,6 +47,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench._machine import made_by
 from bench.common import timed_run, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,6 +120,7 @@ def one_run(work: Path, hops: int, sample: int, resume: bool, extra: list[str] =
     for stage in ("retrieve", "generate"):
         out[f"{stage}_questions_per_minute"] = round(n / stages[stage]["seconds"] * 60, 1)
     out["question_seconds"] = question_seconds(work)
+    out["made_by"] = made_by()  # the row's own stamp: the file merges runs (one split a run, across sessions)
     return out
 
 
@@ -324,7 +327,7 @@ def kill_resume(work: Path, hops: int, n: int, extra: list[str] = ()) -> dict:
         with open(shard_dir / f, "rb") as fh:
             attempts += sum(ipc.open_file(fh).read_all().column(S.LLM_CALLS).to_pylist())
     calls_after = _cache_rows(work)
-    return {"questions": n, "shards": len(after), "killed_after_s": round(killed_after, 1),
+    return {"made_by": made_by(), "questions": n, "shards": len(after), "killed_after_s": round(killed_after, 1),
             "finished_shards_at_kill": len(before), "finished_shards_recomputed": len(rewritten),
             "shards_computed_on_resume": len(new), "calls_in_cache_at_kill": calls_before,
             "backend_calls_on_resume": attempts, "calls_added_on_resume": calls_after - calls_before,
