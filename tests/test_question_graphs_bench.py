@@ -52,3 +52,38 @@ def test_tune_needs_the_labelled_file_it_trains_on(tmp_path):
                            capture_output=True, text=True)
         assert p.returncode == 2 and "--tune needs --labelled" in p.stderr, (extra, p.stderr[-500:])
     assert not (tmp_path / "w").exists() and not (tmp_path / "o.json").exists()
+
+
+def test_tuned_metaqa_trains_once_per_clean_commit_and_params(tmp_path, monkeypatch):
+    """``--tuned metaqa`` trains the default project's scorer in a work copy and reuses it only for the same clean
+    commit and params.yaml (control flow: the stages are replaced by a recorder that writes what the tune stage
+    writes; the real stage is tests/test_tune.py's)."""
+    import bench.question_graphs as qg
+
+    ran, made = [], {"commit": "a" * 40, "dirty": False, "params_sha256": "p1"}
+
+    def stage(work, name, sets):
+        ran.append(name)
+        assert sets == ["tune.enabled=true"]
+        if name == "tune_answer_scorer":
+            (work / "data" / "tune").mkdir(parents=True, exist_ok=True)
+            (work / "data" / "tune" / "tune.json").write_text(json.dumps({"trained": True}))
+        return {"seconds": 0.0, "peak_rss_mib": 0.0}
+
+    def workcopy(dst):
+        dst.mkdir(parents=True, exist_ok=True)
+        return dst
+
+    monkeypatch.setattr(qg, "run_stage", stage)
+    monkeypatch.setattr(qg, "workcopy", workcopy)
+    monkeypatch.setattr(qg, "provenance", lambda: {**made, "command": "python -m bench.question_graphs"})
+    out = qg.default_scorer(tmp_path)
+    assert out == tmp_path / "tune-metaqa" / "data" / "tune" and ran[-1] == "tune_answer_scorer"
+    assert ran[:4] == ["ingest", "validate", "index", "relplan"]
+    assert qg.default_scorer(tmp_path) == out and len(ran) == 5  # same commit and params: reused
+    made["params_sha256"] = "p2"
+    qg.default_scorer(tmp_path)
+    assert len(ran) == 10  # other params: trained again
+    made["dirty"] = True
+    qg.default_scorer(tmp_path)
+    assert len(ran) == 15  # uncommitted changes: never reused
