@@ -109,7 +109,6 @@ def test_a_merged_result_is_stamped_by_the_run_that_wrote_it_and_keeps_the_earli
 NOT_RECOVERED = {
     "full_split": "merges nine or more runs over two days (whole splits resumed across sessions, kill-resume, "
                   "--cost-only), each on the code of its day",
-    "question_graphs_dev_tuned": "the --tuned folder (which tuned scorer) recorded nowhere",
 }
 
 
