@@ -237,8 +237,8 @@ def generate_cost(work: Path) -> dict | None:
 
 def lift_paired(work: Path, resamples: int = 2000, seed: int = 0) -> dict | None:
     """The LLM's Hit@1 lift over each no-LLM candidate (first, random), paired per question from the work copy's
-    ``reports/predictions.parquet``: mean, seeded bootstrap 95% interval over questions, questions won and lost.
-    None without predictions."""
+    ``reports/predictions.parquet``: the candidate's own Hit@1 (``hit_at_1``, beside the LLM's in ``metrics``), the
+    mean lift, its seeded bootstrap 95% interval over questions, questions won and lost. None without predictions."""
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -253,7 +253,8 @@ def lift_paired(work: Path, resamples: int = 2000, seed: int = 0) -> dict | None
     for name in ("first", "random"):
         d = hit - np.asarray(t[f"hit_baseline_{name}"], dtype=float)
         lo, hi = bootstrap_ci(d, resamples=resamples, seed=seed)  # as metrics.json's ci95
-        out[name] = {"lift": round(float(d.mean()), 4), "low": lo, "high": hi,
+        out[name] = {"hit_at_1": round(float(np.mean(t[f"hit_baseline_{name}"])), 4),
+                     "lift": round(float(d.mean()), 4), "low": lo, "high": hi,
                      "won": int((d > 0).sum()), "lost": int((d < 0).sum())}
     out["note"] = (f"Hit@1 of the LLM's answer minus the no-LLM candidate's, per question (reports/predictions.parquet); "
                    f"seeded bootstrap over questions (seed {seed}, {resamples:,} resamples), 95%")
@@ -396,6 +397,8 @@ def main() -> None:
             write_result(str(out_path), result)
             continue
         entry["full"] = one_run(work, hops, 0, args.resume, args.sets)
+        for key in [k for k in entry if k == "note" or k.startswith("per_question_cost_ratio")]:
+            entry.pop(key)  # a hand note and ratios of the whole split this run replaced
         if args.resume:  # its stage seconds are this part's only: read question_seconds for the whole cost
             resumed(entry["full"])
         entry["full"]["generate_cost"] = generate_cost(work)

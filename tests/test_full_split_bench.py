@@ -90,5 +90,6 @@ def test_the_llm_lift_is_paired_per_question(tmp_path):
     got = lift_paired(tmp_path, resamples=200)
     assert (got["first"]["lift"], got["first"]["won"], got["first"]["lost"]) == (0.25, 50, 0)
     assert got["first"]["low"] < 0.25 < got["first"]["high"] and got["first"]["low"] > 0
-    assert got["random"] == {"lift": 0.0, "low": 0.0, "high": 0.0, "won": 0, "lost": 0}
+    assert got["random"] == {"hit_at_1": 0.75, "lift": 0.0, "low": 0.0, "high": 0.0, "won": 0, "lost": 0}
+    assert got["first"]["hit_at_1"] == 0.5  # the no-LLM candidate's own figure, beside the lift
     assert lift_paired(tmp_path / "none") is None
