@@ -19,7 +19,7 @@ full split and their per-question cost ratio, where generate's time goes (``gene
 candidates scored), and Hit@1, Hit, F1 and retrieval recall with seeded bootstrap 95% intervals (``ci95`` of
 metrics.json).
 
-    python -m bench.full_split --hops 1              # default params: ~55 min (2-hop ~2.4 h, 3-hop ~1.9 h)
+    python -m bench.full_split --hops 1              # default params: ~55 min (2-hop ~3 h, 3-hop ~6-7 h idle)
     python -m tests.fault_server --port 8123 &       # the LLM replaced by a no-LLM baseline (first triple's tail):
     python -m bench.full_split --hops 1 --set generate.backend=openai \
         --set generate.openai.base_url=http://127.0.0.1:8123/v1 --set reason.method=answer     # ~13 minutes
