@@ -18,7 +18,10 @@ and, where a sample was re-run at that commit, ``verified``. A recovered command
 as that evidence goes, not a record the run wrote; ``python -m bench`` marks it ``[recovered]``. A few could not be
 recovered (a file joined by hand from runs on different code, a flag recorded nowhere): their ``command`` is null,
 ``command_source`` says why, ``python -m bench`` says so, and ``rerun`` refuses them, or runs the one command
-``UNSTAMPED`` knows that re-makes the result at HEAD though it did not make the committed file, and says so.
+``UNSTAMPED`` knows that re-makes the result at HEAD though it did not make the committed file, and says so. A file
+re-made in parts (full_split, a split at a time: each row stamped, ``made_by``) keeps such a run's rows until each is
+re-made: the list marks it ``(+ rows of an earlier run without a command)`` and ``rerun`` runs ``UNSTAMPED``'s
+command for the whole file.
 
 ``rerun`` runs every command at HEAD, so a re-made result measures today's code: numbers can differ from the
 committed file's even for a stamped command, and for a recovered one it says so before it runs. A command whose
@@ -72,9 +75,33 @@ def bench_argv(cmd: str) -> list[str] | None:
     return None
 
 
+#: the row groups of a bench file that merges runs: a row is stamped by the run that wrote it (``made_by``)
+ROW_GROUPS = ("sets", "splits", "kill_resume")
+
+
+def unstamped_rows(doc: dict) -> list[str]:
+    """The rows of a bench file that no command is known to have made: a row names its run (``made_by``), or each
+    run record in it (a dict with ``questions``: full_split's ``sample_200`` and ``full``) does. A file without row
+    groups is one row, ``(file)``. Where every run that wrote into the file has a command (stamped or recovered),
+    none: the file's stamps name them all."""
+    if all(s.get("command") for s in [doc.get("run") or {}, *(doc.get("earlier_runs") or [])]):
+        return []
+    if not any(doc.get(g) for g in ROW_GROUPS):
+        return ["(file)"]
+    out = []
+    for group in ROW_GROUPS:
+        for key, row in (doc.get(group) or {}).items():
+            runs = [v for v in row.values() if isinstance(v, dict) and "questions" in v]
+            if not ((row.get("made_by") or {}).get("command")
+                    or (runs and all((v.get("made_by") or {}).get("command") for v in runs))):
+                out.append(f"{group}/{key}")
+    return out
+
+
 def results(reports: Path = REPORTS) -> dict[str, dict]:
     """Result name (file stem) -> its ``run`` stamp (``{}`` when the file has none), with ``earlier`` the stamps of
-    the earlier runs whose rows a merged file kept (``earlier_runs``)."""
+    the earlier runs whose rows a merged file kept (``earlier_runs``) and ``unstamped_rows`` those of its rows that
+    no command made (:func:`unstamped_rows`)."""
     out = {}
     for f in sorted(reports.glob("*.json")):
         try:
@@ -82,7 +109,8 @@ def results(reports: Path = REPORTS) -> dict[str, dict]:
         except (OSError, ValueError) as e:
             out[f.stem] = {"note": f"unreadable: {e}"}
             continue
-        out[f.stem] = {**(doc.get("run") or {}), "earlier": list(doc.get("earlier_runs") or [])}
+        out[f.stem] = {**(doc.get("run") or {}), "earlier": list(doc.get("earlier_runs") or []),
+                       "unstamped_rows": unstamped_rows(doc)}
     return out
 
 
@@ -94,10 +122,22 @@ def runs_of(run: dict) -> list[dict]:
     return list(by_command.values()) or [run]
 
 
+def unstamped_part(run: dict) -> bool:
+    """Whether rows of the result come from a run without a command: its own, or one of a merged file's earlier
+    runs whose rows are still there (full_split re-made one split at a time keeps the other splits' old rows)."""
+    return not run.get("command") or bool(run.get("unstamped_rows"))
+
+
+def runs_to_remake(name: str, run: dict) -> list[dict]:
+    """The stamps whose commands re-make result ``name``: :func:`runs_of`, or, where rows of a run without a
+    command remain and ``UNSTAMPED`` knows a command that re-makes the whole file, that one alone."""
+    return [{"command": None}] if name in UNSTAMPED and unstamped_part(run) else runs_of(run)
+
+
 def commands_for(name: str, run: dict, reports: Path = REPORTS, root: Path = ROOT) -> list[list[str]]:
     """The argvs that re-make result ``name``: the commands of the runs that wrote into it, earliest first
-    (a merged file: each size or set its own run), each once."""
-    return [command_for(name, s, reports, root) for s in runs_of(run)]
+    (a merged file: each size or set its own run), each once; ``UNSTAMPED``'s where rows have no command."""
+    return [command_for(name, s, reports, root) for s in runs_to_remake(name, run)]
 
 
 def recovered(stamp: dict) -> bool:
@@ -136,8 +176,8 @@ def caveat(name: str, stamp: dict) -> str | None:
         return (f"{name}: recovered command (run.command_source), not stamped by the run; it made the committed "
                 f"numbers at {(stamp.get('commit') or '?')[:10]}, and runs now at HEAD: numbers can differ")
     if not stamp.get("command") and name in UNSTAMPED:
-        return (f"{name}: no command made the committed file as it is (run.command_source); this re-makes it at "
-                "HEAD with the bench's own command")
+        return (f"{name}: no command made the committed file as it is (its run or an earlier run has none: "
+                "run.command_source); this re-makes it whole at HEAD with the bench's own command")
     return None
 
 
@@ -149,7 +189,8 @@ def label(run: dict) -> str:
         return "(no command: " + (run.get("note") or "not stamped").split(":")[0] + ")"
     earlier = len(runs_of(run)) - 1
     return (run["command"] + (f"  (+{earlier} earlier run{'s' if earlier > 1 else ''})" if earlier > 0 else "")
-            + ("  [recovered]" if recovered(run) else ""))
+            + ("  [recovered]" if recovered(run) else "")
+            + ("  (+ rows of an earlier run without a command)" if unstamped_part(run) else ""))
 
 
 def main(argv: list[str] | None = None, reports: Path = REPORTS, root: Path = ROOT) -> int:
@@ -176,7 +217,8 @@ def main(argv: list[str] | None = None, reports: Path = REPORTS, root: Path = RO
               f"choices: {', '.join(have)}", file=sys.stderr)
         return 2
     try:
-        plan = [(n, s, command_for(n, s, reports, root)) for n in dict.fromkeys(names) for s in runs_of(have[n])]
+        plan = [(n, s, command_for(n, s, reports, root)) for n in dict.fromkeys(names)
+                for s in runs_to_remake(n, have[n])]
     except ValueError as e:
         print(f"bench rerun: {e}", file=sys.stderr)
         return 2

@@ -112,34 +112,23 @@ NOT_RECOVERED = {
 }
 
 
-#: the row groups of a bench file that merges runs: a row is stamped by the run that wrote it (``made_by``)
-ROW_GROUPS = ("sets", "splits", "kill_resume")
-
-
-def unstamped_rows(doc: dict) -> list[str]:
-    """The rows of a merged bench file that carry no stamp of their own: a row names its run (``made_by``), or each
-    run record in it (a dict with ``questions``: full_split's ``sample_200`` and ``full``) does."""
-    out = []
-    for group in ROW_GROUPS:
-        for key, row in (doc.get(group) or {}).items():
-            runs = [v for v in row.values() if isinstance(v, dict) and "questions" in v]
-            if not ((row.get("made_by") or {}).get("command")
-                    or (runs and all((v.get("made_by") or {}).get("command") for v in runs))):
-                out.append(f"{group}/{key}")
-    return out
-
-
 def test_a_merged_file_is_stamped_only_when_every_row_is():
+    from bench.__main__ import unstamped_rows
+
     """A file re-made in parts (full_split: one split a session) keeps rows of an unstamped earlier run until each
     is re-made: its rows without ``made_by`` are listed, and the stamped ones are not."""
     row = {"questions": 3, "made_by": {"command": "python -m bench.full_split --hops 1", "commit": "0" * 40}}
     doc = {"splits": {"1-hop": {"full": row, "sample_200": row, "per_question_cost_ratio": {"generate": 1.0}},
                       "2-hop": {"full": {"questions": 5}, "sample_200": row}},
-           "kill_resume": {"1-hop": {"questions": 2}}, "sets": {"a": {"made_by": row["made_by"]}}}
+           "kill_resume": {"1-hop": {"questions": 2}}, "sets": {"a": {"made_by": row["made_by"]}},
+           "run": {"command": "python -m bench.full_split --hops 1"}, "earlier_runs": [{"command": None}]}
     assert unstamped_rows(doc) == ["splits/2-hop", "kill_resume/1-hop"]
     doc["splits"]["2-hop"]["full"] = row
     doc["kill_resume"]["1-hop"] = row
     assert unstamped_rows(doc) == []
+    run = {"command": "python -m bench.x"}
+    assert unstamped_rows({"run": run, "earlier_runs": [{"command": None}]}) == ["(file)"]  # no rows: the file
+    assert unstamped_rows({"run": run, "earlier_runs": [run]}) == []
 
 
 def test_every_committed_result_names_what_made_it():
@@ -147,12 +136,14 @@ def test_every_committed_result_names_what_made_it():
     for a result made before results were stamped, recovered afterwards from the evidence (``command_source`` says
     where from) beside ``committed_in``, the commit that recorded the file. Only the results of ``NOT_RECOVERED``
     may lack them (their ``command_source`` says why), and that list does not grow. A file that merges runs, one of
-    which has no command, counts as lacking until each of its rows carries its own stamp (``unstamped_rows``). Every
+    which has no command, counts as lacking until each of its rows carries its own stamp (``bench.__main__.unstamped_rows``). Every
     commit named (also an earlier run's of a merged file) must be in this history."""
     import json
     import re
     import subprocess
     from pathlib import Path
+
+    from bench.__main__ import unstamped_rows
 
     root = Path(__file__).resolve().parents[1]
     files = sorted((root / "reports" / "bench").glob("*.json"))
@@ -174,12 +165,13 @@ def test_every_committed_result_names_what_made_it():
             assert run["command"].startswith("python "), f.name
             if not run.get("command_source"):  # stamped by the run: since b83881e, no committed_in
                 assert not run.get("committed_in"), f.name
-            if all(r.get("command") for r in doc.get("earlier_runs") or []) or not unstamped_rows(doc):
+            if not unstamped_rows(doc):
                 continue  # every run that wrote into it is named, or each row names its own
         lacking.add(f.stem)
-        assert sha.fullmatch(run.get("committed_in") or ""), f"{f.name}: no command and no committed_in"
         assert f.stem in NOT_RECOVERED, f"{f.name}: no commit and command, and not in NOT_RECOVERED"
-        assert run.get("command_source"), f"{f.name}: no command, and no command_source saying why"
+        bare = [r for r in [run, *(doc.get("earlier_runs") or [])] if not r.get("command")]  # a part re-made keeps one
+        assert any(sha.fullmatch(r.get("committed_in") or "") for r in bare), f"{f.name}: no command, no committed_in"
+        assert any(r.get("command_source") for r in bare), f"{f.name}: no command, and no command_source saying why"
     assert len(NOT_RECOVERED) <= 7, "NOT_RECOVERED may shrink, not grow: stamp or recover the result's command"
     assert lacking == set(NOT_RECOVERED), f"recovered or gone, drop from NOT_RECOVERED: {set(NOT_RECOVERED) - lacking}"
     shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=root, capture_output=True,

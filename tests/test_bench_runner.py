@@ -111,4 +111,26 @@ def test_no_unstamped_fallback_shadows_a_result_that_has_a_command():
     file is the one re-run (the old list's linking command no longer parsed with the bench's flags)."""
     have = runner.results()
     for name in runner.UNSTAMPED:
-        assert name in have and not have[name].get("command"), name
+        assert name in have and runner.unstamped_part(have[name]), name
+
+
+def test_a_file_partly_re_made_is_re_made_whole_by_its_unstamped_command(tmp_path, capsys, monkeypatch):
+    """full_split re-made one split at a time: the latest run has a command, an earlier one (the other splits'
+    rows) has none. The list says so, and rerun runs ``UNSTAMPED``'s command, which re-makes the whole file,
+    not just the latest run's split."""
+    root = _repo(tmp_path)
+    reports = root / "reports" / "bench"
+    doc = {"sizes": ["old", "1"], "run": {
+        "commit": "a" * 40, "command": "python -m bench.tiny --size 1 --out reports/bench/tiny.json"},
+        "earlier_runs": [{"command": None, "committed_in": "c" * 40, "command_source": "not recovered"}]}
+    (reports / "tiny.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(runner, "UNSTAMPED", {"tiny": "python -m bench.tiny --size all --out reports/bench/tiny.json"})
+    assert runner.main(["list"], reports=reports, root=root) == 0
+    assert "rows of an earlier run without a command" in capsys.readouterr().out
+    assert runner.main(["rerun", "tiny"], reports=reports, root=root) == 0
+    assert "re-makes it whole" in capsys.readouterr().err
+    assert json.loads((reports / "tiny.json").read_text())["sizes"] == ["old", "1", "all"]
+    (reports / "tiny.json").write_text(json.dumps({**doc, "sizes": ["old", "1"]}))
+    monkeypatch.setattr(runner, "UNSTAMPED", {})  # no whole-file command: the stamped run alone
+    assert runner.main(["rerun", "tiny"], reports=reports, root=root) == 0
+    assert json.loads((reports / "tiny.json").read_text())["sizes"] == ["old", "1", "1"]
