@@ -153,7 +153,7 @@ TUNE_FIELDS = ("note", "questions", "rows", "trained_rows", "loss_per_epoch", "t
 
 def default_scorer(workdir: Path) -> Path:
     """``--tuned metaqa``: the scorer the default project tunes (MetaQA; relplan's held-out dev questions, leak-
-    guarded; params.yaml's ``tune.*`` with ``tune.enabled=true``: 600 questions, about 50 minutes on 2 cores), trained
+    guarded; params.yaml's ``tune.*`` with ``tune.enabled=true``: 600 questions, 1,340 s on 2 cores at 2320af9), trained
     in the work copy ``<workdir>/tune-metaqa`` by its stages ingest → relplan → tune_answer_scorer. A later run reuses
     it only when the commit and params.yaml are those that trained it and no tracked file differed (``tuned_by.json``
     beside it): a bench that runs twice (two ``--set`` variants) trains once. Returns its ``data/tune`` folder."""
@@ -252,7 +252,7 @@ def main() -> None:
                     "graphs for --split test; half of the dev file for --split dev (the other half evaluated)")
     ap.add_argument("--tuned", default=None, help="a tune_answer_scorer stage's output folder (data/tune of a project "
                     "where `dvc repro tune_answer_scorer` trained), or 'metaqa': the default project's, trained here "
-                    "first (MetaQA dev, params.yaml's tune.*; about 50 minutes; reused by a run at the same commit): "
+                    "first (MetaQA dev, params.yaml's tune.*; about 25 minutes; reused by a run at the same commit): "
                     "copied into the work copy, so that --set generate.model=tuned serves it; each row records its "
                     "tune.json (built.tuned: questions, rows, loss, training_data_hash)")
     ap.add_argument("--tune", action="store_true",
