@@ -292,6 +292,24 @@ def derive(entry: dict) -> None:
         for stage in ("retrieve", "generate") if qs_full.get(stage) and qs_small.get(stage)}
 
 
+#: the note of an entry whose whole split was not run (``--sample-only``), in place of any earlier hand note
+SAMPLE_ONLY_NOTE = "200-question run only (--sample-only): the whole split was not run"
+
+
+def sample_only(entry: dict) -> None:
+    """An entry after a ``--sample-only`` run: its note says so where no whole split is kept, ratios re-derived."""
+    if "full" not in entry:
+        entry["note"] = SAMPLE_ONLY_NOTE
+    derive(entry)
+
+
+def whole_split(entry: dict, full: dict) -> None:
+    """An entry whose whole split was just run: a hand note and cost ratios of the run it replaced go."""
+    for key in [k for k in entry if k == "note" or k.startswith("per_question_cost_ratio")]:
+        entry.pop(key)
+    entry["full"] = full
+
+
 def kill_resume(work: Path, hops: int, n: int, extra: list[str] = ()) -> dict:
     """SIGKILL generate on ``n`` questions about half-way (by shard files written), then run it again."""
     sets = [f"data.hops={hops}", f"data.sample={n}", *extra]
@@ -393,12 +411,10 @@ def main() -> None:
             entry["sample_200"] = one_run(work, hops, 200, args.resume, args.sets)
             write_result(str(out_path), result)
         if args.sample_only:
-            derive(entry)
+            sample_only(entry)
             write_result(str(out_path), result)
             continue
-        entry["full"] = one_run(work, hops, 0, args.resume, args.sets)
-        for key in [k for k in entry if k == "note" or k.startswith("per_question_cost_ratio")]:
-            entry.pop(key)  # a hand note and ratios of the whole split this run replaced
+        whole_split(entry, one_run(work, hops, 0, args.resume, args.sets))
         if args.resume:  # its stage seconds are this part's only: read question_seconds for the whole cost
             resumed(entry["full"])
         entry["full"]["generate_cost"] = generate_cost(work)

@@ -173,7 +173,8 @@ def default_scorer(workdir: Path) -> Path:
     return record.parent
 
 
-def run(name: str, split: str, args) -> dict:
+def run(name: str, split: str, args, tuned_dir: Path | None = None) -> dict:
+    """One set's run; ``tuned_dir``: the scorer's folder (model.gguf, tune.json) when ``--tuned``."""
     work = workcopy(Path(args.workdir) / f"{name}-{split}")
     clear_caches(work)
     tuned = None
@@ -182,7 +183,7 @@ def run(name: str, split: str, args) -> dict:
 
         (work / "data" / "tune").mkdir(parents=True, exist_ok=True)
         for f in ("model.gguf", "tune.json"):
-            shutil.copy2(Path(args.tuned_dir) / f, work / "data" / "tune" / f)
+            shutil.copy2(tuned_dir / f, work / "data" / "tune" / f)
         record = json.loads((work / "data" / "tune" / "tune.json").read_text())
         tuned = {"from": args.tuned, **{k: record.get(k) for k in TUNE_FIELDS}}  # which scorer, as its record says
     data = work / "qgraphs" / f"{name}-{split}.jsonl"
@@ -252,7 +253,7 @@ def main() -> None:
                     "graphs for --split test; half of the dev file for --split dev (the other half evaluated)")
     ap.add_argument("--tuned", default=None, help="a tune_answer_scorer stage's output folder (data/tune of a project "
                     "where `dvc repro tune_answer_scorer` trained), or 'metaqa': the default project's, trained here "
-                    "first (MetaQA dev, params.yaml's tune.*; about 25 minutes; reused by a run at the same commit): "
+                    "first (MetaQA dev, params.yaml's tune.*; about 22 minutes; reused by a run at the same commit): "
                     "copied into the work copy, so that --set generate.model=tuned serves it; each row records its "
                     "tune.json (built.tuned: questions, rows, loss, training_data_hash)")
     ap.add_argument("--tune", action="store_true",
@@ -263,7 +264,8 @@ def main() -> None:
     if args.tune and (not args.labelled or args.retrieval_only or args.tuned):
         ap.error("--tune needs --labelled (the file it trains on), runs the LLM (no --retrieval-only) and trains its "
                  "own scorer (no --tuned)")
-    args.tuned_dir = default_scorer(Path(args.workdir)) if args.tuned == TUNE_DEFAULT else args.tuned
+    tuned_dir = None if not args.tuned else (default_scorer(Path(args.workdir)) if args.tuned == TUNE_DEFAULT
+                                             else Path(args.tuned))
     out = Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {}
     result.setdefault("sets", {})
@@ -274,7 +276,7 @@ def main() -> None:
         key = (f"{name}/{args.split}" + ("/labelled" if args.labelled else "") + ("/tuned" if args.tune else "")
                + ("" if not args.extra else "/" + ";".join(args.extra))
                + ("/retrieval" if args.retrieval_only else ""))
-        result["sets"][key] = run(name, args.split, args)
+        result["sets"][key] = run(name, args.split, args, tuned_dir)
         result["sets"][key]["made_by"] = made_by()  # the row's own stamp (the file merges runs)
         a = result["sets"][key]
         print(f"[question_graphs] {key}: " + json.dumps({k: v for k, v in a.items() if k not in ("overrides", "stages")}),

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.full_split import PAUSED_MS, answering_ms, derive, generate_cost, lift_paired, question_seconds, resumed
+from bench.full_split import (PAUSED_MS, SAMPLE_ONLY_NOTE, answering_ms, derive, generate_cost, lift_paired,
+                              question_seconds, resumed, sample_only, whole_split)
 from kgrag import schema as S
 
 
@@ -67,6 +68,20 @@ def test_a_resumed_splits_rates_come_from_its_per_question_seconds():
     resumed(full)
     assert full["resumed"] and full["generate_questions_per_minute"] == pytest.approx(20000 / 8100.0 * 60, abs=0.1)
     assert "retrieve_questions_per_minute" not in full  # no per-question seconds for it: no rate claimed
+
+
+def test_an_entry_re_made_keeps_no_note_or_ratio_of_the_run_it_replaced():
+    """A hand note (an unstamped run's) goes with the run it spoke of: a sample-only run writes its own where no
+    whole split is kept, and a whole split re-made drops the note and the old ratios before deriving new ones."""
+    entry = {"note": "the whole split stopped at its start (an old hand note)",
+             "sample_200": _run(200, 100.0, 2.0, 90.0), "per_question_cost_ratio": {"generate": 9.9}}
+    sample_only(entry)
+    assert entry["note"] == SAMPLE_ONLY_NOTE and "per_question_cost_ratio" in entry
+    whole_split(entry, _run(20000, 5000.0, 20.0, 8100.0))
+    assert "note" not in entry and not any(k.startswith("per_question_cost_ratio") for k in entry)
+    assert entry["full"]["questions"] == 20000
+    sample_only(entry)  # a later sample-only run keeps the whole split, so writes no sample-only note
+    assert "note" not in entry and entry["per_question_cost_ratio"]["generate"] == 0.5
 
 
 def test_answering_time_leaves_out_questions_without_a_call_and_estimates_paused_and_cached_ones(tmp_path):
