@@ -298,7 +298,9 @@ SAMPLE_ONLY_NOTE = "200-question run only (--sample-only): the whole split was n
 
 def sample_only(entry: dict) -> None:
     """An entry after a ``--sample-only`` run: its note says so where no whole split is kept, ratios re-derived."""
-    if "full" not in entry:
+    if "full" not in entry:  # no whole split to compare with: ratios left by an earlier run go too
+        for key in [k for k in entry if k.startswith("per_question_cost_ratio")]:
+            entry.pop(key)
         entry["note"] = SAMPLE_ONLY_NOTE
     derive(entry)
 

@@ -76,7 +76,7 @@ def test_an_entry_re_made_keeps_no_note_or_ratio_of_the_run_it_replaced():
     entry = {"note": "the whole split stopped at its start (an old hand note)",
              "sample_200": _run(200, 100.0, 2.0, 90.0), "per_question_cost_ratio": {"generate": 9.9}}
     sample_only(entry)
-    assert entry["note"] == SAMPLE_ONLY_NOTE and "per_question_cost_ratio" in entry
+    assert entry["note"] == SAMPLE_ONLY_NOTE and "per_question_cost_ratio" not in entry
     whole_split(entry, _run(20000, 5000.0, 20.0, 8100.0))
     assert "note" not in entry and not any(k.startswith("per_question_cost_ratio") for k in entry)
     assert entry["full"]["questions"] == 20000
