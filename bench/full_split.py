@@ -275,10 +275,18 @@ def resumed(full: dict) -> None:
     full["questions_per_minute_from"] = "question_seconds (run in parts: stage seconds are the last part's)"
 
 
+def drop_ratios(entry: dict, *also: str) -> None:
+    """Take the entry's cost ratios (``per_question_cost_ratio*``) and the keys ``also`` out of it."""
+    for key in [k for k in entry if k in also or k.startswith("per_question_cost_ratio")]:
+        entry.pop(key)
+
+
 def derive(entry: dict) -> None:
     """The entry's per-question cost ratios, whole split / 200 questions: ``per_question_cost_ratio`` from stage
     wall times (start-up included; left out for a resumed whole split, whose stage seconds are its last part's)
-    and ``per_question_cost_ratio_answering`` from the per-question records (start-up left out; every part's)."""
+    and ``per_question_cost_ratio_answering`` from the per-question records (start-up left out; every part's).
+    Ratios an earlier run left go first: with no whole split or no sample there is nothing to compare."""
+    drop_ratios(entry)
     full, small = entry.get("full"), entry.get("sample_200")
     if not (full and small):
         return
@@ -298,17 +306,14 @@ SAMPLE_ONLY_NOTE = "200-question run only (--sample-only): the whole split was n
 
 def sample_only(entry: dict) -> None:
     """An entry after a ``--sample-only`` run: its note says so where no whole split is kept, ratios re-derived."""
-    if "full" not in entry:  # no whole split to compare with: ratios left by an earlier run go too
-        for key in [k for k in entry if k.startswith("per_question_cost_ratio")]:
-            entry.pop(key)
+    if "full" not in entry:
         entry["note"] = SAMPLE_ONLY_NOTE
     derive(entry)
 
 
 def whole_split(entry: dict, full: dict) -> None:
     """An entry whose whole split was just run: a hand note and cost ratios of the run it replaced go."""
-    for key in [k for k in entry if k == "note" or k.startswith("per_question_cost_ratio")]:
-        entry.pop(key)
+    drop_ratios(entry, "note")
     entry["full"] = full
 
 
