@@ -45,6 +45,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from bench._machine import made_by
@@ -368,6 +370,25 @@ def _cache_rows(work: Path) -> int:
         con.close()
 
 
+def llm_server_down(sets: list[str]) -> str | None:
+    """Why a run whose overrides point the LLM at an OpenAI-compatible server (``generate.openai.base_url=...``)
+    cannot start, or None: the server must answer ``GET <base_url>/models`` (any HTTP status) before any stage runs.
+    Without it every question's calls would fail, be retried and be recorded as failures: a whole split of them,
+    written over the committed row (``python -m bench rerun full_split`` runs the fault-server row's command too)."""
+    urls = [s.split("=", 1)[1] for s in sets if s.startswith("generate.openai.base_url=")]
+    if not urls:
+        return None
+    url = urls[-1].rstrip("/") + "/models"
+    try:
+        urllib.request.urlopen(url, timeout=5).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (OSError, ValueError) as e:
+        return (f"no LLM server answers at {url} ({getattr(e, 'reason', e)}); start it first, e.g. the fault "
+                "server: python -m tests.fault_server --port 8123 &")
+    return None
+
+
 def entry_key(hops: int, sets: list[str]) -> str:
     """A result's key: the split, then the overrides it ran with (``1-hop KEY=VALUE ...``)."""
     return " ".join([f"{hops}-hop", *sets])
@@ -390,6 +411,8 @@ def main() -> None:
                          "(time by candidates scored) and the entry's cost ratios")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
+    if not args.cost_only and (why := llm_server_down(args.sets)):
+        raise SystemExit(f"[bench] {why}")
     work = workcopy(Path(args.workdir))
     out_path = Path(args.out)
     result = json.loads(out_path.read_text()) if out_path.exists() else {}

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.full_split import (PAUSED_MS, SAMPLE_ONLY_NOTE, answering_ms, derive, generate_cost, lift_paired,
-                              question_seconds, resumed, sample_only, whole_split)
+                              llm_server_down, question_seconds, resumed, sample_only, whole_split)
 from kgrag import schema as S
 
 
@@ -108,3 +108,29 @@ def test_the_llm_lift_is_paired_per_question(tmp_path):
     assert got["random"] == {"hit_at_1": 0.75, "lift": 0.0, "low": 0.0, "high": 0.0, "won": 0, "lost": 0}
     assert got["first"]["hit_at_1"] == 0.5  # the no-LLM candidate's own figure, beside the lift
     assert lift_paired(tmp_path / "none") is None
+
+
+def test_a_run_pointed_at_an_llm_server_starts_only_when_the_server_answers():
+    """The fault-server row's command (``--set generate.openai.base_url=...``) against the real fault server, then
+    against the same port closed: refused before any stage runs, naming the URL and how to start the server."""
+    import socket
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from tests.fault_server import State, make_handler
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(State(faults=False, slow_s=0.0, delay_s=0.0)))
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sets = [f"generate.openai.base_url=http://127.0.0.1:{port}/v1", "reason.method=answer"]
+    try:
+        assert llm_server_down(sets) is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as s:  # nothing listens on a port just released
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    why = llm_server_down([f"generate.openai.base_url=http://127.0.0.1:{closed}/v1"])
+    assert why and f"http://127.0.0.1:{closed}/v1/models" in why and "tests.fault_server" in why
+    assert llm_server_down(["reason.rank.max_candidates=1"]) is None  # the embedded LLM: nothing to reach
