@@ -52,13 +52,9 @@ GROUPS = {
 }
 #: a command that re-makes a result at HEAD where the command that made the committed file could not be recovered
 #: (its ``run.command`` is null: ``command_source`` says why); ``rerun`` says that it did not make the file
-UNSTAMPED: dict[str, str] = {
-    # the whole 1-, 2- and 3-hop test splits with their 200-question samples (about 10 hours on 2 cores: the committed
-    # whole splits answered for 50 minutes, 2.7 hours and 7.2 hours, the last two in parts with --resume; so one split
-    # at a time, `--hops 1`, a long one continued with --resume: each row is stamped, made_by); the file's kill_resume
-    # and override rows (separate runs) are kept as they are, named by its earlier_runs
-    "full_split": "python -m bench.full_split --hops 1 2 3",
-}  # relplan_scale's entry went when its result was re-made, stamped (2026-12-06)
+UNSTAMPED: dict[str, str] = {}  # relplan_scale's entry went when its result was re-made, stamped, and
+# full_split's (python -m bench.full_split --hops 1 2 3) when its last unstamped rows, the whole 3-hop split's,
+# were (2026-12-06): every row of it names its own command now, and rerun runs those
 
 
 def bench_argv(cmd: str) -> list[str] | None:

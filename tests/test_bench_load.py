@@ -106,10 +106,7 @@ def test_a_merged_result_is_stamped_by_the_run_that_wrote_it_and_keeps_the_earli
 
 #: results whose command could not be recovered (issue 56): each file's run.command_source says why in full. This
 #: list may shrink (a result re-made, or its command found) but not grow: every new result is stamped by its run.
-NOT_RECOVERED = {
-    "full_split": "merges nine or more runs over two days (whole splits resumed across sessions, kill-resume, "
-                  "--cost-only), each on the code of its day",
-}
+NOT_RECOVERED: dict[str, str] = {}  # full_split left it on 2026-12-06: each of its rows re-made, stamped
 
 
 def test_a_merged_file_is_stamped_only_when_every_row_is():
